@@ -1,0 +1,54 @@
+// swift-tools-version:6.1
+import PackageDescription
+
+/// One set of Swift settings for every target: Swift 6 language mode with strict concurrency.
+let swiftSettings: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+    .enableUpcomingFeature("ExistentialAny"),
+]
+
+let package = Package(
+    name: "crdt-sync",
+    platforms: [.macOS(.v14)],
+    products: [
+        .library(name: "NotesCRDT", targets: ["NotesCRDT"]),
+        .library(name: "NotesStore", targets: ["NotesStore"]),
+        .executable(name: "crdt-sync", targets: ["crdt-sync"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
+    ],
+    targets: [
+        .target(name: "NotesCRDT", swiftSettings: swiftSettings),
+        .target(
+            name: "NotesStore",
+            dependencies: ["NotesCRDT", .product(name: "GRDB", package: "GRDB.swift")],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "crdt-sync",
+            dependencies: [
+                "NotesCRDT", "NotesStore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "NotesCRDTTests",
+            dependencies: ["NotesCRDT", .product(name: "PropertyBased", package: "swift-property-based")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "NotesStoreTests",
+            dependencies: ["NotesStore", "NotesCRDT"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "CLITests",
+            dependencies: ["NotesCRDT"],
+            swiftSettings: swiftSettings
+        ),
+    ]
+)

@@ -1,0 +1,35 @@
+/// An error from the CRDT core: a change that cannot be applied, a snapshot that cannot be read.
+///
+/// A struct with an extensible `code`, as in swift-nio's `FileSystemError`, so new cases do not
+/// break callers that switch over codes.
+public struct CRDTError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// What kind of problem it is.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private let name: String
+        private init(_ name: String) { self.name = name }
+        /// A change refers to an operation (an origin, a deleted character) that does not exist.
+        public static let unknownReference = Code("unknownReference")
+        /// A change is not well formed (empty, overlapping its own replica's history, bad sizes).
+        public static let malformedChange = Code("malformedChange")
+        /// Encoded bytes are truncated or inconsistent.
+        public static let malformedEncoding = Code("malformedEncoding")
+        /// A note or tag that the caller named does not exist.
+        public static let notFound = Code("notFound")
+        /// A position or range outside the text.
+        public static let outOfBounds = Code("outOfBounds")
+        public var description: String { name }
+    }
+
+    /// The kind of problem.
+    public var code: Code
+    /// A sentence that says what is wrong.
+    public var message: String
+
+    /// Creates an error.
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    public var description: String { message }
+}

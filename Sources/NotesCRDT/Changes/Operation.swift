@@ -1,0 +1,121 @@
+/// One operation of a change. An insert of *n* characters consumes *n* sequence numbers (every
+/// character has its own identity); every other operation consumes one.
+public enum Operation: Hashable, Sendable {
+    /// Writes a last-writer-wins field of a note (creating the note if it is new).
+    case setNoteField(note: NoteID, field: NoteField, value: FieldValue)
+    /// Inserts characters into a note's body after `origin` (nil: at the start). The first
+    /// character's identity is the operation's; each following character comes after the previous.
+    case insertText(note: NoteID, origin: OpID?, text: [Unicode.Scalar])
+    /// Deletes the characters with these identities from a note's body.
+    case deleteText(note: NoteID, targets: [OpIDRange])
+    /// Writes a field of a tag entity, by tag key.
+    case setTagField(tag: String, field: TagField, value: FieldValue)
+
+    /// How many sequence numbers the operation consumes.
+    public var seqCount: UInt64 {
+        if case .insertText(_, _, let text) = self { return UInt64(text.count) }
+        return 1
+    }
+
+    /// The note the operation touches, if any.
+    public var note: NoteID? {
+        switch self {
+        case .setNoteField(let note, _, _), .insertText(let note, _, _), .deleteText(let note, _): note
+        case .setTagField: nil
+        }
+    }
+}
+
+/// The unit of the log and of exchange: consecutive operations of one replica.
+///
+/// Operation *i* has the sequence numbers that follow those of operation *i - 1*, and its
+/// timestamp is `timestamp` advanced by the same distance, so one change carries one timestamp.
+public struct Change: Hashable, Sendable {
+    /// The replica that made the change.
+    public let replica: ReplicaID
+    /// The sequence number of the first operation.
+    public let startSeq: UInt64
+    /// The timestamp of the first operation; the rest follow one per sequence number.
+    public let timestamp: Timestamp
+    /// What the author had applied from other replicas when it made the change. (Its own earlier
+    /// operations, `1 ..< startSeq`, are implied.)
+    public let dependencies: VersionVector
+    /// The operations, in order.
+    public private(set) var operations: [Operation]
+    /// How many sequence numbers the change covers.
+    public private(set) var seqCount: UInt64
+
+    /// Creates a change. The operations must not be empty.
+    public init(replica: ReplicaID, startSeq: UInt64, timestamp: Timestamp, dependencies: VersionVector,
+                operations: [Operation]) {
+        self.replica = replica
+        self.startSeq = startSeq
+        self.timestamp = timestamp
+        var deps = dependencies
+        deps[replica] = 0
+        self.dependencies = deps
+        self.operations = operations
+        self.seqCount = operations.reduce(0) { $0 + $1.seqCount }
+    }
+
+    /// The last sequence number the change covers.
+    public var endSeq: UInt64 { startSeq + seqCount - 1 }
+
+    /// The identities the change covers.
+    public var idRange: OpIDRange { OpIDRange(replica: replica, seq: startSeq, count: seqCount) }
+
+    /// The timestamp of the operation with sequence number `seq`.
+    public func timestamp(ofSeq seq: UInt64) -> Timestamp { timestamp.advanced(by: seq - startSeq) }
+
+    /// The full causal context: the dependencies plus the author's own earlier operations.
+    public var context: VersionVector {
+        var vv = dependencies
+        vv[replica] = startSeq - 1
+        return vv
+    }
+
+    /// The part of the change from sequence number `seq` on (an insert that straddles `seq` is cut,
+    /// its remaining characters keeping their identities and origins). Nil when nothing is left.
+    public func suffix(from seq: UInt64) -> Change? {
+        if seq <= startSeq { return self }
+        if seq > endSeq { return nil }
+        var ops: [Operation] = []
+        var opSeq = startSeq
+        for op in operations {
+            let count = op.seqCount
+            defer { opSeq += count }
+            if opSeq + count <= seq { continue }
+            if opSeq < seq, case .insertText(let note, _, let text) = op {
+                let skip = Int(seq - opSeq)
+                ops.append(.insertText(note: note, origin: OpID(replica: replica, seq: seq - 1), text: Array(text[skip...])))
+            } else {
+                ops.append(op)
+            }
+        }
+        return Change(replica: replica, startSeq: seq, timestamp: timestamp(ofSeq: seq), dependencies: dependencies, operations: ops)
+    }
+
+    /// Appends the operations of `next`, which must directly follow this change (same replica,
+    /// the next sequence number and timestamp, the same dependencies). Inserts that continue the
+    /// previous insert are joined into one operation.
+    ///
+    /// - Returns: false (and changes nothing) when `next` does not directly follow.
+    mutating func append(_ next: Change) -> Bool {
+        guard next.replica == replica, next.startSeq == startSeq + seqCount,
+              next.timestamp == timestamp.advanced(by: seqCount), next.dependencies == dependencies else { return false }
+        for op in next.operations {
+            let lastSeq = startSeq + seqCount - 1
+            switch (operations.last, op) {
+            case (.insertText(let note, let origin, var text)?, .insertText(let note2, let origin2, let more))
+                where note == note2 && origin2 == OpID(replica: replica, seq: lastSeq):
+                operations[operations.count - 1] = .setTagField(tag: "", field: .name, value: .null)  // release the array
+                text.append(contentsOf: more)
+                operations[operations.count - 1] = .insertText(note: note, origin: origin, text: text)
+            default:
+                operations.append(op)
+            }
+            seqCount += op.seqCount
+        }
+        return true
+    }
+}

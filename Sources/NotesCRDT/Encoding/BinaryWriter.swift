@@ -1,0 +1,134 @@
+/// Appends bytes: LEB128 varints, fixed-width integers, length-prefixed strings.
+public struct BinaryWriter: Sendable {
+    /// The bytes written so far.
+    public private(set) var bytes: [UInt8] = []
+
+    /// An empty writer.
+    public init() {}
+
+    /// Appends an unsigned LEB128 varint.
+    public mutating func varint(_ value: UInt64) {
+        var v = value
+        while v >= 0x80 {
+            bytes.append(UInt8(truncatingIfNeeded: v) | 0x80)
+            v >>= 7
+        }
+        bytes.append(UInt8(v))
+    }
+
+    /// Appends a zigzag-encoded signed varint.
+    public mutating func signedVarint(_ value: Int64) {
+        varint(UInt64(bitPattern: (value << 1) ^ (value >> 63)))
+    }
+
+    /// Appends one byte.
+    public mutating func byte(_ value: UInt8) { bytes.append(value) }
+
+    /// Appends raw bytes.
+    public mutating func raw(_ data: some Sequence<UInt8>) { bytes.append(contentsOf: data) }
+
+    /// Appends a 32-bit big-endian integer.
+    public mutating func uint32(_ value: UInt32) {
+        for shift in stride(from: 24, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: value >> UInt32(shift))) }
+    }
+
+    /// Appends a 64-bit big-endian integer.
+    public mutating func uint64(_ value: UInt64) {
+        for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
+    }
+
+    /// Appends a varint byte length, then the UTF-8 bytes.
+    public mutating func string(_ value: String) {
+        let utf8 = Array(value.utf8)
+        varint(UInt64(utf8.count))
+        bytes.append(contentsOf: utf8)
+    }
+}
+
+/// Reads what `BinaryWriter` wrote, checking every length against what is left.
+public struct BinaryReader: Sendable {
+    private let bytes: [UInt8]
+    /// The read position.
+    public private(set) var offset: Int
+
+    /// A reader over `bytes`, from `offset`.
+    public init(_ bytes: [UInt8], offset: Int = 0) {
+        self.bytes = bytes
+        self.offset = offset
+    }
+
+    /// Bytes left to read.
+    public var remaining: Int { bytes.count - offset }
+
+    /// Whether everything has been read.
+    public var isAtEnd: Bool { offset >= bytes.count }
+
+    private func truncated(_ what: String) -> CRDTError {
+        CRDTError(.malformedEncoding, "truncated data: \(what) at byte \(offset)")
+    }
+
+    /// Reads an unsigned LEB128 varint.
+    public mutating func varint() throws -> UInt64 {
+        var result: UInt64 = 0
+        var shift: UInt64 = 0
+        while true {
+            guard offset < bytes.count else { throw truncated("a varint") }
+            let byte = bytes[offset]
+            offset += 1
+            if shift == 63, byte > 1 { throw CRDTError(.malformedEncoding, "a varint overflows 64 bits at byte \(offset - 1)") }
+            result |= UInt64(byte & 0x7F) << shift
+            if byte & 0x80 == 0 { return result }
+            shift += 7
+            if shift > 63 { throw CRDTError(.malformedEncoding, "a varint is too long at byte \(offset - 1)") }
+        }
+    }
+
+    /// Reads a varint that must fit in `limit` (a count or index).
+    public mutating func count(max limit: Int, _ what: String) throws -> Int {
+        let value = try varint()
+        guard value <= UInt64(limit) else {
+            throw CRDTError(.malformedEncoding, "\(what) is \(value), more than the \(limit) possible at byte \(offset)")
+        }
+        return Int(value)
+    }
+
+    /// Reads a zigzag-encoded signed varint.
+    public mutating func signedVarint() throws -> Int64 {
+        let raw = try varint()
+        return Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1)
+    }
+
+    /// Reads one byte.
+    public mutating func byte() throws -> UInt8 {
+        guard offset < bytes.count else { throw truncated("a byte") }
+        defer { offset += 1 }
+        return bytes[offset]
+    }
+
+    /// Reads `n` raw bytes.
+    public mutating func raw(_ n: Int) throws -> ArraySlice<UInt8> {
+        guard n >= 0, n <= remaining else { throw truncated("\(n) bytes") }
+        defer { offset += n }
+        return bytes[offset ..< offset + n]
+    }
+
+    /// Reads a 32-bit big-endian integer.
+    public mutating func uint32() throws -> UInt32 {
+        try raw(4).reduce(0) { $0 << 8 | UInt32($1) }
+    }
+
+    /// Reads a 64-bit big-endian integer.
+    public mutating func uint64() throws -> UInt64 {
+        try raw(8).reduce(0) { $0 << 8 | UInt64($1) }
+    }
+
+    /// Reads a length-prefixed UTF-8 string; invalid UTF-8 is an error.
+    public mutating func string() throws -> String {
+        let n = try count(max: remaining, "a string length")
+        let data = try raw(n)
+        guard let s = String(validating: data, as: UTF8.self) else {
+            throw CRDTError(.malformedEncoding, "a string is not valid UTF-8 at byte \(offset - n)")
+        }
+        return s
+    }
+}

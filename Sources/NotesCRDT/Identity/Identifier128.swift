@@ -1,0 +1,181 @@
+/// 128 bits of identity, printed as 32 lowercase hexadecimal digits.
+///
+/// `ReplicaID` and `NoteID` are both 16 random bytes; this is their shared representation.
+public struct Identifier128: Hashable, Comparable, Sendable {
+    /// The most significant 64 bits.
+    public var high: UInt64
+    /// The least significant 64 bits.
+    public var low: UInt64
+
+    /// Creates an identifier from its two halves.
+    public init(high: UInt64, low: UInt64) {
+        self.high = high
+        self.low = low
+    }
+
+    /// Creates a random identifier from the given generator.
+    public init<G: RandomNumberGenerator>(using generator: inout G) {
+        self.init(high: generator.next(), low: generator.next())
+    }
+
+    /// Parses 32 hexadecimal digits (case-insensitive); returns nil for anything else.
+    public init?(hex: some StringProtocol) {
+        let utf8 = Array(hex.utf8)
+        guard utf8.count == 32 else { return nil }
+        var high: UInt64 = 0
+        var low: UInt64 = 0
+        for (index, byte) in utf8.enumerated() {
+            guard let nibble = Identifier128.nibble(byte) else { return nil }
+            if index < 16 { high = high << 4 | UInt64(nibble) } else { low = low << 4 | UInt64(nibble) }
+        }
+        self.init(high: high, low: low)
+    }
+
+    /// The 16 bytes, most significant first.
+    public var bytes: [UInt8] {
+        var result = [UInt8]()
+        result.reserveCapacity(16)
+        for shift in stride(from: 56, through: 0, by: -8) { result.append(UInt8(truncatingIfNeeded: high >> UInt64(shift))) }
+        for shift in stride(from: 56, through: 0, by: -8) { result.append(UInt8(truncatingIfNeeded: low >> UInt64(shift))) }
+        return result
+    }
+
+    /// Creates an identifier from 16 bytes, most significant first.
+    public init?(bytes: some Collection<UInt8>) {
+        guard bytes.count == 16 else { return nil }
+        var high: UInt64 = 0
+        var low: UInt64 = 0
+        for (index, byte) in bytes.enumerated() {
+            if index < 8 { high = high << 8 | UInt64(byte) } else { low = low << 8 | UInt64(byte) }
+        }
+        self.init(high: high, low: low)
+    }
+
+    /// 32 lowercase hexadecimal digits.
+    public var hex: String {
+        let digits = Array("0123456789abcdef".utf8)
+        var out = [UInt8]()
+        out.reserveCapacity(32)
+        for byte in bytes {
+            out.append(digits[Int(byte >> 4)])
+            out.append(digits[Int(byte & 0xF)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    public static func < (lhs: Identifier128, rhs: Identifier128) -> Bool {
+        (lhs.high, lhs.low) < (rhs.high, rhs.low)
+    }
+
+    private static func nibble(_ byte: UInt8) -> UInt8? {
+        switch byte {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return byte - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return byte - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return byte - UInt8(ascii: "A") + 10
+        default: return nil
+        }
+    }
+}
+
+/// The identity of one replica: one device and one account. Made once, at random.
+public struct ReplicaID: Hashable, Comparable, Sendable, CustomStringConvertible {
+    /// The underlying 128 bits.
+    public var raw: Identifier128
+
+    /// Wraps 128 bits.
+    public init(_ raw: Identifier128) { self.raw = raw }
+
+    /// A new random replica identity from the given generator (deterministic for a seeded one).
+    public static func random<G: RandomNumberGenerator>(using generator: inout G) -> ReplicaID {
+        ReplicaID(Identifier128(using: &generator))
+    }
+
+    /// A new random replica identity from the system's generator.
+    public static func random() -> ReplicaID {
+        var generator = SystemRandomNumberGenerator()
+        return random(using: &generator)
+    }
+
+    /// Parses 32 hexadecimal digits.
+    public init?(hex: some StringProtocol) {
+        guard let raw = Identifier128(hex: hex) else { return nil }
+        self.raw = raw
+    }
+
+    /// 32 lowercase hexadecimal digits.
+    public var description: String { raw.hex }
+
+    public static func < (lhs: ReplicaID, rhs: ReplicaID) -> Bool { lhs.raw < rhs.raw }
+}
+
+/// The identity of one note: 16 random bytes made on the device that created it.
+public struct NoteID: Hashable, Comparable, Sendable, CustomStringConvertible {
+    /// The underlying 128 bits.
+    public var raw: Identifier128
+
+    /// Wraps 128 bits.
+    public init(_ raw: Identifier128) { self.raw = raw }
+
+    /// A new random note identity from the given generator.
+    public static func random<G: RandomNumberGenerator>(using generator: inout G) -> NoteID {
+        NoteID(Identifier128(using: &generator))
+    }
+
+    /// A new random note identity from the system's generator.
+    public static func random() -> NoteID {
+        var generator = SystemRandomNumberGenerator()
+        return random(using: &generator)
+    }
+
+    /// Parses 32 hexadecimal digits.
+    public init?(hex: some StringProtocol) {
+        guard let raw = Identifier128(hex: hex) else { return nil }
+        self.raw = raw
+    }
+
+    /// 32 lowercase hexadecimal digits.
+    public var description: String { raw.hex }
+
+    public static func < (lhs: NoteID, rhs: NoteID) -> Bool { lhs.raw < rhs.raw }
+}
+
+/// The identity of one operation (and of one inserted character): the replica that made it and
+/// its sequence number there. Sequence numbers count 1, 2, 3, ... per replica without gaps.
+public struct OpID: Hashable, Comparable, Sendable, CustomStringConvertible {
+    /// The replica that made the operation.
+    public var replica: ReplicaID
+    /// Its sequence number on that replica, starting at 1.
+    public var seq: UInt64
+
+    /// Creates an operation identity.
+    public init(replica: ReplicaID, seq: UInt64) {
+        self.replica = replica
+        self.seq = seq
+    }
+
+    public var description: String { "\(replica.raw.hex.prefix(8))@\(seq)" }
+
+    public static func < (lhs: OpID, rhs: OpID) -> Bool {
+        (lhs.replica, lhs.seq) < (rhs.replica, rhs.seq)
+    }
+}
+
+/// A run of consecutive operation identities on one replica: `seq ..< seq + count`.
+public struct OpIDRange: Hashable, Sendable {
+    /// The replica.
+    public var replica: ReplicaID
+    /// The first sequence number.
+    public var seq: UInt64
+    /// How many consecutive sequence numbers.
+    public var count: UInt64
+
+    /// Creates a range of identities.
+    public init(replica: ReplicaID, seq: UInt64, count: UInt64) {
+        self.replica = replica
+        self.seq = seq
+        self.count = count
+    }
+
+    /// The first identity past the range.
+    public var endSeq: UInt64 { seq + count }
+}

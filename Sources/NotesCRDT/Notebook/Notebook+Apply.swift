@@ -1,0 +1,268 @@
+extension Notebook {
+    /// What `apply(_:)` did with a change.
+    public enum ApplyOutcome: Hashable, Sendable {
+        /// Applied now (with any waiting changes it unblocked: `released` of them).
+        case applied(released: Int)
+        /// Already covered by the version vector: nothing to do.
+        case duplicate
+        /// Its dependencies are missing; it waits and is applied when they arrive.
+        case pending
+    }
+
+    /// Applies a change from any replica. Idempotent, and concurrent changes commute.
+    ///
+    /// A change whose dependencies have not all been applied waits in the pending set and is
+    /// applied as soon as they are. A malformed change (an unknown origin, an empty operation)
+    /// throws and changes nothing.
+    ///
+    /// - Complexity: O(operations × log *n*) for the change itself.
+    @discardableResult
+    public mutating func apply(_ change: Change) throws -> ApplyOutcome {
+        try Notebook.checkShape(change)
+        switch readiness(of: change) {
+        case .duplicate:
+            return .duplicate
+        case .blocked(let replica):
+            pending.add(change, waitingFor: replica)
+            return .pending
+        case .ready(let ready):
+            try validate(ready)
+            applyValidated(ready)
+            return .applied(released: drain(from: ready.replica))
+        }
+    }
+
+    /// Applies changes in the order given (any order works; a causal order avoids waiting).
+    ///
+    /// - Returns: how many changes were applied (including released pending ones), how many
+    ///   were duplicates, and how many wait for dependencies at the end.
+    @discardableResult
+    public mutating func apply<S: Sequence<Change>>(contentsOf changes: S) throws -> (applied: Int, duplicates: Int, pending: Int) {
+        var applied = 0
+        var duplicates = 0
+        for change in changes {
+            switch try apply(change) {
+            case .applied(let released): applied += 1 + released
+            case .duplicate: duplicates += 1
+            case .pending: break
+            }
+        }
+        return (applied, duplicates, pending.count)
+    }
+
+    /// Exactly the operations that a replica at `version` lacks, as changes in a causal order
+    /// (the first change of each replica cut where the other side's knowledge ends).
+    ///
+    /// - Complexity: O(*r* log *h* + *k* log *k*): a binary search per replica, then the *k* changes sent.
+    public func changes(since version: VersionVector) -> [Change] {
+        var picked: [(index: Int, change: Change)] = []
+        for (replica, indexes) in historyIndex {
+            let have = version[replica]
+            guard have < versionVector[replica] else { continue }
+            var low = 0
+            var high = indexes.count
+            while low < high {
+                let mid = (low + high) / 2
+                if history[indexes[mid]].endSeq <= have { low = mid + 1 } else { high = mid }
+            }
+            for position in low ..< indexes.count {
+                let change = history[indexes[position]]
+                picked.append((indexes[position], position == low ? change.suffix(from: have + 1)! : change))
+            }
+        }
+        return picked.sorted { $0.index < $1.index }.map(\.change)
+    }
+
+    /// Every change in the log, in the order applied.
+    public var allChanges: [Change] { history }
+
+    /// Merges another replica's state into this one: afterwards this replica has applied
+    /// everything the other had (its pending changes included).
+    public mutating func merge(_ other: Notebook) throws {
+        try apply(contentsOf: other.changes(since: versionVector))
+        try apply(contentsOf: other.pending.all)
+    }
+
+    /// This replica's state merged with another's. `a.merging(b)` and `b.merging(a)` have the same
+    /// digest.
+    public func merging(_ other: Notebook) throws -> Notebook {
+        var copy = self
+        try copy.merge(other)
+        return copy
+    }
+
+    // MARK: Internals
+
+    enum Readiness {
+        case duplicate
+        case blocked(ReplicaID)
+        case ready(Change)
+    }
+
+    func readiness(of change: Change) -> Readiness {
+        let have = versionVector[change.replica]
+        if change.endSeq <= have { return .duplicate }
+        if change.startSeq > have + 1 { return .blocked(change.replica) }
+        for (replica, seq) in change.dependencies.entries where versionVector[replica] < seq {
+            return .blocked(replica)
+        }
+        return .ready(change.suffix(from: have + 1)!)
+    }
+
+    static func checkShape(_ change: Change) throws {
+        guard change.startSeq >= 1 else { throw CRDTError(.malformedChange, "a change starts at seq 0") }
+        guard !change.operations.isEmpty, change.seqCount > 0 else {
+            throw CRDTError(.malformedChange, "a change from \(change.replica) has no operations")
+        }
+        guard change.startSeq <= UInt64.max - change.seqCount else {
+            throw CRDTError(.malformedChange, "a change's sequence numbers overflow")
+        }
+        for op in change.operations {
+            switch op {
+            case .insertText(_, let origin, let text):
+                if text.isEmpty { throw CRDTError(.malformedChange, "an insert with no text") }
+                if let origin, origin.seq == 0 { throw CRDTError(.malformedChange, "an insert after seq 0") }
+            case .deleteText(_, let targets):
+                if targets.isEmpty { throw CRDTError(.malformedChange, "a delete with no targets") }
+                for t in targets where t.count == 0 || t.seq == 0 || t.seq > UInt64.max - t.count {
+                    throw CRDTError(.malformedChange, "a delete with an empty or overflowing range")
+                }
+            case .setNoteField, .setTagField:
+                break
+            }
+        }
+    }
+
+    /// Checks that every identity the change refers to exists, in the state or earlier in the
+    /// change itself, so that applying it cannot fail half-way.
+    func validate(_ change: Change) throws {
+        var ownInserts: [NoteID: [(UInt64, UInt64)]] = [:]
+        var seq = change.startSeq
+        func isOwn(_ note: NoteID, _ range: OpIDRange) -> Bool {
+            guard range.replica == change.replica else { return false }
+            return ownInserts[note, default: []].contains { range.seq >= $0.0 && range.endSeq <= $0.0 + $0.1 }
+        }
+        for op in change.operations {
+            switch op {
+            case .insertText(let note, let origin, let text):
+                if let origin {
+                    let range = OpIDRange(replica: origin.replica, seq: origin.seq, count: 1)
+                    guard isOwn(note, range) || notes[note]?.body.contains(origin) == true else {
+                        throw CRDTError(.unknownReference, "an insert into note \(note) follows \(origin), which does not exist")
+                    }
+                }
+                ownInserts[note, default: []].append((seq, UInt64(text.count)))
+            case .deleteText(let note, let targets):
+                for target in targets {
+                    guard isOwn(note, target) || notes[note]?.body.containsAll(target) == true else {
+                        throw CRDTError(.unknownReference, "a delete in note \(note) names characters that do not exist (\(target.replica)@\(target.seq)+\(target.count))")
+                    }
+                }
+            case .setNoteField, .setTagField:
+                break
+            }
+            seq += op.seqCount
+        }
+    }
+
+    /// Applies a change that is ready and valid, records it, and advances the clocks.
+    mutating func applyValidated(_ change: Change) {
+        var seq = change.startSeq
+        for op in change.operations {
+            let timestamp = change.timestamp(ofSeq: seq)
+            let id = OpID(replica: change.replica, seq: seq)
+            switch op {
+            case .setNoteField(let note, let field, let value):
+                Notebook.write(&notes[note, default: NoteRecord()].fields, field, value, timestamp, id)
+                touch(note, timestamp)
+            case .insertText(let note, let origin, let text):
+                notes[note, default: NoteRecord()].body.integrate(id: id, origin: origin, key: timestamp.rawValue, scalars: text)
+                touch(note, timestamp.advanced(by: UInt64(text.count) - 1))
+            case .deleteText(let note, let targets):
+                for target in targets { notes[note, default: NoteRecord()].body.delete(target) }
+                touch(note, timestamp)
+            case .setTagField(let tag, let field, let value):
+                Notebook.write(&tagRecords[tag, default: [:]], field, value, timestamp, id)
+            }
+            seq += op.seqCount
+        }
+        versionVector[change.replica] = change.endSeq
+        let last = change.timestamp(ofSeq: change.endSeq)
+        if change.replica == replicaID {
+            clock.witnessLocal(last)
+        } else {
+            clock.observe(last, wallMilliseconds: wallClock.milliseconds())
+        }
+        record(change)
+    }
+
+    private static func write<Key: Hashable>(_ registers: inout [Key: LWWRegister<FieldValue>], _ key: Key,
+                                             _ value: FieldValue, _ timestamp: Timestamp, _ writer: OpID) {
+        if registers[key] == nil {
+            registers[key] = LWWRegister(value: value, timestamp: timestamp, writer: writer)
+        } else {
+            registers[key]!.set(value, timestamp: timestamp, writer: writer)
+        }
+    }
+
+    private mutating func touch(_ note: NoteID, _ timestamp: Timestamp) {
+        if timestamp > notes[note]!.updatedAt { notes[note]!.updatedAt = timestamp }
+    }
+
+    /// Appends a change to the log, joining it to the previous one when it directly follows it.
+    private mutating func record(_ change: Change) {
+        if let lastIndex = history.indices.last, history[lastIndex].replica == change.replica {
+            var last = history[lastIndex]
+            history[lastIndex] = Change(replica: change.replica, startSeq: 0, timestamp: .zero, dependencies: VersionVector(), operations: [])
+            let joined = last.append(change)
+            history[lastIndex] = last
+            if joined { return }
+        }
+        historyIndex[change.replica, default: []].append(history.count)
+        history.append(change)
+    }
+
+    /// Applies waiting changes that became ready, starting with those that waited for `replica`.
+    private mutating func drain(from replica: ReplicaID) -> Int {
+        var released = 0
+        var work = [replica]
+        while let next = work.popLast() {
+            for change in pending.take(waitingFor: next) {
+                switch readiness(of: change) {
+                case .duplicate:
+                    continue
+                case .blocked(let other):
+                    pending.add(change, waitingFor: other)
+                case .ready(let ready):
+                    guard (try? validate(ready)) != nil else { continue }  // malformed: dropped
+                    applyValidated(ready)
+                    released += 1
+                    work.append(ready.replica)
+                }
+            }
+        }
+        return released
+    }
+}
+
+/// Changes that wait for their dependencies, filed under the replica whose progress they wait for.
+struct PendingChanges: Sendable {
+    private var waiting: [ReplicaID: [Change]] = [:]
+    private(set) var count = 0
+
+    mutating func add(_ change: Change, waitingFor replica: ReplicaID) {
+        if waiting[replica]?.contains(where: { $0.replica == change.replica && $0.startSeq == change.startSeq && $0.seqCount == change.seqCount }) == true {
+            return
+        }
+        waiting[replica, default: []].append(change)
+        count += 1
+    }
+
+    mutating func take(waitingFor replica: ReplicaID) -> [Change] {
+        guard let list = waiting.removeValue(forKey: replica) else { return [] }
+        count -= list.count
+        return list
+    }
+
+    var all: [Change] { waiting.keys.sorted().flatMap { waiting[$0]! } }
+}

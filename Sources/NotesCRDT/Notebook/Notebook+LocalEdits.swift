@@ -1,0 +1,198 @@
+extension Notebook {
+    /// Creates a note and returns its identity with the change that made it.
+    ///
+    /// - Parameter id: the new note's identity; a random one by default (pass one made from a
+    ///   seeded generator for deterministic runs).
+    @discardableResult
+    public mutating func createNote(id: NoteID = .random(), title: String = "", body: String = "",
+                                    tags: [String] = []) -> (id: NoteID, change: Change) {
+        var ops: [Operation] = [
+            .setNoteField(note: id, field: .createdAt, value: .int(Int64(wallClock.milliseconds()))),
+            .setNoteField(note: id, field: .state, value: .string(NoteLifecycle.active.rawValue)),
+            .setNoteField(note: id, field: .title, value: .string(title)),
+        ]
+        for name in tags where !Notebook.tagKey(name).isEmpty {
+            let key = Notebook.tagKey(name)
+            if tagRecords[key] == nil { ops.append(.setTagField(tag: key, field: .name, value: .string(name))) }
+            ops.append(.setNoteField(note: id, field: .tag(key), value: .bool(true)))
+        }
+        if !body.isEmpty, notes[id] == nil {
+            ops.append(.insertText(note: id, origin: nil, text: Array(body.unicodeScalars)))
+        }
+        return (id, commitLocal(ops))
+    }
+
+    /// Sets a note's title.
+    @discardableResult
+    public mutating func setTitle(_ note: NoteID, _ title: String) throws -> Change {
+        try setField(note, .title, .string(title))
+    }
+
+    /// Pins or unpins a note.
+    @discardableResult
+    public mutating func setPinned(_ note: NoteID, _ pinned: Bool) throws -> Change {
+        try setField(note, .pinned, .bool(pinned))
+    }
+
+    /// Archives or unarchives a note.
+    @discardableResult
+    public mutating func setArchived(_ note: NoteID, _ archived: Bool) throws -> Change {
+        try setField(note, .archived, .bool(archived))
+    }
+
+    /// Sets a note's color (nil clears it).
+    @discardableResult
+    public mutating func setColor(_ note: NoteID, _ color: String?) throws -> Change {
+        try setField(note, .color, color.map(FieldValue.string) ?? .null)
+    }
+
+    /// Moves a note to the trash, restores it, or deletes it for good.
+    @discardableResult
+    public mutating func setState(_ note: NoteID, _ state: NoteLifecycle) throws -> Change {
+        try setField(note, .state, .string(state.rawValue))
+    }
+
+    /// Adds a note to a tag (creating the tag entity when it is new) or removes it.
+    @discardableResult
+    public mutating func setTag(_ note: NoteID, _ name: String, member: Bool) throws -> Change {
+        let key = Notebook.tagKey(name)
+        guard !key.isEmpty else { throw CRDTError(.outOfBounds, "a tag name cannot be empty") }
+        guard notes[note] != nil else { throw CRDTError(.notFound, "no note \(note)") }
+        var ops: [Operation] = []
+        if member, tagRecords[key] == nil { ops.append(.setTagField(tag: key, field: .name, value: .string(name))) }
+        ops.append(.setNoteField(note: note, field: .tag(key), value: .bool(member)))
+        return commitLocal(ops)
+    }
+
+    /// Writes a field of a tag entity (its display name or color).
+    @discardableResult
+    public mutating func setTagField(_ name: String, _ field: TagField, _ value: FieldValue) throws -> Change {
+        let key = Notebook.tagKey(name)
+        guard !key.isEmpty else { throw CRDTError(.outOfBounds, "a tag name cannot be empty") }
+        return commitLocal([.setTagField(tag: key, field: field, value: value)])
+    }
+
+    /// Writes an app-defined field of a note.
+    @discardableResult
+    public mutating func setExtra(_ note: NoteID, _ key: String, _ value: FieldValue) throws -> Change {
+        try setField(note, .extra(key), value)
+    }
+
+    /// Writes any field of a note.
+    @discardableResult
+    public mutating func setField(_ note: NoteID, _ field: NoteField, _ value: FieldValue) throws -> Change {
+        guard notes[note] != nil else { throw CRDTError(.notFound, "no note \(note)") }
+        return commitLocal([.setNoteField(note: note, field: field, value: value)])
+    }
+
+    /// Inserts text at a Unicode-scalar offset of a note's body.
+    ///
+    /// - Complexity: O(log *n*) in the body's length, plus the inserted text.
+    @discardableResult
+    public mutating func insertText(_ note: NoteID, at offset: Int, _ text: String) throws -> Change? {
+        guard let record = notes[note] else { throw CRDTError(.notFound, "no note \(note)") }
+        guard offset >= 0, offset <= record.body.count else {
+            throw CRDTError(.outOfBounds, "offset \(offset) is outside the body (0...\(record.body.count))")
+        }
+        let scalars = Array(text.unicodeScalars)
+        guard !scalars.isEmpty else { return nil }
+        return commitInsert(note: note, at: offset, scalars: scalars)
+    }
+
+    /// Deletes the Unicode scalars in `range` of a note's body.
+    ///
+    /// - Complexity: O(log *n* + runs in the range).
+    @discardableResult
+    public mutating func deleteText(_ note: NoteID, _ range: Range<Int>) throws -> Change? {
+        guard let record = notes[note] else { throw CRDTError(.notFound, "no note \(note)") }
+        guard range.lowerBound >= 0, range.upperBound <= record.body.count else {
+            throw CRDTError(.outOfBounds, "range \(range) is outside the body (0..<\(record.body.count))")
+        }
+        guard !range.isEmpty else { return nil }
+        let targets = record.body.identities(of: range)
+        return commitLocal([.deleteText(note: note, targets: targets)])
+    }
+
+    /// Replaces the whole body by `text` through the minimal splice: the common prefix and suffix
+    /// stay (with their identities), so concurrent edits elsewhere in the text survive.
+    ///
+    /// - Returns: the changes made (none when the text is unchanged).
+    @discardableResult
+    public mutating func replaceBody(_ note: NoteID, with text: String) throws -> [Change] {
+        guard let record = notes[note] else { throw CRDTError(.notFound, "no note \(note)") }
+        let old = Array(record.body.string.unicodeScalars)
+        let new = Array(text.unicodeScalars)
+        let splice = TextSplice.minimal(from: old, to: new)
+        var changes: [Change] = []
+        if splice.deleteCount > 0, let c = try deleteText(note, splice.offset ..< splice.offset + splice.deleteCount) {
+            changes.append(c)
+        }
+        if !splice.insert.isEmpty {
+            changes.append(commitInsert(note: note, at: splice.offset, scalars: splice.insert))
+        }
+        return changes
+    }
+
+    // MARK: Committing
+
+    /// Stamps local operations with the next sequence numbers and timestamps, applies them, and logs them.
+    mutating func commitLocal(_ ops: [Operation]) -> Change {
+        let seqCount = ops.reduce(0) { $0 + $1.seqCount }
+        let timestamp = clock.tick(wallMilliseconds: wallClock.milliseconds(), count: seqCount)
+        return commit(ops, timestamp: timestamp)
+    }
+
+    mutating func commit(_ ops: [Operation], timestamp: Timestamp) -> Change {
+        let change = Change(replica: replicaID, startSeq: versionVector[replicaID] + 1, timestamp: timestamp,
+                            dependencies: versionVector, operations: ops)
+        applyValidated(change)
+        return change
+    }
+
+    /// A local insert. Its characters must sort before every existing child of their origin, so the
+    /// text lands where the user typed it. When they continue this replica's own last insert, they
+    /// take the keys right after it, so typing stays one run.
+    mutating func commitInsert(note: NoteID, at offset: Int, scalars: [Unicode.Scalar]) -> Change {
+        let context = notes[note]!.body.insertContext(at: offset)
+        let nextSeq = versionVector[replicaID] + 1
+        let count = UInt64(scalars.count)
+        let op = Operation.insertText(note: note, origin: context.origin, text: scalars)
+        if let origin = context.origin, let originKey = context.originKey, origin.replica == replicaID,
+           origin.seq == nextSeq - 1, context.firstChildKey == nil {
+            let timestamp = Timestamp(rawValue: originKey + 1)
+            clock.witnessLocal(timestamp.advanced(by: count - 1))
+            return commit([op], timestamp: timestamp)
+        }
+        var timestamp = clock.tick(wallMilliseconds: wallClock.milliseconds(), count: count)
+        if let childKey = context.firstChildKey, timestamp.rawValue <= childKey {
+            // A child from a clock beyond the drift bound: go just past it, for this edit only.
+            timestamp = Timestamp(rawValue: childKey + 1)
+            clock.witnessLocal(timestamp.advanced(by: count - 1))
+        }
+        return commit([op], timestamp: timestamp)
+    }
+}
+
+/// The minimal splice that turns one scalar sequence into another: keep the common prefix and
+/// suffix, delete what lies between in the old, insert what lies between in the new.
+public struct TextSplice: Hashable, Sendable {
+    /// Where the splice starts, in scalars.
+    public var offset: Int
+    /// How many scalars of the old text it removes.
+    public var deleteCount: Int
+    /// What it inserts.
+    public var insert: [Unicode.Scalar]
+
+    /// The minimal splice from `old` to `new`.
+    ///
+    /// - Complexity: O(*n*).
+    public static func minimal(from old: [Unicode.Scalar], to new: [Unicode.Scalar]) -> TextSplice {
+        var prefix = 0
+        let limit = min(old.count, new.count)
+        while prefix < limit, old[prefix] == new[prefix] { prefix += 1 }
+        var suffix = 0
+        while suffix < limit - prefix, old[old.count - 1 - suffix] == new[new.count - 1 - suffix] { suffix += 1 }
+        return TextSplice(offset: prefix, deleteCount: old.count - prefix - suffix,
+                          insert: Array(new[prefix ..< new.count - suffix]))
+    }
+}

@@ -1,0 +1,113 @@
+/// One replica of a person's notes: the CRDT state of every note and tag, the log of changes, the
+/// version vector, and the changes that wait for their dependencies.
+///
+/// Local edits produce `Change`s (returned, and kept in the log); `apply(_:)` takes changes from
+/// elsewhere in any order, any number of times. Two notebooks that have applied the same changes
+/// have the same state and the same `digest()`, whatever the order.
+///
+/// The notebook never reads the system clock or a random source on its own: it takes wall time
+/// from its `wallClock` and new note identities from the caller (or `NoteID.random()`).
+public struct Notebook: Sendable {
+    /// This replica's identity.
+    public let replicaID: ReplicaID
+    /// Where wall-clock time comes from.
+    public var wallClock: any WallClock
+    /// The hybrid logical clock.
+    public internal(set) var clock: HybridLogicalClock
+    /// What has been applied, per replica.
+    public internal(set) var versionVector = VersionVector()
+
+    var notes: [NoteID: NoteRecord] = [:]
+    var tagRecords: [String: [TagField: LWWRegister<FieldValue>]] = [:]
+    /// Every applied change, in the order applied (a causal order).
+    var history: [Change] = []
+    /// For each replica, the indexes into `history` of its changes, by increasing seq.
+    var historyIndex: [ReplicaID: [Int]] = [:]
+    var pending = PendingChanges()
+
+    /// Creates an empty replica.
+    public init(replicaID: ReplicaID, wallClock: any WallClock = SystemWallClock(),
+                maxForwardDrift: UInt64 = HybridLogicalClock.defaultMaxForwardDrift) {
+        self.replicaID = replicaID
+        self.wallClock = wallClock
+        self.clock = HybridLogicalClock(maxForwardDrift: maxForwardDrift)
+    }
+
+    // MARK: Reading
+
+    /// The identities of every note (deleted ones included), sorted.
+    public var noteIDs: [NoteID] { notes.keys.sorted() }
+
+    /// The number of notes known, deleted ones included.
+    public var noteCount: Int { notes.count }
+
+    /// The note with this identity, or nil.
+    public func note(_ id: NoteID) -> Note? {
+        guard let record = notes[id] else { return nil }
+        return makeNote(id, record)
+    }
+
+    /// Every note that is not deleted, sorted by identity.
+    public var allNotes: [Note] {
+        notes.keys.sorted().compactMap { id in
+            let note = makeNote(id, notes[id]!)
+            return note.state == .deleted ? nil : note
+        }
+    }
+
+    /// The body of a note as CRDT text (for position and identity conversions).
+    public func body(of id: NoteID) -> RGAText? { notes[id]?.body }
+
+    /// The tags known, sorted by key.
+    public var tags: [Tag] {
+        tagRecords.keys.sorted().map { key in
+            let fields = tagRecords[key]!
+            return Tag(key: key, name: fields[.name]?.value.stringValue ?? key, color: fields[.color]?.value.stringValue)
+        }
+    }
+
+    /// The key a tag name is known by: the name with surrounding space trimmed, lowercased.
+    public static func tagKey(_ name: String) -> String {
+        var scalars = Substring(name).unicodeScalars
+        while let first = scalars.first, first.properties.isWhitespace { scalars.removeFirst() }
+        while let last = scalars.last, last.properties.isWhitespace { scalars.removeLast() }
+        return String(String.UnicodeScalarView(scalars)).lowercased()
+    }
+
+    /// The number of changes waiting for their dependencies.
+    public var pendingCount: Int { pending.count }
+
+    /// The changes waiting for their dependencies.
+    public var pendingChanges: [Change] { pending.all }
+
+    /// The number of changes in the log (after coalescing).
+    public var historyCount: Int { history.count }
+
+    func makeNote(_ id: NoteID, _ record: NoteRecord) -> Note {
+        var tags: [String] = []
+        var extras: [String: FieldValue] = [:]
+        for (field, register) in record.fields {
+            switch field {
+            case .tag(let key) where register.value == .bool(true):
+                tags.append(tagRecords[key]?[.name]?.value.stringValue ?? key)
+            case .extra(let key):
+                extras[key] = register.value
+            default:
+                break
+            }
+        }
+        return Note(
+            id: id,
+            title: record.value(.title).stringValue ?? "",
+            body: record.body.string,
+            pinned: record.value(.pinned).boolValue ?? false,
+            archived: record.value(.archived).boolValue ?? false,
+            color: record.value(.color).stringValue,
+            state: record.value(.state).stringValue.flatMap(NoteLifecycle.init(rawValue:)) ?? .active,
+            tags: tags.sorted(),
+            createdAt: UInt64(record.value(.createdAt).intValue ?? 0),
+            updatedAt: record.updatedAt.milliseconds,
+            extras: extras
+        )
+    }
+}

@@ -1,0 +1,138 @@
+/// The body of a note: an RGA sequence of Unicode scalars.
+///
+/// Each character has an identity `(replica, seq)`, the identity of the character it was inserted
+/// after (its origin), a key (its timestamp), and a deleted flag. A new character goes right after
+/// its origin, after skipping the items that sort before it (greater key first, ties broken by the
+/// greater replica ID). Characters typed one after another are held as one run.
+///
+/// A value type with copy-on-write storage. Edits go through `Notebook`, which assigns identities
+/// and timestamps; this type exposes reading, and the primitive integration the notebook uses.
+public struct RGAText: Sendable {
+    var tree: RGATree
+
+    /// An empty text.
+    public init() { tree = RGATree() }
+
+    /// The number of visible Unicode scalars.
+    ///
+    /// - Complexity: O(1).
+    public var count: Int { tree.visibleCount }
+
+    /// Whether no scalar is visible.
+    public var isEmpty: Bool { count == 0 }
+
+    /// The visible text.
+    ///
+    /// - Complexity: O(*n*).
+    public var string: String { tree.string }
+
+    /// The number of characters ever inserted, tombstones included.
+    public var totalCharacters: Int { tree.totalCharacters }
+
+    /// The number of runs that hold the characters (a measure of fragmentation).
+    public var runCount: Int { tree.leaves.reduce(0) { $0 + $1.runs.count } }
+
+    mutating func makeUnique() {
+        if !isKnownUniquelyReferenced(&tree) { tree = tree.copy() }
+    }
+
+    /// What a local insert at `position` needs to know: the origin, the origin's key, and the key
+    /// of the origin's first existing child (a new local character must sort before it).
+    struct InsertContext {
+        var origin: OpID?
+        var originKey: UInt64?
+        var firstChildKey: UInt64?
+    }
+
+    func insertContext(at position: Int) -> InsertContext {
+        if position == 0 {
+            guard let first = tree.firstItem(fromRun: 0, in: 0) else { return InsertContext() }
+            let childKey = tree.isChild(first, ofAgent: -1, seq: 0) ? tree.key(at: first) : nil
+            return InsertContext(origin: nil, originKey: nil, firstChildKey: childKey)
+        }
+        let at = tree.findVisible(position - 1)
+        let run = tree.leaves[Int(at.leaf)].runs[at.run]
+        let originSeq = run.seq + UInt64(at.offset)
+        var childKey: UInt64? = nil
+        if let next = tree.next(after: at), tree.isChild(next, ofAgent: run.agent, seq: originSeq) {
+            childKey = tree.key(at: next)
+        }
+        return InsertContext(origin: OpID(replica: tree.agents[Int(run.agent)], seq: originSeq),
+                             originKey: run.key + UInt64(at.offset), firstChildKey: childKey)
+    }
+
+    /// Whether the character with this identity is in the text (visible or deleted).
+    ///
+    /// - Complexity: O(log *n*).
+    public func contains(_ id: OpID) -> Bool {
+        guard let agent = tree.agentIndex[id.replica] else { return false }
+        return tree.find(agent: agent, seq: id.seq) != nil
+    }
+
+    /// Whether every character of the range is in the text.
+    func containsAll(_ range: OpIDRange) -> Bool {
+        guard let agent = tree.agentIndex[range.replica] else { return range.count == 0 }
+        var seq = range.seq
+        while seq < range.endSeq {
+            guard let at = tree.find(agent: agent, seq: seq) else { return false }
+            let run = tree.leaves[Int(at.leaf)].runs[at.run]
+            seq = run.seq + UInt64(run.length)
+        }
+        return true
+    }
+
+    /// Inserts characters whose first identity is `id` after `origin` (nil: the document start).
+    /// The origin must be in the text.
+    mutating func integrate(id: OpID, origin: OpID?, key: UInt64, scalars: some Collection<Unicode.Scalar>) {
+        makeUnique()
+        let agent = tree.agent(for: id.replica)
+        var originAgent: Int32 = -1
+        var originSeq: UInt64 = 0
+        if let origin {
+            originAgent = tree.agent(for: origin.replica)
+            originSeq = origin.seq
+        }
+        tree.integrate(agent: agent, seq: id.seq, key: key, originAgent: originAgent, originSeq: originSeq, scalars: scalars)
+    }
+
+    /// Marks the characters of `range` deleted (all must be in the text).
+    ///
+    /// - Returns: how many of them were visible.
+    @discardableResult
+    mutating func delete(_ range: OpIDRange) -> Int {
+        guard range.count > 0 else { return 0 }
+        makeUnique()
+        let agent = tree.agent(for: range.replica)
+        return tree.delete(agent: agent, seq: range.seq, count: range.count)
+    }
+
+    /// The identities of the visible characters in `range`.
+    ///
+    /// - Complexity: O(log *n* + runs in the range).
+    public func identities(of range: Range<Int>) -> [OpIDRange] {
+        tree.visibleRanges(start: range.lowerBound, count: range.count).map {
+            OpIDRange(replica: tree.agents[Int($0.agent)], seq: $0.seq, count: $0.count)
+        }
+    }
+
+    /// The identity of the visible character at `position`.
+    ///
+    /// - Complexity: O(log *n*).
+    public func identity(at position: Int) -> OpID {
+        let at = tree.findVisible(position)
+        let run = tree.leaves[Int(at.leaf)].runs[at.run]
+        return OpID(replica: tree.agents[Int(run.agent)], seq: run.seq + UInt64(at.offset))
+    }
+
+    /// The visible position of the character with this identity, or nil when it is deleted or absent.
+    ///
+    /// - Complexity: O(log *n*).
+    public func position(of id: OpID) -> Int? {
+        guard let agent = tree.agentIndex[id.replica], let at = tree.find(agent: agent, seq: id.seq) else { return nil }
+        let runs = tree.leaves[Int(at.leaf)].runs
+        if runs[at.run].deleted { return nil }
+        var position = tree.visibleIndexOfLeafStart(at.leaf)
+        for run in runs[..<at.run] where !run.deleted { position += Int(run.length) }
+        return position + at.offset
+    }
+}

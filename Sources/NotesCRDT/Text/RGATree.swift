@@ -1,0 +1,499 @@
+/// The storage behind `RGAText`: an order-statistic B+-tree of runs with visible counts, an arena of
+/// inserted scalars kept apart from the CRDT metadata, and an index from operation ID to leaf.
+///
+/// Nodes live in two arrays and refer to each other by index, so there is no reference counting on
+/// the hot path. RGA never removes an item (deletes leave tombstones), so nodes only ever split.
+final class RGATree: @unchecked Sendable {
+    /// A run of consecutive characters: inserted by one replica with consecutive sequence numbers
+    /// and consecutive keys, each after the previous, all deleted or all visible.
+    struct Run {
+        var seq: UInt64
+        var key: UInt64
+        var originSeq: UInt64
+        var content: Int
+        var agent: Int32
+        var originAgent: Int32  // -1: the start of the document
+        var length: Int32
+        var deleted: Bool
+    }
+
+    struct Leaf {
+        var runs: [Run] = []
+        var visible: Int = 0
+        var parent: Int32 = -1
+        var next: Int32 = -1
+    }
+
+    struct Inner {
+        var children: [Int32] = []
+        var visible: Int = 0
+        var parent: Int32 = -1
+        var leafChildren: Bool
+    }
+
+    /// One entry of the ID index: sequence numbers from `seq` up to the next entry's live in `leaf`.
+    struct Segment {
+        var seq: UInt64
+        var leaf: Int32
+    }
+
+    struct Position {
+        var leaf: Int32
+        var run: Int
+        var offset: Int
+    }
+
+    static let leafCapacity = 64
+    static let innerCapacity = 32
+
+    var agents: [ReplicaID] = []
+    var agentIndex: [ReplicaID: Int32] = [:]
+    var arena: [Unicode.Scalar] = []
+    var leaves: [Leaf] = [Leaf()]
+    var inners: [Inner] = []
+    var root: Int32 = 0
+    var rootIsLeaf = true
+    var index: [[Segment]] = []
+    var totalCharacters = 0
+
+    init() {}
+
+    func copy() -> RGATree {
+        let other = RGATree()
+        other.agents = agents
+        other.agentIndex = agentIndex
+        other.arena = arena
+        other.leaves = leaves
+        other.inners = inners
+        other.root = root
+        other.rootIsLeaf = rootIsLeaf
+        other.index = index
+        other.totalCharacters = totalCharacters
+        return other
+    }
+
+    var visibleCount: Int { rootIsLeaf ? leaves[Int(root)].visible : inners[Int(root)].visible }
+
+    // MARK: Agents
+
+    func agent(for replica: ReplicaID) -> Int32 {
+        if let existing = agentIndex[replica] { return existing }
+        let new = Int32(agents.count)
+        agents.append(replica)
+        agentIndex[replica] = new
+        index.append([])
+        return new
+    }
+
+    /// Whether the item `(keyA, agentA)` sorts before `(keyB, agentB)` among siblings:
+    /// greater key first, ties broken by the greater replica ID.
+    @inline(__always)
+    func precedes(_ keyA: UInt64, _ agentA: Int32, _ keyB: UInt64, _ agentB: Int32) -> Bool {
+        if keyA != keyB { return keyA > keyB }
+        return agents[Int(agentA)] > agents[Int(agentB)]
+    }
+
+    // MARK: Lookup
+
+    /// The leaf that holds the character `(agent, seq)`, from the ID index.
+    ///
+    /// - Complexity: O(log *r*), *r* the number of index segments of that agent.
+    func leafHolding(agent: Int32, seq: UInt64) -> Int32? {
+        let segments = index[Int(agent)]
+        var low = 0
+        var high = segments.count
+        while low < high {
+            let mid = (low + high) / 2
+            if segments[mid].seq <= seq { low = mid + 1 } else { high = mid }
+        }
+        return low == 0 ? nil : segments[low - 1].leaf
+    }
+
+    /// The position of the character `(agent, seq)`, or nil when it is not in the text.
+    ///
+    /// - Complexity: O(log *n*) plus a scan of one leaf.
+    func find(agent: Int32, seq: UInt64) -> Position? {
+        guard let leaf = leafHolding(agent: agent, seq: seq) else { return nil }
+        let runs = leaves[Int(leaf)].runs
+        for (i, run) in runs.enumerated() where run.agent == agent && seq >= run.seq && seq < run.seq + UInt64(run.length) {
+            return Position(leaf: leaf, run: i, offset: Int(seq - run.seq))
+        }
+        return nil
+    }
+
+    /// The position of the visible character at `visibleIndex` (which must be in range).
+    ///
+    /// - Complexity: O(log *n*).
+    func findVisible(_ visibleIndex: Int) -> Position {
+        var remaining = visibleIndex
+        var node = root
+        var isLeaf = rootIsLeaf
+        while !isLeaf {
+            let inner = inners[Int(node)]
+            var chosen = inner.children[inner.children.count - 1]
+            for child in inner.children {
+                let count = inner.leafChildren ? leaves[Int(child)].visible : inners[Int(child)].visible
+                if remaining < count { chosen = child; break }
+                remaining -= count
+            }
+            node = chosen
+            isLeaf = inner.leafChildren
+        }
+        let runs = leaves[Int(node)].runs
+        for (i, run) in runs.enumerated() where !run.deleted {
+            if remaining < Int(run.length) { return Position(leaf: node, run: i, offset: remaining) }
+            remaining -= Int(run.length)
+        }
+        preconditionFailure("visible index out of range")
+    }
+
+    /// The visible index of the first character of the given leaf.
+    func visibleIndexOfLeafStart(_ leaf: Int32) -> Int {
+        var total = 0
+        var child = leaf
+        var parent = leaves[Int(leaf)].parent
+        var childIsLeaf = true
+        while parent >= 0 {
+            let inner = inners[Int(parent)]
+            for sibling in inner.children {
+                if sibling == child { break }
+                total += childIsLeaf ? leaves[Int(sibling)].visible : inners[Int(sibling)].visible
+            }
+            child = parent
+            childIsLeaf = false
+            parent = inner.parent
+        }
+        return total
+    }
+
+    /// The item that follows `position` in document order (tombstones included), if any.
+    func next(after position: Position) -> Position? {
+        let run = leaves[Int(position.leaf)].runs[position.run]
+        if position.offset + 1 < Int(run.length) {
+            return Position(leaf: position.leaf, run: position.run, offset: position.offset + 1)
+        }
+        return firstItem(fromRun: position.run + 1, in: position.leaf)
+    }
+
+    func firstItem(fromRun run: Int, in leaf: Int32) -> Position? {
+        var leaf = leaf
+        var run = run
+        while true {
+            if run < leaves[Int(leaf)].runs.count { return Position(leaf: leaf, run: run, offset: 0) }
+            let next = leaves[Int(leaf)].next
+            if next < 0 { return nil }
+            leaf = next
+            run = 0
+        }
+    }
+
+    func key(at position: Position) -> UInt64 {
+        leaves[Int(position.leaf)].runs[position.run].key + UInt64(position.offset)
+    }
+
+    /// Whether the item at `position` has `(originAgent, originSeq)` as its origin.
+    func isChild(_ position: Position, ofAgent originAgent: Int32, seq originSeq: UInt64) -> Bool {
+        let run = leaves[Int(position.leaf)].runs[position.run]
+        if position.offset > 0 { return run.agent == originAgent && run.seq + UInt64(position.offset) - 1 == originSeq }
+        return run.originAgent == originAgent && run.originSeq == originSeq
+    }
+
+    // MARK: Integration
+
+    /// Places a run of new characters after their origin, by the RGA rule: skip the items that
+    /// sort before it (greater key first), stop at the first that does not.
+    ///
+    /// The origin must exist (checked by the caller). Extends the previous run in place when the
+    /// new characters continue it.
+    ///
+    /// - Complexity: O(log *n*) plus the concurrent items skipped.
+    func integrate(agent: Int32, seq: UInt64, key: UInt64, originAgent: Int32, originSeq: UInt64,
+                   scalars: some Collection<Unicode.Scalar>) {
+        let length = scalars.count
+        guard length > 0 else { return }
+        var leaf: Int32
+        var run: Int
+        var offset: Int
+        if originAgent < 0 {
+            leaf = 0; run = 0; offset = 0
+        } else {
+            let origin = find(agent: originAgent, seq: originSeq)!
+            leaf = origin.leaf
+            if origin.offset + 1 < Int(leaves[Int(leaf)].runs[origin.run].length) {
+                run = origin.run; offset = origin.offset + 1
+            } else {
+                run = origin.run + 1; offset = 0
+            }
+        }
+        // Scan past the items that sort before the new run.
+        while true {
+            if run == leaves[Int(leaf)].runs.count {
+                let nextLeaf = leaves[Int(leaf)].next
+                guard nextLeaf >= 0, let first = leaves[Int(nextLeaf)].runs.first,
+                      precedes(first.key, first.agent, key, agent) else { break }
+                leaf = nextLeaf; run = 0; offset = 0
+                continue
+            }
+            let item = leaves[Int(leaf)].runs[run]
+            if precedes(item.key + UInt64(offset), item.agent, key, agent) {
+                run += 1; offset = 0
+            } else {
+                break
+            }
+        }
+        var insertAt = run
+        if offset > 0 {
+            splitRun(leaf: leaf, run: run, at: offset)
+            insertAt = run + 1
+        }
+        let contentStart = arena.count
+        arena.append(contentsOf: scalars)
+        totalCharacters += length
+        var extended = false
+        if insertAt > 0 {
+            let prev = leaves[Int(leaf)].runs[insertAt - 1]
+            let prevLength = UInt64(prev.length)
+            if prev.agent == agent, !prev.deleted, prev.seq + prevLength == seq, prev.key + prevLength == key,
+               prev.content + Int(prev.length) == contentStart,
+               originAgent == agent, originSeq == seq - 1, Int(prev.length) + length < Int(Int32.max) {
+                leaves[Int(leaf)].runs[insertAt - 1].length += Int32(length)
+                extended = true
+            }
+        }
+        if !extended {
+            let new = Run(seq: seq, key: key, originSeq: originSeq, content: contentStart, agent: agent,
+                          originAgent: originAgent, length: Int32(length), deleted: false)
+            leaves[Int(leaf)].runs.insert(new, at: insertAt)
+        }
+        assignIndex(agent: agent, from: seq, to: seq + UInt64(length), leaf: leaf)
+        addVisible(length, toLeaf: leaf)
+        if leaves[Int(leaf)].runs.count > RGATree.leafCapacity { splitLeaf(leaf) }
+    }
+
+    /// Marks `count` characters of one agent, from `seq` on, as deleted. All must exist.
+    ///
+    /// - Returns: how many were visible before.
+    @discardableResult
+    func delete(agent: Int32, seq: UInt64, count: UInt64) -> Int {
+        var seq = seq
+        var remaining = count
+        var removed = 0
+        while remaining > 0 {
+            let position = find(agent: agent, seq: seq)!
+            let leaf = position.leaf
+            let run = leaves[Int(leaf)].runs[position.run]
+            let take = min(UInt64(Int(run.length) - position.offset), remaining)
+            if !run.deleted {
+                var target = position.run
+                if position.offset > 0 {
+                    splitRun(leaf: leaf, run: target, at: position.offset)
+                    target += 1
+                }
+                if take < UInt64(leaves[Int(leaf)].runs[target].length) {
+                    splitRun(leaf: leaf, run: target, at: Int(take))
+                }
+                leaves[Int(leaf)].runs[target].deleted = true
+                addVisible(-Int(take), toLeaf: leaf)
+                removed += Int(take)
+                if leaves[Int(leaf)].runs.count > RGATree.leafCapacity { splitLeaf(leaf) }
+            }
+            seq += take
+            remaining -= take
+        }
+        return removed
+    }
+
+    /// The identities of the visible characters in `start ..< start + count`, as ranges.
+    func visibleRanges(start: Int, count: Int) -> [(agent: Int32, seq: UInt64, count: UInt64)] {
+        guard count > 0 else { return [] }
+        var result: [(agent: Int32, seq: UInt64, count: UInt64)] = []
+        let position = findVisible(start)
+        var remaining = count
+        var leaf = position.leaf
+        var run = position.run
+        var offset = position.offset
+        while remaining > 0 {
+            if run == leaves[Int(leaf)].runs.count {
+                leaf = leaves[Int(leaf)].next
+                run = 0
+                offset = 0
+                precondition(leaf >= 0, "range past the end of the text")
+                continue
+            }
+            let item = leaves[Int(leaf)].runs[run]
+            if !item.deleted {
+                let take = min(Int(item.length) - offset, remaining)
+                let seq = item.seq + UInt64(offset)
+                if let last = result.last, last.agent == item.agent, last.seq + last.count == seq {
+                    result[result.count - 1].count += UInt64(take)
+                } else {
+                    result.append((item.agent, seq, UInt64(take)))
+                }
+                remaining -= take
+            }
+            run += 1
+            offset = 0
+        }
+        return result
+    }
+
+    // MARK: Reading
+
+    /// Calls `body` with each visible run's scalars, in document order.
+    func forEachVisibleSlice(_ body: (ArraySlice<Unicode.Scalar>) -> Void) {
+        var leaf: Int32 = 0
+        while leaf >= 0 {
+            for run in leaves[Int(leaf)].runs where !run.deleted {
+                body(arena[run.content ..< run.content + Int(run.length)])
+            }
+            leaf = leaves[Int(leaf)].next
+        }
+    }
+
+    var string: String {
+        var view = String.UnicodeScalarView()
+        forEachVisibleSlice { view.append(contentsOf: $0) }
+        return String(view)
+    }
+
+    /// Every run in document order, tombstones included.
+    func allRuns() -> [Run] {
+        var result: [Run] = []
+        var leaf: Int32 = 0
+        while leaf >= 0 {
+            result.append(contentsOf: leaves[Int(leaf)].runs)
+            leaf = leaves[Int(leaf)].next
+        }
+        return result
+    }
+
+    // MARK: Tree maintenance
+
+    private func splitRun(leaf: Int32, run: Int, at offset: Int) {
+        var head = leaves[Int(leaf)].runs[run]
+        var tail = head
+        head.length = Int32(offset)
+        tail.seq += UInt64(offset)
+        tail.key += UInt64(offset)
+        tail.content += offset
+        tail.length -= Int32(offset)
+        tail.originAgent = head.agent
+        tail.originSeq = tail.seq - 1
+        leaves[Int(leaf)].runs[run] = head
+        leaves[Int(leaf)].runs.insert(tail, at: run + 1)
+    }
+
+    private func addVisible(_ delta: Int, toLeaf leaf: Int32) {
+        leaves[Int(leaf)].visible += delta
+        var parent = leaves[Int(leaf)].parent
+        while parent >= 0 {
+            inners[Int(parent)].visible += delta
+            parent = inners[Int(parent)].parent
+        }
+    }
+
+    /// Records in the ID index that sequence numbers `from ..< to` of `agent` live in `leaf`.
+    private func assignIndex(agent: Int32, from: UInt64, to: UInt64, leaf: Int32) {
+        var segments = index[Int(agent)]
+        index[Int(agent)] = []
+        defer { index[Int(agent)] = segments }
+        // First segment starting at or after `from`, and at or after `to`.
+        func lowerBound(_ seq: UInt64) -> Int {
+            var low = 0
+            var high = segments.count
+            while low < high {
+                let mid = (low + high) / 2
+                if segments[mid].seq < seq { low = mid + 1 } else { high = mid }
+            }
+            return low
+        }
+        let i = lowerBound(from)
+        let j = lowerBound(to)
+        // The owner of `to` before this change, if no segment starts exactly there.
+        var tailOwner: Int32? = nil
+        if j == segments.count || segments[j].seq != to {
+            if j > 0 { tailOwner = segments[j - 1].leaf }
+        }
+        var replacement: [Segment] = []
+        if !(i > 0 && segments[i - 1].leaf == leaf) { replacement.append(Segment(seq: from, leaf: leaf)) }
+        if let owner = tailOwner, owner != leaf { replacement.append(Segment(seq: to, leaf: owner)) }
+        segments.replaceSubrange(i ..< j, with: replacement)
+        // Drop a segment that now repeats its predecessor's leaf.
+        let k = i + replacement.count
+        if k < segments.count, k > 0, segments[k].leaf == segments[k - 1].leaf { segments.remove(at: k) }
+    }
+
+    private func recountLeaf(_ leaf: Int32) {
+        var total = 0
+        for run in leaves[Int(leaf)].runs where !run.deleted { total += Int(run.length) }
+        leaves[Int(leaf)].visible = total
+    }
+
+    private func recountInner(_ node: Int32) {
+        let inner = inners[Int(node)]
+        var total = 0
+        for child in inner.children {
+            total += inner.leafChildren ? leaves[Int(child)].visible : inners[Int(child)].visible
+        }
+        inners[Int(node)].visible = total
+    }
+
+    private func splitLeaf(_ leaf: Int32) {
+        let runs = leaves[Int(leaf)].runs
+        let mid = runs.count / 2
+        let newLeaf = Int32(leaves.count)
+        var sibling = Leaf()
+        sibling.runs = Array(runs[mid...])
+        sibling.next = leaves[Int(leaf)].next
+        sibling.parent = leaves[Int(leaf)].parent
+        leaves.append(sibling)
+        leaves[Int(leaf)].runs.removeSubrange(mid...)
+        leaves[Int(leaf)].next = newLeaf
+        recountLeaf(leaf)
+        recountLeaf(newLeaf)
+        for run in leaves[Int(newLeaf)].runs {
+            assignIndex(agent: run.agent, from: run.seq, to: run.seq + UInt64(run.length), leaf: newLeaf)
+        }
+        insertChild(newLeaf, after: leaf, isLeaf: true)
+    }
+
+    private func insertChild(_ child: Int32, after existing: Int32, isLeaf: Bool) {
+        let parent = isLeaf ? leaves[Int(existing)].parent : inners[Int(existing)].parent
+        if parent < 0 {
+            let newRoot = Int32(inners.count)
+            var node = Inner(leafChildren: isLeaf)
+            node.children = [existing, child]
+            inners.append(node)
+            setParent(existing, isLeaf: isLeaf, to: newRoot)
+            setParent(child, isLeaf: isLeaf, to: newRoot)
+            recountInner(newRoot)
+            root = newRoot
+            rootIsLeaf = false
+            return
+        }
+        let at = inners[Int(parent)].children.firstIndex(of: existing)!
+        inners[Int(parent)].children.insert(child, at: at + 1)
+        setParent(child, isLeaf: isLeaf, to: parent)
+        if inners[Int(parent)].children.count > RGATree.innerCapacity { splitInner(parent) }
+    }
+
+    private func setParent(_ node: Int32, isLeaf: Bool, to parent: Int32) {
+        if isLeaf { leaves[Int(node)].parent = parent } else { inners[Int(node)].parent = parent }
+    }
+
+    private func splitInner(_ node: Int32) {
+        let children = inners[Int(node)].children
+        let mid = children.count / 2
+        let leafChildren = inners[Int(node)].leafChildren
+        let newNode = Int32(inners.count)
+        var sibling = Inner(leafChildren: leafChildren)
+        sibling.children = Array(children[mid...])
+        sibling.parent = inners[Int(node)].parent
+        inners.append(sibling)
+        inners[Int(node)].children.removeSubrange(mid...)
+        for child in inners[Int(newNode)].children { setParent(child, isLeaf: leafChildren, to: newNode) }
+        recountInner(node)
+        recountInner(newNode)
+        insertChild(newNode, after: node, isLeaf: false)
+    }
+}

@@ -1,0 +1,3 @@
+import NotesCRDT
+/// Placeholder until the store lands.
+public enum NotesStoreModule {}
