@@ -22,6 +22,12 @@ let package = Package(
     ],
     targets: [
         .target(name: "NotesCRDT", swiftSettings: swiftSettings),
+        .systemLibrary(name: "CZlib", path: "Sources/CZlib"),
+        .target(
+            name: "EditingTraces",
+            dependencies: ["NotesCRDT", "CZlib"],
+            swiftSettings: swiftSettings
+        ),
         .target(
             name: "NotesStore",
             dependencies: ["NotesCRDT", .product(name: "GRDB", package: "GRDB.swift")],
@@ -30,14 +36,14 @@ let package = Package(
         .executableTarget(
             name: "crdt-sync",
             dependencies: [
-                "NotesCRDT", "NotesStore",
+                "NotesCRDT", "NotesStore", "EditingTraces",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "NotesCRDTTests",
-            dependencies: ["NotesCRDT", .product(name: "PropertyBased", package: "swift-property-based")],
+            dependencies: ["NotesCRDT", "EditingTraces", .product(name: "PropertyBased", package: "swift-property-based")],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -105,13 +105,14 @@ public struct Change: Hashable, Sendable {
               next.timestamp == timestamp.advanced(by: seqCount), next.dependencies == dependencies else { return false }
         for op in next.operations {
             let lastSeq = startSeq + seqCount - 1
-            switch (operations.last, op) {
-            case (.insertText(let note, let origin, var text)?, .insertText(let note2, let origin2, let more))
-                where note == note2 && origin2 == OpID(replica: replica, seq: lastSeq):
-                operations[operations.count - 1] = .setTagField(tag: "", field: .name, value: .null)  // release the array
+            if case .insertText(let note2, let origin2, let more) = op, origin2 == OpID(replica: replica, seq: lastSeq),
+               case .insertText(let note, let origin, _) = operations[operations.count - 1], note == note2 {
+                // Take the text out of the array first so that appending to it does not copy it.
+                let taken = operations.removeLast()
+                guard case .insertText(_, _, var text) = taken else { preconditionFailure() }
                 text.append(contentsOf: more)
-                operations[operations.count - 1] = .insertText(note: note, origin: origin, text: text)
-            default:
+                operations.append(.insertText(note: note, origin: origin, text: text))
+            } else {
                 operations.append(op)
             }
             seqCount += op.seqCount

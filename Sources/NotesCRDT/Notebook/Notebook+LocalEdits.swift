@@ -90,9 +90,11 @@ extension Notebook {
     /// - Complexity: O(log *n*) in the body's length, plus the inserted text.
     @discardableResult
     public mutating func insertText(_ note: NoteID, at offset: Int, _ text: String) throws -> Change? {
-        guard let record = notes[note] else { throw CRDTError(.notFound, "no note \(note)") }
-        guard offset >= 0, offset <= record.body.count else {
-            throw CRDTError(.outOfBounds, "offset \(offset) is outside the body (0...\(record.body.count))")
+        // Read the length without holding a reference to the body: a second reference would make
+        // the next mutation copy the whole text.
+        guard let length = notes[note]?.body.count else { throw CRDTError(.notFound, "no note \(note)") }
+        guard offset >= 0, offset <= length else {
+            throw CRDTError(.outOfBounds, "offset \(offset) is outside the body (0...\(length))")
         }
         let scalars = Array(text.unicodeScalars)
         guard !scalars.isEmpty else { return nil }
@@ -104,12 +106,12 @@ extension Notebook {
     /// - Complexity: O(log *n* + runs in the range).
     @discardableResult
     public mutating func deleteText(_ note: NoteID, _ range: Range<Int>) throws -> Change? {
-        guard let record = notes[note] else { throw CRDTError(.notFound, "no note \(note)") }
-        guard range.lowerBound >= 0, range.upperBound <= record.body.count else {
-            throw CRDTError(.outOfBounds, "range \(range) is outside the body (0..<\(record.body.count))")
+        guard let length = notes[note]?.body.count else { throw CRDTError(.notFound, "no note \(note)") }
+        guard range.lowerBound >= 0, range.upperBound <= length else {
+            throw CRDTError(.outOfBounds, "range \(range) is outside the body (0..<\(length))")
         }
         guard !range.isEmpty else { return nil }
-        let targets = record.body.identities(of: range)
+        guard let targets = notes[note]?.body.identities(of: range) else { return nil }
         return commitLocal([.deleteText(note: note, targets: targets)])
     }
 
@@ -119,8 +121,8 @@ extension Notebook {
     /// - Returns: the changes made (none when the text is unchanged).
     @discardableResult
     public mutating func replaceBody(_ note: NoteID, with text: String) throws -> [Change] {
-        guard let record = notes[note] else { throw CRDTError(.notFound, "no note \(note)") }
-        let old = Array(record.body.string.unicodeScalars)
+        guard let current = notes[note]?.body.string else { throw CRDTError(.notFound, "no note \(note)") }
+        let old = Array(current.unicodeScalars)
         let new = Array(text.unicodeScalars)
         let splice = TextSplice.minimal(from: old, to: new)
         var changes: [Change] = []

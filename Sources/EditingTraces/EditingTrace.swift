@@ -1,0 +1,105 @@
+import Foundation
+
+/// An error reading or replaying an editing trace; the message names the problem.
+public struct TraceError: Error, CustomStringConvertible, Sendable {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
+/// A recorded editing session in Joseph Gentle's editing-traces format (sequential or
+/// concurrent), the workload and correctness oracle in ../shared/traces.
+public struct EditingTrace: Sendable {
+    /// One patch: at `position` delete `deleteCount` scalars, then insert `insert`.
+    public struct Patch: Sendable {
+        public var position: Int
+        public var deleteCount: Int
+        public var insert: String
+    }
+
+    /// One transaction: patches applied one after another by `agent`, against the merged history
+    /// of `parents` (concurrent traces only).
+    public struct Transaction: Sendable {
+        public var parents: [Int]
+        public var agent: Int
+        public var patches: [Patch]
+    }
+
+    public enum Kind: String, Sendable { case sequential, concurrent }
+
+    public var name: String
+    public var kind: Kind
+    public var startContent: String
+    public var endContent: String
+    public var numAgents: Int
+    public var transactions: [Transaction]
+
+    /// Reads a trace file, gzipped or plain JSON.
+    public static func load(path: String) throws -> EditingTrace {
+        guard FileManager.default.fileExists(atPath: path) else { throw TraceError("\(path): no such file") }
+        guard let data = FileManager.default.contents(atPath: path) else { throw TraceError("\(path): cannot be read") }
+        var bytes = [UInt8](data)
+        if Gzip.isGzip(bytes) {
+            do { bytes = try Gzip.decompress(bytes) } catch let error as TraceError { throw TraceError("\(path): \(error.message)") }
+        }
+        let name = URL(fileURLWithPath: path).lastPathComponent
+            .replacingOccurrences(of: ".json.gz", with: "").replacingOccurrences(of: ".json", with: "")
+        do {
+            return try parse(Data(bytes), name: name)
+        } catch let error as TraceError {
+            throw TraceError("\(path): \(error.message)")
+        }
+    }
+
+    /// Parses the JSON of a trace.
+    public static func parse(_ data: Data, name: String) throws -> EditingTrace {
+        let object: Any
+        do { object = try JSONSerialization.jsonObject(with: data) } catch {
+            throw TraceError("not valid JSON (\(error.localizedDescription))")
+        }
+        guard let root = object as? [String: Any] else { throw TraceError("the top level is not a JSON object") }
+        guard let txns = root["txns"] as? [Any] else { throw TraceError("no \"txns\" array") }
+        guard let endContent = root["endContent"] as? String else { throw TraceError("no \"endContent\" string") }
+        let kind: Kind = (root["kind"] as? String) == "concurrent" ? .concurrent : .sequential
+        let startContent = root["startContent"] as? String ?? ""
+        var transactions: [Transaction] = []
+        transactions.reserveCapacity(txns.count)
+        var agents = 1
+        for (index, raw) in txns.enumerated() {
+            guard let txn = raw as? [String: Any], let patches = txn["patches"] as? [Any] else {
+                throw TraceError("transaction \(index) has no \"patches\" array")
+            }
+            var parsed: [Patch] = []
+            parsed.reserveCapacity(patches.count)
+            for (p, rawPatch) in patches.enumerated() {
+                guard let patch = rawPatch as? [Any], patch.count == 3,
+                      let position = (patch[0] as? NSNumber)?.intValue, let deleteCount = (patch[1] as? NSNumber)?.intValue,
+                      let insert = patch[2] as? String, position >= 0, deleteCount >= 0 else {
+                    throw TraceError("transaction \(index), patch \(p) is not [position, deleteCount, \"text\"]")
+                }
+                parsed.append(Patch(position: position, deleteCount: deleteCount, insert: insert))
+            }
+            var parents: [Int] = []
+            var agent = 0
+            if kind == .concurrent {
+                guard let ps = txn["parents"] as? [Any], let a = (txn["agent"] as? NSNumber)?.intValue, a >= 0 else {
+                    throw TraceError("transaction \(index) lacks \"parents\" or \"agent\"")
+                }
+                for p in ps {
+                    guard let parent = (p as? NSNumber)?.intValue, parent >= 0, parent < index else {
+                        throw TraceError("transaction \(index) names a parent that is not an earlier transaction")
+                    }
+                    parents.append(parent)
+                }
+                agent = a
+                agents = max(agents, a + 1)
+            } else if index > 0 {
+                parents = [index - 1]
+            }
+            transactions.append(Transaction(parents: parents, agent: agent, patches: parsed))
+        }
+        if let n = (root["numAgents"] as? NSNumber)?.intValue { agents = max(agents, n) }
+        return EditingTrace(name: name, kind: kind, startContent: startContent, endContent: endContent,
+                            numAgents: agents, transactions: transactions)
+    }
+}

@@ -1,0 +1,20 @@
+import ArgumentParser
+
+@main
+struct CRDTSync: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "crdt-sync",
+        abstract: "Keep notes on several devices, offline, and merge them without losing an edit.",
+        discussion: """
+        Notes are CRDTs: every field is a last-writer-wins register and the body is an RGA sequence, \
+        so concurrent edits on different devices always merge. Every command that works on a replica \
+        takes --db PATH (default: $CRDT_SYNC_DB, else $XDG_DATA_HOME/crdt-sync/notes.db or \
+        ~/.local/share/crdt-sync/notes.db).
+        """,
+        version: "0.1.0",
+        subcommands: [
+            Demo.self,
+            TraceCommand.self,
+        ]
+    )
+}
