@@ -43,7 +43,12 @@ let package = Package(
         ),
         .testTarget(
             name: "NotesCRDTTests",
-            dependencies: ["NotesCRDT", "EditingTraces", .product(name: "PropertyBased", package: "swift-property-based")],
+            dependencies: ["NotesCRDT", .product(name: "PropertyBased", package: "swift-property-based")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "EditingTracesTests",
+            dependencies: ["EditingTraces"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

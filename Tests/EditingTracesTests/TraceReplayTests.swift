@@ -1,0 +1,93 @@
+import EditingTraces
+import Foundation
+import Testing
+
+/// The recorded editing sessions in ../shared/traces are an oracle: every correct sequence CRDT
+/// must end with exactly `endContent`, the concurrent trace included.
+struct TraceReplayTests {
+    static let tracesFolder: URL = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("shared/traces")
+
+    static let traceFiles = ["automerge-paper", "rustcode", "sveltecomponent", "friendsforever"]
+
+    @Test(arguments: traceFiles)
+    func traceReproducesEndContent(name: String) throws {
+        let path = TraceReplayTests.tracesFolder.appendingPathComponent("\(name).json.gz").path
+        let trace = try EditingTrace.load(path: path)
+        let result = try TraceReplayer(trace).run()
+        #expect(result.matches, "\(name) differs from endContent at scalar \(result.firstDifference ?? -1)")
+        #expect(result.length == trace.endContent.unicodeScalars.count)
+        #expect(result.patches == trace.transactions.reduce(0) { $0 + $1.patches.count })
+        #expect(result.encodedBytes > 0)
+    }
+
+    @Test func concurrentTraceUsesOneReplicaPerAgent() throws {
+        let path = TraceReplayTests.tracesFolder.appendingPathComponent("friendsforever.json.gz").path
+        let trace = try EditingTrace.load(path: path)
+        #expect(trace.kind == .concurrent)
+        #expect(trace.numAgents == 2)
+        #expect(trace.transactions.contains { $0.parents.count > 1 })
+    }
+
+    @Test func smallConcurrentTraceMerges() throws {
+        // Two agents type at different places from the same parent, then a merge transaction.
+        let json = """
+        {"kind":"concurrent","numAgents":2,"endContent":"Hi there, you",
+         "txns":[
+          {"parents":[],"agent":0,"patches":[[0,0,"Hi you"]]},
+          {"parents":[0],"agent":1,"patches":[[2,0," there,"]]},
+          {"parents":[0],"agent":0,"patches":[[6,0,""]]},
+          {"parents":[1,2],"agent":0,"patches":[]}
+         ]}
+        """
+        let trace = try EditingTrace.parse(Data(json.utf8), name: "small")
+        let result = try TraceReplayer(trace).run()
+        #expect(result.matches)
+    }
+
+    @Test func wrongEndContentIsReportedAsAMismatch() throws {
+        let json = #"{"startContent":"","endContent":"abd","txns":[{"patches":[[0,0,"abc"]]}]}"#
+        let result = try TraceReplayer(EditingTrace.parse(Data(json.utf8), name: "bad")).run()
+        #expect(!result.matches)
+        #expect(result.firstDifference == 2)
+    }
+
+    @Test(arguments: [
+        ("not json at all", "not valid JSON"),
+        (#"[1,2,3]"#, "not a JSON object"),
+        (#"{"endContent":""}"#, "no \"txns\" array"),
+        (#"{"txns":[]}"#, "no \"endContent\" string"),
+        (#"{"endContent":"","txns":[{"patches":[[0,"x"]]}]}"#, "transaction 0, patch 0"),
+        (#"{"kind":"concurrent","endContent":"","txns":[{"parents":[3],"agent":0,"patches":[]}]}"#, "parent"),
+    ])
+    func malformedTraceIsRejectedWithAClearError(json: String, expected: String) {
+        #expect {
+            _ = try EditingTrace.parse(Data(json.utf8), name: "bad")
+        } throws: { error in
+            "\(error)".contains(expected)
+        }
+    }
+
+    @Test func patchPastTheEndIsAnError() throws {
+        let json = #"{"endContent":"","txns":[{"patches":[[5,0,"x"]]}]}"#
+        let trace = try EditingTrace.parse(Data(json.utf8), name: "bad")
+        #expect { try TraceReplayer(trace).run() } throws: { "\($0)".contains("past the end") }
+    }
+
+    @Test func missingAndCorruptFilesAreErrors() throws {
+        #expect { try EditingTrace.load(path: "/nonexistent/trace.json") } throws: { "\($0)".contains("no such file") }
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("trace-tests-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        // A gzip header followed by garbage.
+        let corrupt = dir.appendingPathComponent("corrupt.json.gz")
+        try Data([0x1f, 0x8b, 0x08, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x03, 0xff, 0xfe, 0x01]).write(to: corrupt)
+        #expect { try EditingTrace.load(path: corrupt.path) } throws: { "\($0)".contains("gzip") }
+        // A real trace, truncated.
+        let original = try Data(contentsOf: TraceReplayTests.tracesFolder.appendingPathComponent("sveltecomponent.json.gz"))
+        let truncated = dir.appendingPathComponent("truncated.json.gz")
+        try original.prefix(original.count / 2).write(to: truncated)
+        #expect { try EditingTrace.load(path: truncated.path) } throws: { "\($0)".contains("truncated") }
+    }
+}
