@@ -13,6 +13,7 @@ let package = Package(
     products: [
         .library(name: "NotesCRDT", targets: ["NotesCRDT"]),
         .library(name: "NotesStore", targets: ["NotesStore"]),
+        .library(name: "NotesSync", targets: ["NotesSync"]),
         .executable(name: "crdt-sync", targets: ["crdt-sync"]),
     ],
     dependencies: [
@@ -22,6 +23,11 @@ let package = Package(
     ],
     targets: [
         .target(name: "NotesCRDT", swiftSettings: swiftSettings),
+        .target(
+            name: "NotesSync",
+            dependencies: ["NotesCRDT", "NotesStore"],
+            swiftSettings: swiftSettings
+        ),
         .systemLibrary(name: "CZlib", path: "Sources/CZlib"),
         .target(
             name: "EditingTraces",
@@ -36,7 +42,7 @@ let package = Package(
         .executableTarget(
             name: "crdt-sync",
             dependencies: [
-                "NotesCRDT", "NotesStore", "EditingTraces",
+                "NotesCRDT", "NotesStore", "NotesSync", "EditingTraces",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: swiftSettings
@@ -44,6 +50,11 @@ let package = Package(
         .testTarget(
             name: "NotesCRDTTests",
             dependencies: ["NotesCRDT", .product(name: "PropertyBased", package: "swift-property-based")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "NotesSyncTests",
+            dependencies: ["NotesSync", "NotesStore", "NotesCRDT"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -105,7 +105,7 @@ public struct Notebook: Sendable {
             color: record.value(.color).stringValue,
             state: record.value(.state).stringValue.flatMap(NoteLifecycle.init(rawValue:)) ?? .active,
             tags: tags.sorted(),
-            createdAt: UInt64(record.value(.createdAt).intValue ?? 0),
+            createdAt: UInt64(max(0, record.value(.createdAt).intValue ?? 0)),
             updatedAt: record.updatedAt.milliseconds,
             extras: extras
         )

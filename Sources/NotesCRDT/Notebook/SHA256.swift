@@ -22,6 +22,26 @@ public struct SHA256: Sendable {
 
     /// Feeds bytes.
     public mutating func update(_ bytes: some Sequence<UInt8>) {
+        let handled: Bool? = bytes.withContiguousStorageIfAvailable { buffer -> Bool in
+            var index = 0
+            while index < buffer.count, !buffer.isEmpty {
+                if self.buffer.isEmpty, buffer.count - index >= 64 {
+                    compress(Array(buffer[index ..< index + 64]))
+                    index += 64
+                    length += 64
+                } else {
+                    self.buffer.append(buffer[index])
+                    index += 1
+                    length += 1
+                    if self.buffer.count == 64 {
+                        compress(self.buffer)
+                        self.buffer.removeAll(keepingCapacity: true)
+                    }
+                }
+            }
+            return true
+        }
+        if handled == true { return }
         for byte in bytes {
             buffer.append(byte)
             if buffer.count == 64 {
@@ -45,6 +65,13 @@ public struct SHA256: Sendable {
             for shift in stride(from: 24, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: word >> UInt32(shift))) }
         }
         return out
+    }
+
+    /// The 32-byte digest of `bytes`.
+    public static func digest(_ bytes: some Sequence<UInt8>) -> [UInt8] {
+        var hash = SHA256()
+        hash.update(bytes)
+        return hash.finalize()
     }
 
     /// The digest of `bytes`, as lowercase hexadecimal.

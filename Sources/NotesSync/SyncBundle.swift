@@ -1,0 +1,131 @@
+import NotesCRDT
+
+/// An error reading a bundle or syncing: a code that callers can switch over, and a message that
+/// names the problem (and the file, where there is one).
+public struct SyncError: Error, Hashable, Sendable, CustomStringConvertible {
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private let name: String
+        private init(_ name: String) { self.name = name }
+        /// The bytes do not start with the bundle magic.
+        public static let notABundle = Code("notABundle")
+        /// A format version this build does not read.
+        public static let unsupportedVersion = Code("unsupportedVersion")
+        /// Shorter than its header and checksum, or cut off inside.
+        public static let truncated = Code("truncated")
+        /// The checksum does not match the content.
+        public static let checksumMismatch = Code("checksumMismatch")
+        /// The checksum matches but the content is inconsistent (lengths or indexes that lie).
+        public static let malformed = Code("malformed")
+        /// A file or folder could not be read or written.
+        public static let io = Code("io")
+        /// The transport failed in a way that may pass (a network error, a busy server).
+        public static let transient = Code("transient")
+        /// The transport refused for good (bad credentials, request too large).
+        public static let rejected = Code("rejected")
+        public var description: String { name }
+    }
+
+    public var code: Code
+    public var message: String
+
+    public init(_ code: Code, _ message: String) {
+        self.code = code
+        self.message = message
+    }
+
+    /// The same error with a location (a file name) put in front of the message.
+    public func at(_ location: String) -> SyncError { SyncError(code, "\(location): \(message)") }
+
+    public var description: String { message }
+}
+
+/// The one wire format for files and HTTP: who sent it, what the sender had, and changes.
+///
+/// Layout (Docs/BundleFormat.md has it byte by byte): the magic `CRDTBNDL`, a format-version byte,
+/// a flags byte, the sender's 16-byte ReplicaID, the sender's version vector, the body length, the
+/// body (the change encoding: replica table, note table, changes), then a SHA-256 of everything
+/// before it. A reader checks the magic, the version, the checksum and every length before it
+/// hands out a single change.
+public struct SyncBundle: Hashable, Sendable {
+    /// The replica that wrote the bundle.
+    public var sender: ReplicaID
+    /// What the sender had applied when it wrote the bundle.
+    public var senderVersion: VersionVector
+    /// The changes, in a causal order.
+    public var changes: [Change]
+
+    public init(sender: ReplicaID, senderVersion: VersionVector, changes: [Change]) {
+        self.sender = sender
+        self.senderVersion = senderVersion
+        self.changes = changes
+    }
+
+    public static let magic: [UInt8] = Array("CRDTBNDL".utf8)
+    public static let formatVersion: UInt8 = 1
+    static let checksumLength = 32
+    /// Magic, version, flags, sender.
+    static let fixedHeaderLength = 8 + 1 + 1 + 16
+
+    /// The number of operations (sequence numbers) the bundle carries.
+    public var operationCount: UInt64 { changes.reduce(0) { $0 + $1.seqCount } }
+
+    /// The bundle's bytes.
+    public func encoded() -> [UInt8] {
+        var writer = BinaryWriter()
+        writer.raw(SyncBundle.magic)
+        writer.byte(SyncBundle.formatVersion)
+        writer.byte(0)
+        writer.raw(sender.raw.bytes)
+        let entries = senderVersion.sortedEntries
+        writer.varint(UInt64(entries.count))
+        for (replica, seq) in entries {
+            writer.raw(replica.raw.bytes)
+            writer.varint(seq)
+        }
+        let body = ChangeCodec.encode(changes)
+        writer.varint(UInt64(body.count))
+        writer.raw(body)
+        var bytes = writer.bytes
+        bytes.append(contentsOf: SHA256.digest(bytes))
+        return bytes
+    }
+
+    /// Reads a bundle, checking everything before returning any of it.
+    public static func decode(_ bytes: [UInt8]) throws -> SyncBundle {
+        guard bytes.count >= magic.count, Array(bytes[0 ..< magic.count]) == magic else {
+            throw SyncError(.notABundle, "not a crdt-sync bundle (wrong magic bytes)")
+        }
+        guard bytes.count > magic.count else { throw SyncError(.truncated, "truncated bundle: no format version") }
+        let version = bytes[magic.count]
+        guard version == formatVersion else {
+            throw SyncError(.unsupportedVersion, "bundle format version \(version) is not supported (this build reads version \(formatVersion)); upgrade crdt-sync to read it")
+        }
+        guard bytes.count >= fixedHeaderLength + checksumLength else {
+            throw SyncError(.truncated, "truncated bundle: \(bytes.count) bytes is shorter than the smallest bundle")
+        }
+        let contentEnd = bytes.count - checksumLength
+        guard SHA256.digest(bytes[0 ..< contentEnd]) == Array(bytes[contentEnd...]) else {
+            throw SyncError(.checksumMismatch, "checksum mismatch: the bundle is damaged or incomplete (\(bytes.count) bytes)")
+        }
+        do {
+            var reader = BinaryReader(Array(bytes[0 ..< contentEnd]), offset: magic.count + 1)
+            let flags = try reader.byte()
+            guard flags == 0 else { throw SyncError(.malformed, "unknown flags \(flags)") }
+            let sender = ReplicaID(Identifier128(bytes: try reader.raw(16))!)
+            let entryCount = try reader.count(max: reader.remaining / 17, "the version vector's length")
+            var senderVersion = VersionVector()
+            for _ in 0 ..< entryCount {
+                let replica = ReplicaID(Identifier128(bytes: try reader.raw(16))!)
+                senderVersion[replica] = try reader.varint()
+            }
+            let bodyLength = try reader.count(max: reader.remaining, "the body length")
+            guard bodyLength == reader.remaining else {
+                throw SyncError(.malformed, "the body length says \(bodyLength) bytes but \(reader.remaining) follow")
+            }
+            let changes = try ChangeCodec.decode(Array(try reader.raw(bodyLength)))
+            return SyncBundle(sender: sender, senderVersion: senderVersion, changes: changes)
+        } catch let error as CRDTError {
+            throw SyncError(.malformed, "malformed bundle: \(error.message)")
+        }
+    }
+}

@@ -1,0 +1,160 @@
+import Foundation
+import NotesCRDT
+import NotesStore
+import NotesSync
+import Testing
+
+func temporaryFolder() throws -> URL {
+    let url = FileManager.default.temporaryDirectory.appendingPathComponent("crdt-sync-tests-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    return url
+}
+
+struct FolderTransportTests {
+    let engine = SyncEngine(retry: RetryPolicy(maxAttempts: 1))
+
+    @Test func threeReplicasConvergeThroughAFolder() async throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let transport = FolderTransport(folder: folder)
+        let a = try NoteStore.openInMemory()
+        let b = try NoteStore.openInMemory()
+        let c = try NoteStore.openInMemory()
+        let id = try a.createNote(title: "Plan", body: "one two three")
+        _ = try await engine.sync(a, over: transport)
+        _ = try await engine.sync(b, over: transport)
+        _ = try await engine.sync(c, over: transport)
+        #expect(try b.digest() == a.digest())
+        // Concurrent edits while apart: same place, different places, rename, pin, tag, trash+restore.
+        try a.insertText(id, at: 4, "AAA ")
+        try b.insertText(id, at: 4, "BBB ")
+        try c.appendText(id, " four")
+        try a.setTitle(id, "Plan v2")
+        try b.setPinned(id, true)
+        try c.setTag(id, "work", member: true)
+        try a.setState(id, .trashed)
+        try a.setState(id, .active)
+        for store in [a, b, c, a, b, c] { _ = try await engine.sync(store, over: transport) }
+        let digests = try [a, b, c].map { try $0.digest() }
+        #expect(Set(digests).count == 1)
+        let note = try #require(try a.notebook.note(id))
+        #expect(note.title == "Plan v2")
+        #expect(note.pinned)
+        #expect(note.tags == ["work"])
+        #expect(note.state == .active)
+        #expect(note.body.contains("AAA "))
+        #expect(note.body.contains("BBB "))
+        #expect(note.body.hasSuffix(" four"))
+        // Each writer only wrote in its own subfolder.
+        let writers = try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted()
+        #expect(Set(writers) == Set([a, b, c].map(\.replicaID.description)))
+        // Peers were recorded from what they wrote.
+        #expect(try a.peers().count == 2)
+    }
+
+    @Test func partialFileIsSkippedAndTakenLater() async throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let transport = FolderTransport(folder: folder)
+        let a = try NoteStore.openInMemory()
+        let b = try NoteStore.openInMemory()
+        _ = try a.createNote(title: "Hello", body: String(repeating: "x", count: 500))
+        _ = try await engine.sync(a, over: transport)
+        // Simulate a copy in progress: cut a's file short.
+        let sub = folder.appendingPathComponent(a.replicaID.description)
+        let name = try #require(try FileManager.default.contentsOfDirectory(atPath: sub.path).first)
+        let file = sub.appendingPathComponent(name)
+        let full = try Data(contentsOf: file)
+        try full.prefix(full.count / 2).write(to: file)
+        let before = try b.digest()
+        let first = try await engine.sync(b, over: transport)
+        #expect(first.skipped.count == 1)
+        #expect(first.applied == 0)
+        #expect(try b.digest() == before)
+        // The copy completes.
+        try full.write(to: file)
+        let second = try await engine.sync(b, over: transport)
+        #expect(second.skipped.isEmpty)
+        #expect(try b.digest() == a.digest())
+    }
+
+    @Test func syncingTwiceChangesNothingAndDuplicatesAreHarmless() async throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let transport = FolderTransport(folder: folder)
+        let a = try NoteStore.openInMemory()
+        let b = try NoteStore.openInMemory()
+        _ = try a.createNote(title: "Once", body: "body")
+        _ = try await engine.sync(a, over: transport)
+        _ = try await engine.sync(b, over: transport)
+        let digest = try b.digest()
+        let again = try await engine.sync(b, over: transport)
+        #expect(again.applied == 0)
+        #expect(try b.digest() == digest)
+        // A duplicate copy of a's file made by a sync tool under b's folder name changes nothing.
+        let report = try b.apply(a.changes(since: VersionVector()))
+        #expect(report.applied == 0)
+        #expect(try b.digest() == digest)
+    }
+
+    @Test func compactionNeverShowsAGap() async throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let transport = FolderTransport(folder: folder)
+        let a = try NoteStore.openInMemory()
+        let id = try a.createNote(title: "Many", body: "")
+        for i in 0 ..< 40 {
+            try a.appendText(id, "\(i) ")
+            _ = try await engine.sync(a, over: transport)
+        }
+        let sub = folder.appendingPathComponent(a.replicaID.description)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: sub.path).count >= 40)
+        let removed = try transport.compact(writer: a.replicaID, threshold: 8)
+        #expect(removed >= 39)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: sub.path).count == 1)
+        let b = try NoteStore.openInMemory()
+        _ = try await engine.sync(b, over: transport)
+        #expect(try b.digest() == a.digest())
+    }
+
+    @Test func bundleArrivingBeforeItsDependencyIsHeldThenApplied() throws {
+        let a = try NoteStore.openInMemory()
+        let b = try NoteStore.openInMemory()
+        let id = try a.createNote(title: "First", body: "abc")
+        let first = try a.changes(since: VersionVector())
+        let version = try a.versionVector
+        try a.insertText(id, at: 3, "def")
+        let second = try a.changes(since: version)
+        let held = try b.apply(second)
+        #expect(held.pending == second.count)
+        #expect(try b.notebook.note(id) == nil)
+        let released = try b.apply(first)
+        #expect(released.pending == 0)
+        #expect(try b.digest() == a.digest())
+    }
+
+    @Test func fuzzedBundlesNeverPartiallyApply() throws {
+        let (_, source) = try sampleNotebooks()
+        let valid = SyncBundle(sender: source.replicaID, senderVersion: source.versionVector,
+                               changes: source.changes(since: VersionVector())).encoded()
+        let store = try NoteStore.openInMemory()
+        let before = try store.digest()
+        var rng = SeededRNG(state: 99)
+        var decodedButRejected = 0
+        for _ in 0 ..< 2_000 {
+            var content = Array(valid.dropLast(32))
+            let i = Int.random(in: 9 ..< content.count, using: &rng)
+            content[i] = UInt8.random(in: 0 ... 255, using: &rng)
+            guard let bundle = try? SyncBundle.decode(content + SHA256.digest(content)) else { continue }
+            let probe = try NoteStore.openInMemory()
+            do {
+                try probe.apply(bundle.changes)
+            } catch {
+                decodedButRejected += 1
+                #expect(try probe.digest() == before, "a rejected batch left part of itself behind")
+            }
+        }
+        #expect(try store.digest() == before)
+        _ = decodedButRejected
+    }
+}
