@@ -1,0 +1,202 @@
+import ArgumentParser
+import Foundation
+import NotesCRDT
+import NotesStore
+import NotesSync
+
+/// Runs an async command body, turning sync and store errors into a message and an exit code.
+func runReportingAsync(_ body: () async throws -> Void) async throws {
+    do {
+        try await body()
+    } catch let error as SyncError {
+        printError(error.message)
+        throw ExitCode(1)
+    } catch let error as CRDTError {
+        printError(error.message)
+        throw ExitCode(1)
+    } catch let error as StoreError {
+        try runReporting { throw error }
+    } catch let error as NoteCommandError {
+        try runReporting { throw error }
+    }
+}
+
+/// Finds a known peer by its replica id or a unique prefix of it.
+func resolvePeer(_ prefix: String, in store: NoteStore) throws -> (replica: ReplicaID, versionVector: VersionVector) {
+    let lowered = prefix.lowercased()
+    let peers = try store.peers()
+    let matches = peers.filter { $0.replica.description.hasPrefix(lowered) }
+    if matches.count == 1 { return (matches[0].replica, matches[0].versionVector) }
+    if matches.isEmpty {
+        if let full = ReplicaID(hex: lowered) {
+            return (full, VersionVector())
+        }
+        let known = peers.map { String($0.replica.description.prefix(12)) }.joined(separator: ", ")
+        throw NoteCommandError("no known peer matches \"\(prefix)\"" + (known.isEmpty ? " (no peers known yet)" : " (known peers: \(known))"))
+    }
+    throw NoteCommandError("\"\(prefix)\" matches \(matches.count) peers; give more of the id")
+}
+
+struct ExportBundle: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "export",
+        abstract: "Write a bundle file with this replica's changes, for another machine to import.",
+        discussion: """
+        Without --for, the bundle holds everything this replica has. With --for PEER (a replica id or a \
+        unique prefix of a known peer), it holds only what that peer lacks, as last heard from it. The \
+        file is written atomically (a temporary file, fsync, rename). Carry it over and run \
+        `crdt-sync import FILE` there.
+        """
+    )
+
+    @OptionGroup var replica: ReplicaOptions
+
+    @Option(name: .long, help: ArgumentHelp("The bundle file to write.", valueName: "FILE"))
+    var out: String
+
+    @Option(name: .customLong("for"), help: ArgumentHelp("Only what this peer lacks.", valueName: "PEER"))
+    var peer: String?
+
+    @Flag(help: "Print one JSON object.")
+    var json = false
+
+    func run() async throws {
+        try await runReportingAsync {
+            let store = try replica.open()
+            var since = VersionVector()
+            var peerID: ReplicaID? = nil
+            if let peer {
+                let state = try resolvePeer(peer, in: store)
+                since = state.versionVector
+                peerID = state.replica
+            }
+            let changes = try store.changes(since: since)
+            let bundle = SyncBundle(sender: store.replicaID, senderVersion: try store.versionVector, changes: changes)
+            let bytes = bundle.encoded()
+            try AtomicFile.write(bytes, to: URL(fileURLWithPath: out))
+            if json {
+                struct Out: Encodable { var file: String; var changes: Int; var operations: UInt64; var bytes: Int; var peer: String? }
+                try printJSON(Out(file: out, changes: changes.count, operations: bundle.operationCount, bytes: bytes.count, peer: peerID?.description))
+            } else {
+                let target = peerID.map { " for \($0.description.prefix(12))" } ?? ""
+                print("wrote \(out)\(target): \(changes.count) change(s), \(bundle.operationCount) operation(s), \(bytes.count) bytes")
+            }
+        }
+    }
+}
+
+struct ImportBundles: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "import",
+        abstract: "Apply bundle files written by `crdt-sync export` or found in a sync folder.",
+        discussion: """
+        Every file is read and checked (magic, version, checksum, every length) before anything is \
+        applied; a damaged file is named and nothing is applied. Importing the same bundle twice \
+        changes nothing. Changes whose dependencies are missing are kept and applied when those arrive.
+        """
+    )
+
+    @OptionGroup var replica: ReplicaOptions
+
+    @Argument(help: ArgumentHelp("The bundle files.", valueName: "FILE"))
+    var files: [String]
+
+    @Flag(help: "Print one JSON object.")
+    var json = false
+
+    func validate() throws {
+        if files.isEmpty { throw ValidationError("name at least one bundle file") }
+    }
+
+    func run() async throws {
+        try await runReportingAsync {
+            var bundles: [SyncBundle] = []
+            for file in files {
+                guard let data = FileManager.default.contents(atPath: file) else {
+                    throw SyncError(.io, "\(file): cannot be read (no such file, or no permission)")
+                }
+                do { bundles.append(try SyncBundle.decode([UInt8](data))) } catch let error as SyncError {
+                    throw error.at(file)
+                }
+            }
+            let store = try replica.open()
+            let changes = bundles.flatMap(\.changes)
+            let progress = ProgressLine(label: "importing", total: changes.count)
+            let report = try store.apply(changes)
+            progress.finish()
+            for bundle in bundles where bundle.sender != store.replicaID {
+                try store.recordPeer(bundle.sender, versionVector: bundle.senderVersion)
+            }
+            if json {
+                struct Out: Encodable { var files: Int; var changes: Int; var applied: Int; var duplicates: Int; var pending: Int }
+                try printJSON(Out(files: files.count, changes: changes.count, applied: report.applied, duplicates: report.duplicates, pending: report.pending))
+            } else {
+                print("imported \(files.count) file(s): \(report.applied) change(s) applied, \(report.duplicates) already here, \(report.pending) waiting for earlier changes")
+            }
+        }
+    }
+}
+
+struct SyncCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "sync",
+        abstract: "Exchange changes with other replicas through a shared folder.",
+        discussion: """
+        --dir FOLDER: a folder every machine can reach (a USB stick, a Syncthing or cloud-drive \
+        folder). This replica writes its new changes as write-once files in its own subfolder and \
+        applies everything new from the others. Files still being copied in are skipped and taken on \
+        a later run. Nothing is ever edited in place, so sync tools never make conflict copies.
+        """
+    )
+
+    @OptionGroup var replica: ReplicaOptions
+
+    @Option(name: .long, help: ArgumentHelp("The shared folder (it must exist).", valueName: "FOLDER"))
+    var dir: String
+
+    @Flag(help: "Print one JSON object.")
+    var json = false
+
+    func run() async throws {
+        try await runReportingAsync {
+            let store = try replica.open()
+            let transport = FolderTransport(folder: URL(fileURLWithPath: dir))
+            let report = try await SyncEngine(retry: RetryPolicy(maxAttempts: 1)).sync(store, over: transport)
+            try? transport.compact(writer: store.replicaID)
+            if json {
+                try printJSON(report)
+            } else {
+                print("sent \(report.sentChanges) change(s) (\(report.sentOperations) operations); received \(report.receivedChanges) change(s) from \(report.receivedBundles) file(s): \(report.applied) applied, \(report.duplicates) already here, \(report.pending) waiting")
+                for skipped in report.skipped { print("skipped (will retry next time): \(skipped)") }
+            }
+        }
+    }
+}
+
+/// A one-line progress indicator on a terminal (stderr), shown only when the work takes more
+/// than a moment; silent when stderr is not a terminal.
+final class ProgressLine {
+    let label: String
+    let total: Int
+    let start = Date()
+    let enabled = isatty(2) != 0
+
+    init(label: String, total: Int) {
+        self.label = label
+        self.total = total
+    }
+
+    func update(_ done: Int) {
+        guard enabled, Date().timeIntervalSince(start) > 0.3, total > 0 else { return }
+        let width = 30
+        let filled = width * done / total
+        let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
+        FileHandle.standardError.write(Data("\r\(label) [\(bar)] \(done)/\(total)".utf8))
+    }
+
+    func finish() {
+        guard enabled, Date().timeIntervalSince(start) > 0.3 else { return }
+        update(total)
+        FileHandle.standardError.write(Data("\n".utf8))
+    }
+}
