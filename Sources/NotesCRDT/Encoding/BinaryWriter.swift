@@ -60,6 +60,9 @@ public struct BinaryReader: Sendable {
     /// Bytes left to read.
     public var remaining: Int { bytes.count - offset }
 
+    /// The bytes not read yet.
+    public var rest: ArraySlice<UInt8> { bytes[offset...] }
+
     /// Whether everything has been read.
     public var isAtEnd: Bool { offset >= bytes.count }
 

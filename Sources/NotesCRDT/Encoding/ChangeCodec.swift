@@ -1,8 +1,87 @@
 /// The compact binary encoding of a list of changes, shared by snapshots and bundles.
 ///
-/// Replicas and notes are written once, in tables, and referred to by index; numbers are LEB128
-/// varints; inserted text is UTF-8. Docs/BundleFormat.md describes the layout byte by byte.
+/// Replicas and notes are written once, in tables, and referred to by index. Change headers are
+/// written row by row; the operations of all changes are written in columns: a 2-bit kind per
+/// operation, run-length-encoded note indexes, and for inserts and deletes a 2-bit "prediction"
+/// code, because in real editing the origin of an insert and the target of a delete are almost
+/// always the character just typed or just deleted. Only what the prediction misses is written out.
+/// Inserted text is one UTF-8 block. Docs/BundleFormat.md describes the layout byte by byte.
 public enum ChangeCodec {
+    enum Kind: UInt8 { case setNoteField = 0, insertText = 1, deleteText = 2, setTagField = 3 }
+
+    /// What the decoder and encoder both remember while walking the operations: the last insert,
+    /// the last delete, and every character inserted so far in the body (as seq ranges per replica,
+    /// which grow in seq order), so that "the character typed just before / after this one" can
+    /// be named without writing it out.
+    struct Predictor {
+        var lastInsertEnd: OpID?
+        var lastDeleted: OpID?
+        var inserted: [ReplicaID: [(start: UInt64, count: UInt64)]] = [:]
+
+        mutating func inserted(_ id: OpID, count: UInt64) {
+            lastInsertEnd = OpID(replica: id.replica, seq: id.seq + count - 1)
+            inserted[id.replica, default: []].append((id.seq, count))
+        }
+
+        mutating func deleted(_ targets: [OpIDRange]) {
+            if let first = targets.first { lastDeleted = OpID(replica: first.replica, seq: first.seq) }
+        }
+
+        /// The character inserted (in this body) just before `id` by the same replica.
+        func predecessor(of id: OpID?) -> OpID? {
+            guard let id, let ranges = inserted[id.replica] else { return nil }
+            var low = 0, high = ranges.count
+            while low < high {
+                let mid = (low + high) / 2
+                if ranges[mid].start <= id.seq { low = mid + 1 } else { high = mid }
+            }
+            guard low > 0 else { return nil }
+            let range = ranges[low - 1]
+            if id.seq > range.start, id.seq < range.start + range.count { return OpID(replica: id.replica, seq: id.seq - 1) }
+            if id.seq == range.start, low >= 2 {
+                let previous = ranges[low - 2]
+                return OpID(replica: id.replica, seq: previous.start + previous.count - 1)
+            }
+            return nil
+        }
+
+        /// The character inserted (in this body) just after `id` by the same replica.
+        func successor(of id: OpID?) -> OpID? {
+            guard let id, let ranges = inserted[id.replica] else { return nil }
+            var low = 0, high = ranges.count
+            while low < high {
+                let mid = (low + high) / 2
+                if ranges[mid].start <= id.seq { low = mid + 1 } else { high = mid }
+            }
+            guard low > 0 else { return nil }
+            let range = ranges[low - 1]
+            guard id.seq < range.start + range.count else { return nil }
+            if id.seq + 1 < range.start + range.count { return OpID(replica: id.replica, seq: id.seq + 1) }
+            if low < ranges.count { return OpID(replica: id.replica, seq: ranges[low].start) }
+            return nil
+        }
+
+        /// Insert origin modes: 0 the start, 1 explicit, 2 the character inserted just before the
+        /// last deleted one, 3 the last inserted character.
+        func insertMode(_ origin: OpID?) -> UInt8 {
+            guard let origin else { return 0 }
+            if origin == lastInsertEnd { return 3 }
+            if origin == predecessor(of: lastDeleted) { return 2 }
+            return 1
+        }
+
+        /// Delete modes (for a single character): 0 explicit, 1 the last inserted character,
+        /// 2 the character inserted just before the last deleted one, 3 the one just after it.
+        func deleteMode(_ targets: [OpIDRange]) -> UInt8 {
+            guard targets.count == 1, targets[0].count == 1 else { return 0 }
+            let id = OpID(replica: targets[0].replica, seq: targets[0].seq)
+            if id == lastInsertEnd { return 1 }
+            if id == predecessor(of: lastDeleted) { return 2 }
+            if id == successor(of: lastDeleted) { return 3 }
+            return 0
+        }
+    }
+
     /// Appends the encoding of `changes` to `writer`.
     public static func encode(_ changes: [Change], into writer: inout BinaryWriter) {
         var replicas: [ReplicaID] = []
@@ -31,6 +110,16 @@ public enum ChangeCodec {
         for r in replicas { writer.raw(r.raw.bytes) }
         writer.varint(UInt64(notes.count))
         for n in notes { writer.raw(n.raw.bytes) }
+
+        var kinds = TwoBitColumn()
+        var noteColumn = RunLengthColumn()
+        var insertModes = TwoBitColumn()
+        var deleteModes = TwoBitColumn()
+        var lengths = BinaryWriter()
+        var text = BinaryWriter()
+        var explicit = BinaryWriter()
+        var predictor = Predictor()
+
         writer.varint(UInt64(changes.count))
         for change in changes {
             writer.varint(UInt64(replicaIndex[change.replica]!))
@@ -43,44 +132,52 @@ public enum ChangeCodec {
                 writer.varint(seq)
             }
             writer.varint(UInt64(change.operations.count))
+            var seq = change.startSeq
             for op in change.operations {
                 switch op {
                 case .setNoteField(let n, let field, let value):
-                    writer.byte(0)
-                    writer.varint(UInt64(noteIndex[n]!))
-                    encode(field, &writer)
-                    encode(value, &writer)
-                case .insertText(let n, let origin, let text):
-                    writer.byte(1)
-                    writer.varint(UInt64(noteIndex[n]!))
-                    if let origin {
-                        writer.varint(UInt64(replicaIndex[origin.replica]! + 1))
-                        writer.varint(origin.seq)
-                    } else {
-                        writer.varint(0)
+                    kinds.append(Kind.setNoteField.rawValue)
+                    noteColumn.append(UInt64(noteIndex[n]!))
+                    encode(field, &explicit)
+                    encode(value, &explicit)
+                case .insertText(let n, let origin, let scalars):
+                    kinds.append(Kind.insertText.rawValue)
+                    noteColumn.append(UInt64(noteIndex[n]!))
+                    let mode = predictor.insertMode(origin)
+                    insertModes.append(mode)
+                    if mode == 1, let origin {
+                        explicit.varint(UInt64(replicaIndex[origin.replica]!))
+                        explicit.signedVarint(Int64(bitPattern: seq &- origin.seq))
                     }
-                    writer.varint(UInt64(text.count))
-                    var utf8: [UInt8] = []
-                    utf8.reserveCapacity(text.count)
-                    for scalar in text { UTF8.encode(scalar) { utf8.append($0) } }
-                    writer.varint(UInt64(utf8.count))
-                    writer.raw(utf8)
+                    lengths.varint(UInt64(scalars.count))
+                    for scalar in scalars { UTF8.encode(scalar) { text.byte($0) } }
+                    predictor.inserted(OpID(replica: change.replica, seq: seq), count: UInt64(scalars.count))
                 case .deleteText(let n, let targets):
-                    writer.byte(2)
-                    writer.varint(UInt64(noteIndex[n]!))
-                    writer.varint(UInt64(targets.count))
-                    for t in targets {
-                        writer.varint(UInt64(replicaIndex[t.replica]!))
-                        writer.varint(t.seq)
-                        writer.varint(t.count)
+                    kinds.append(Kind.deleteText.rawValue)
+                    noteColumn.append(UInt64(noteIndex[n]!))
+                    let mode = predictor.deleteMode(targets)
+                    deleteModes.append(mode)
+                    if mode == 0 {
+                        explicit.varint(UInt64(targets.count))
+                        for t in targets {
+                            explicit.varint(UInt64(replicaIndex[t.replica]!))
+                            explicit.signedVarint(Int64(bitPattern: seq &- t.seq))
+                            explicit.varint(t.count)
+                        }
                     }
+                    predictor.deleted(targets)
                 case .setTagField(let tag, let field, let value):
-                    writer.byte(3)
-                    writer.string(tag)
-                    writer.byte(field.rawValue)
-                    encode(value, &writer)
+                    kinds.append(Kind.setTagField.rawValue)
+                    explicit.string(tag)
+                    explicit.byte(field.rawValue)
+                    encode(value, &explicit)
                 }
+                seq += op.seqCount
             }
+        }
+        for column in [kinds.bytes, noteColumn.bytes, insertModes.bytes, deleteModes.bytes, lengths.bytes, explicit.bytes, text.bytes] {
+            writer.varint(UInt64(column.count))
+            writer.raw(column)
         }
     }
 
@@ -100,17 +197,21 @@ public enum ChangeCodec {
         var notes: [NoteID] = []
         for _ in 0 ..< noteCount { notes.append(NoteID(Identifier128(bytes: try reader.raw(16))!)) }
         func replica(_ r: inout BinaryReader) throws -> ReplicaID {
-            replicas[try r.count(max: replicas.count - 1, "a replica index")]
+            guard !replicas.isEmpty else { throw CRDTError(.malformedEncoding, "a replica is named but the replica table is empty") }
+            return replicas[try r.count(max: replicas.count - 1, "a replica index")]
         }
-        func note(_ r: inout BinaryReader) throws -> NoteID {
-            guard !notes.isEmpty else { throw CRDTError(.malformedEncoding, "an operation names a note but the note table is empty") }
-            return notes[try r.count(max: notes.count - 1, "a note index")]
+
+        struct Header {
+            var author: ReplicaID
+            var startSeq: UInt64
+            var timestamp: Timestamp
+            var deps: VersionVector
+            var opCount: Int
         }
         let changeCount = try reader.count(max: reader.remaining, "the change count")
-        var changes: [Change] = []
-        changes.reserveCapacity(changeCount)
+        var headers: [Header] = []
+        var totalOps = 0
         for _ in 0 ..< changeCount {
-            guard !replicas.isEmpty else { throw CRDTError(.malformedEncoding, "a change but no replica table") }
             let author = try replica(&reader)
             let startSeq = try reader.varint()
             let timestamp = Timestamp(rawValue: try reader.varint())
@@ -120,57 +221,121 @@ public enum ChangeCodec {
                 let r = try replica(&reader)
                 deps[r] = try reader.varint()
             }
-            let opCount = try reader.count(max: reader.remaining, "an operation count")
+            let opCount = try reader.count(max: reader.remaining * 4, "an operation count")
+            totalOps += opCount
+            guard totalOps <= reader.remaining * 4 + 4 else { throw CRDTError(.malformedEncoding, "more operations than the bytes can hold") }
+            headers.append(Header(author: author, startSeq: startSeq, timestamp: timestamp, deps: deps, opCount: opCount))
+        }
+        func column(_ what: String) throws -> BinaryReader {
+            let length = try reader.count(max: reader.remaining, "the length of the \(what) column")
+            return BinaryReader(Array(try reader.raw(length)))
+        }
+        var kinds = TwoBitReader(try column("kinds"))
+        var noteColumn = RunLengthReader(try column("notes"))
+        var insertModes = TwoBitReader(try column("insert modes"))
+        var deleteModes = TwoBitReader(try column("delete modes"))
+        var lengths = try column("lengths")
+        var explicit = try column("explicit values")
+        let textBytes = try column("text")
+        guard let allText = String(validating: textBytes.rest, as: UTF8.self) else {
+            throw CRDTError(.malformedEncoding, "inserted text is not valid UTF-8")
+        }
+        var scalars = allText.unicodeScalars.makeIterator()
+        func note() throws -> NoteID {
+            guard !notes.isEmpty else { throw CRDTError(.malformedEncoding, "an operation names a note but the note table is empty") }
+            let index = try noteColumn.next()
+            guard index < UInt64(notes.count) else { throw CRDTError(.malformedEncoding, "note index \(index) is out of range") }
+            return notes[Int(index)]
+        }
+
+        var predictor = Predictor()
+        var changes: [Change] = []
+        changes.reserveCapacity(changeCount)
+        for header in headers {
             var ops: [Operation] = []
-            ops.reserveCapacity(opCount)
-            for _ in 0 ..< opCount {
-                let kind = try reader.byte()
+            ops.reserveCapacity(min(header.opCount, 1 << 16))
+            var seq = header.startSeq
+            for _ in 0 ..< header.opCount {
+                guard let kind = Kind(rawValue: try kinds.next()) else { preconditionFailure() }
+                let op: Operation
                 switch kind {
-                case 0:
-                    let n = try note(&reader)
-                    let field = try decodeField(&reader)
-                    ops.append(.setNoteField(note: n, field: field, value: try decodeValue(&reader)))
-                case 1:
-                    let n = try note(&reader)
-                    let originIndex = try reader.count(max: replicas.count, "an origin replica index")
+                case .setNoteField:
+                    let n = try note()
+                    let field = try decodeField(&explicit)
+                    op = .setNoteField(note: n, field: field, value: try decodeValue(&explicit))
+                case .insertText:
+                    let n = try note()
                     var origin: OpID? = nil
-                    if originIndex > 0 { origin = OpID(replica: replicas[originIndex - 1], seq: try reader.varint()) }
-                    let scalarCount = try reader.count(max: reader.remaining, "an insert's length")
-                    let byteCount = try reader.count(max: reader.remaining, "an insert's byte length")
-                    let bytes = try reader.raw(byteCount)
-                    guard let text = String(validating: bytes, as: UTF8.self) else {
-                        throw CRDTError(.malformedEncoding, "inserted text is not valid UTF-8 at byte \(reader.offset - byteCount)")
+                    switch try insertModes.next() {
+                    case 0: origin = nil
+                    case 1:
+                        let r = try replica(&explicit)
+                        origin = OpID(replica: r, seq: seq &- UInt64(bitPattern: try explicit.signedVarint()))
+                    case 2:
+                        guard let before = predictor.predecessor(of: predictor.lastDeleted) else {
+                            throw CRDTError(.malformedEncoding, "an insert refers to a delete that is not there")
+                        }
+                        origin = before
+                    default:
+                        guard let last = predictor.lastInsertEnd else { throw CRDTError(.malformedEncoding, "an insert refers to an earlier insert that is not there") }
+                        origin = last
                     }
-                    let scalars = Array(text.unicodeScalars)
-                    guard scalars.count == scalarCount, scalarCount > 0 else {
-                        throw CRDTError(.malformedEncoding, "an insert says \(scalarCount) characters but holds \(scalars.count)")
+                    let count = try lengths.count(max: textBytes.rest.count, "an insert's length")
+                    guard count > 0 else { throw CRDTError(.malformedEncoding, "an insert of no characters") }
+                    var text: [Unicode.Scalar] = []
+                    text.reserveCapacity(count)
+                    for _ in 0 ..< count {
+                        guard let scalar = scalars.next() else { throw CRDTError(.malformedEncoding, "the inserts claim more text than there is") }
+                        text.append(scalar)
                     }
-                    ops.append(.insertText(note: n, origin: origin, text: scalars))
-                case 2:
-                    let n = try note(&reader)
-                    let targetCount = try reader.count(max: reader.remaining / 3, "a delete's target count")
+                    op = .insertText(note: n, origin: origin, text: text)
+                    predictor.inserted(OpID(replica: header.author, seq: seq), count: UInt64(count))
+                case .deleteText:
+                    let n = try note()
                     var targets: [OpIDRange] = []
-                    for _ in 0 ..< targetCount {
-                        let r = try replica(&reader)
-                        targets.append(OpIDRange(replica: r, seq: try reader.varint(), count: try reader.varint()))
+                    switch try deleteModes.next() {
+                    case 0:
+                        let targetCount = try explicit.count(max: explicit.remaining / 3, "a delete's target count")
+                        for _ in 0 ..< targetCount {
+                            let r = try replica(&explicit)
+                            let targetSeq = seq &- UInt64(bitPattern: try explicit.signedVarint())
+                            targets.append(OpIDRange(replica: r, seq: targetSeq, count: try explicit.varint()))
+                        }
+                    case 1:
+                        guard let last = predictor.lastInsertEnd else { throw CRDTError(.malformedEncoding, "a delete refers to an insert that is not there") }
+                        targets = [OpIDRange(replica: last.replica, seq: last.seq, count: 1)]
+                    case 2:
+                        guard let before = predictor.predecessor(of: predictor.lastDeleted) else {
+                            throw CRDTError(.malformedEncoding, "a delete refers to a delete that is not there")
+                        }
+                        targets = [OpIDRange(replica: before.replica, seq: before.seq, count: 1)]
+                    default:
+                        guard let after = predictor.successor(of: predictor.lastDeleted) else {
+                            throw CRDTError(.malformedEncoding, "a delete refers to a delete that is not there")
+                        }
+                        targets = [OpIDRange(replica: after.replica, seq: after.seq, count: 1)]
                     }
-                    ops.append(.deleteText(note: n, targets: targets))
-                case 3:
-                    let tag = try reader.string()
-                    guard let field = TagField(rawValue: try reader.byte()) else {
-                        throw CRDTError(.malformedEncoding, "unknown tag field at byte \(reader.offset - 1)")
+                    op = .deleteText(note: n, targets: targets)
+                    predictor.deleted(targets)
+                case .setTagField:
+                    let tag = try explicit.string()
+                    guard let field = TagField(rawValue: try explicit.byte()) else {
+                        throw CRDTError(.malformedEncoding, "unknown tag field")
                     }
-                    ops.append(.setTagField(tag: tag, field: field, value: try decodeValue(&reader)))
-                default:
-                    throw CRDTError(.malformedEncoding, "unknown operation kind \(kind) at byte \(reader.offset - 1)")
+                    op = .setTagField(tag: tag, field: field, value: try decodeValue(&explicit))
                 }
+                seq &+= op.seqCount
+                ops.append(op)
             }
-            let change = Change(replica: author, startSeq: startSeq, timestamp: timestamp, dependencies: deps, operations: ops)
+            let change = Change(replica: header.author, startSeq: header.startSeq, timestamp: header.timestamp,
+                                dependencies: header.deps, operations: ops)
             do { try Notebook.checkShape(change) } catch let error as CRDTError {
-                throw CRDTError(.malformedEncoding, "a change from \(author) is malformed: \(error.message)")
+                throw CRDTError(.malformedEncoding, "a change from \(header.author) is malformed: \(error.message)")
             }
             changes.append(change)
         }
+        guard scalars.next() == nil else { throw CRDTError(.malformedEncoding, "text left over after the last insert") }
+        guard lengths.isAtEnd, explicit.isAtEnd else { throw CRDTError(.malformedEncoding, "values left over after the last operation") }
         return changes
     }
 

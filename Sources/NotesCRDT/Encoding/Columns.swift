@@ -1,0 +1,68 @@
+/// A column of 2-bit values, four to a byte, first value in the low bits.
+struct TwoBitColumn {
+    private(set) var bytes: [UInt8] = []
+    private var count = 0
+
+    mutating func append(_ value: UInt8) {
+        if count % 4 == 0 { bytes.append(0) }
+        bytes[bytes.count - 1] |= (value & 3) << UInt8(2 * (count % 4))
+        count += 1
+    }
+}
+
+struct TwoBitReader {
+    private let bytes: [UInt8]
+    private var index = 0
+
+    init(_ reader: BinaryReader) { bytes = Array(reader.rest) }
+
+    mutating func next() throws -> UInt8 {
+        guard index / 4 < bytes.count else { throw CRDTError(.malformedEncoding, "a 2-bit column ends early") }
+        defer { index += 1 }
+        return (bytes[index / 4] >> UInt8(2 * (index % 4))) & 3
+    }
+}
+
+/// A column of unsigned values as (run length, value) pairs of varints.
+struct RunLengthColumn {
+    private var writer = BinaryWriter()
+    private var current: UInt64 = 0
+    private var run: UInt64 = 0
+
+    mutating func append(_ value: UInt64) {
+        if run > 0, value == current { run += 1; return }
+        flush()
+        current = value
+        run = 1
+    }
+
+    private mutating func flush() {
+        guard run > 0 else { return }
+        writer.varint(run)
+        writer.varint(current)
+    }
+
+    var bytes: [UInt8] {
+        var copy = self
+        copy.flush()
+        return copy.writer.bytes
+    }
+}
+
+struct RunLengthReader {
+    private var reader: BinaryReader
+    private var current: UInt64 = 0
+    private var left: UInt64 = 0
+
+    init(_ reader: BinaryReader) { self.reader = reader }
+
+    mutating func next() throws -> UInt64 {
+        if left == 0 {
+            left = try reader.varint()
+            current = try reader.varint()
+            guard left > 0 else { throw CRDTError(.malformedEncoding, "a run of length zero") }
+        }
+        left -= 1
+        return current
+    }
+}
