@@ -1,0 +1,320 @@
+import Foundation
+import GRDB
+import NotesCRDT
+
+/// A note as stored in the materialized table: every field, and the body when it was asked for.
+public struct StoredNote: Hashable, Sendable {
+    public var id: NoteID
+    public var title: String
+    /// The body text; nil when the query did not fetch it (see `preview`).
+    public var body: String?
+    /// The body's first line, cut short.
+    public var preview: String
+    /// The body's length in Unicode scalars.
+    public var bodyLength: Int
+    public var pinned: Bool
+    public var archived: Bool
+    public var color: String?
+    /// `.active` or `.trashed` (deleted notes have no row).
+    public var state: NoteLifecycle
+    /// The tag names, sorted.
+    public var tags: [String]
+    /// Wall-clock milliseconds.
+    public var createdAt: UInt64
+    /// Wall-clock milliseconds of the latest operation on the note.
+    public var updatedAt: UInt64
+}
+
+/// Which notes `NoteStore.list` returns.
+public enum ListScope: String, Sendable, CaseIterable {
+    /// Notes that are neither archived nor trashed.
+    case active
+    /// Archived notes (not trashed).
+    case archived
+    /// Trashed notes.
+    case trashed
+    /// Every note that is not deleted.
+    case all
+}
+
+/// One search result.
+public struct SearchHit: Hashable, Sendable {
+    /// The note (without its body).
+    public var note: StoredNote
+    /// Its bm25 rank: lower is better (SQLite's convention).
+    public var rank: Double
+    /// A passage around the best match, matched words in [brackets].
+    public var snippet: String
+}
+
+/// One entry of the history: a change, who made it, when, and what it did.
+public struct HistoryEntry: Hashable, Sendable {
+    public var replica: ReplicaID
+    /// Whether this replica made it.
+    public var isLocal: Bool
+    public var startSeq: UInt64
+    public var endSeq: UInt64
+    /// The timestamp of its first operation.
+    public var timestamp: Timestamp
+    /// The notes it touched.
+    public var notes: [NoteID]
+    /// What it did, one line per kind of operation.
+    public var summary: [String]
+}
+
+/// What `NoteStore.status()` reports.
+public struct StoreStatus: Hashable, Sendable {
+    public var replica: ReplicaID
+    public var path: String?
+    public var versionVector: VersionVector
+    /// Notes that are not deleted.
+    public var notes: Int
+    public var pendingChanges: Int
+    /// Rows in the op log after the snapshot.
+    public var logRows: Int
+    /// How many log rows the snapshot has absorbed up to (0: no snapshot yet).
+    public var snapshotThroughRow: Int64
+    public var peers: [PeerState]
+    public var digest: String
+}
+
+extension NoteStore {
+    static let noteColumns = "id, title, pinned, archived, color, state, tags, created_at, updated_at, body_length, preview"
+
+    static func storedNote(_ row: Row, body: String? = nil) throws -> StoredNote {
+        let hex: String = row["id"]
+        guard let id = NoteID(hex: hex) else { throw StoreError(.corrupt, "a materialized note has a bad id \(hex)") }
+        let tags: String = row["tags"]
+        return StoredNote(
+            id: id, title: row["title"], body: body, preview: row["preview"], bodyLength: row["body_length"],
+            pinned: row["pinned"], archived: row["archived"], color: row["color"],
+            state: NoteLifecycle(rawValue: row["state"]) ?? .active,
+            tags: tags.isEmpty ? [] : tags.split(separator: "\u{1F}", omittingEmptySubsequences: false).map(String.init),
+            createdAt: UInt64(row["created_at"] as Int64), updatedAt: UInt64(row["updated_at"] as Int64))
+    }
+
+    func read<T>(_ what: @autoclosure () -> String, _ body: (Database) throws -> T) throws -> T {
+        do { return try queue.read(body) } catch { throw StoreError.wrap(error, what()) }
+    }
+
+    static func body(of hex: String, _ db: Database) throws -> String {
+        try String.fetchAll(db, sql: "SELECT body FROM note_text WHERE note = ? AND ord >= 0 ORDER BY ord", arguments: [hex]).joined()
+    }
+
+    /// Notes in `scope` (and in tag `tag`, if given): pinned first, then the most recently changed.
+    ///
+    /// Reads the materialized table only; never loads the CRDT state.
+    public func list(_ scope: ListScope = .active, tag: String? = nil, includeBody: Bool = false, limit: Int? = nil) throws -> [StoredNote] {
+        var conditions: [String] = []
+        var arguments: StatementArguments = []
+        switch scope {
+        case .active: conditions.append("state = 'active' AND archived = 0")
+        case .archived: conditions.append("state = 'active' AND archived = 1")
+        case .trashed: conditions.append("state = 'trashed'")
+        case .all: break
+        }
+        if let tag {
+            conditions.append("id IN (SELECT note FROM note_tags WHERE tag = ?)")
+            _ = arguments.append(contentsOf: [Notebook.tagKey(tag)])
+        }
+        var sql = "SELECT \(NoteStore.noteColumns) FROM notes"
+        if !conditions.isEmpty { sql += " WHERE " + conditions.joined(separator: " AND ") }
+        sql += " ORDER BY pinned DESC, updated_at DESC, id"
+        if let limit { sql += " LIMIT \(max(0, limit))" }
+        return try read("cannot list the notes") { db in
+            try Row.fetchAll(db, sql: sql, arguments: arguments).map { row in
+                try NoteStore.storedNote(row, body: includeBody ? NoteStore.body(of: row["id"], db) : nil)
+            }
+        }
+    }
+
+    /// The note with this identity, with its body, or nil (deleted notes included).
+    public func note(_ id: NoteID) throws -> StoredNote? {
+        try read("cannot read note \(id)") { db in
+            guard let row = try Row.fetchOne(db, sql: "SELECT \(NoteStore.noteColumns) FROM notes WHERE id = ?",
+                                             arguments: [id.description]) else { return nil }
+            return try NoteStore.storedNote(row, body: NoteStore.body(of: id.description, db))
+        }
+    }
+
+    /// The note whose id starts with `prefix` (hex digits, as git names commits).
+    ///
+    /// - Throws: `.invalidArgument` for a prefix that is not hex, `.notFound` when no note matches,
+    ///   `.ambiguous` when several do.
+    public func resolveNote(_ prefix: String) throws -> NoteID {
+        let lowered = prefix.lowercased()
+        guard !lowered.isEmpty, lowered.count <= 32, lowered.allSatisfy({ $0.isHexDigit && $0.isASCII }) else {
+            throw StoreError(.invalidArgument, "'\(prefix)' is not a note id (ids are up to 32 hex digits; a unique prefix is enough)")
+        }
+        let matches = try read("cannot look up note \(prefix)") { db in
+            try String.fetchAll(db, sql: "SELECT id FROM notes WHERE id >= ? AND id < ? ORDER BY id LIMIT 6",
+                                arguments: [lowered, lowered + "g"])
+        }
+        switch matches.count {
+        case 0: throw StoreError(.notFound, "no note has an id that starts with '\(prefix)'")
+        case 1: return NoteID(hex: matches[0])!
+        default:
+            let shown = matches.prefix(5).map { String($0.prefix(lowered.count + 4)) }.joined(separator: ", ")
+            throw StoreError(.ambiguous, "'\(prefix)' names more than one note (\(shown)\(matches.count > 5 ? ", ..." : "")); give more digits")
+        }
+    }
+
+    /// Full-text search over titles and bodies of notes that are not trashed.
+    ///
+    /// The query is words (every word must occur, in the title or the body), `prefix*` words, and
+    /// "quoted phrases". Results are ranked by bm25 (a title match weighs ten times a body match),
+    /// best first, each with a snippet.
+    public func search(_ query: String, limit: Int = 20) throws -> [SearchHit] {
+        let terms = SearchQuery.terms(query)
+        guard !terms.isEmpty else {
+            throw StoreError(.invalidArgument, "the search query '\(query)' has no words to look for")
+        }
+        var ctes: [String] = []
+        for index in terms.indices {
+            // bm25() is only allowed in a plain full-text query: rank the rows first, then group them by note.
+            ctes.append("""
+                m\(index) AS MATERIALIZED (SELECT rowid AS id, bm25(note_fts, 10.0, 1.0) AS rank FROM note_fts WHERE note_fts MATCH ?),
+                t\(index) AS (SELECT note_text.note AS note, min(m\(index).rank) AS rank
+                    FROM m\(index) JOIN note_text ON note_text.id = m\(index).id GROUP BY note_text.note)
+                """)
+        }
+        let rank = terms.indices.map { "t\($0).rank" }.joined(separator: " + ")
+        let joins = terms.indices.dropFirst().map { "JOIN t\($0) ON t\($0).note = t0.note" }.joined(separator: " ")
+        let sql = """
+            WITH \(ctes.joined(separator: ",\n"))
+            SELECT \(NoteStore.noteColumns.split(separator: ",").map { "notes." + $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ", ")),
+                \(rank) AS rank
+            FROM t0 \(joins) JOIN notes ON notes.id = t0.note
+            WHERE notes.state = 'active'
+            ORDER BY rank, notes.id LIMIT ?
+            """
+        var arguments = StatementArguments(terms)
+        _ = arguments.append(contentsOf: [max(0, limit)])
+        let anyTerm = terms.joined(separator: " OR ")
+        return try read("cannot search the notes") { db in
+            try Row.fetchAll(db, sql: sql, arguments: arguments).map { row in
+                let note = try NoteStore.storedNote(row)
+                let snippet = try String.fetchOne(db, sql: """
+                    SELECT snippet(note_fts, -1, '[', ']', '…', 12) FROM note_fts
+                    WHERE note_fts MATCH ? AND rowid IN (SELECT id FROM note_text WHERE note = ?)
+                    ORDER BY bm25(note_fts, 10.0, 1.0) LIMIT 1
+                    """, arguments: [anyTerm, note.id.description]) ?? ""
+                return SearchHit(note: note, rank: row["rank"], snippet: snippet)
+            }
+        }
+    }
+
+    /// The history of changes (of one note, or of everything), oldest first, as applied here.
+    ///
+    /// Consecutive changes that directly follow each other are shown as one (the log coalesces them).
+    public func history(of note: NoteID? = nil) throws -> [HistoryEntry] {
+        let notebook = try self.notebook
+        return notebook.allChanges.compactMap { change -> HistoryEntry? in
+            let ops = change.operations.filter { note == nil || $0.note == note }
+            guard !ops.isEmpty else { return nil }
+            var notes: [NoteID] = []
+            for op in ops { if let n = op.note, !notes.contains(n) { notes.append(n) } }
+            return HistoryEntry(replica: change.replica, isLocal: change.replica == replicaID, startSeq: change.startSeq,
+                                endSeq: change.endSeq, timestamp: change.timestamp, notes: notes,
+                                summary: HistoryEntry.summarize(ops))
+        }
+    }
+
+    /// The replica's identity, version vector, counts, peers and digest.
+    public func status() throws -> StoreStatus {
+        let notebook = try self.notebook
+        let (notes, logRows, through) = try read("cannot read the status") { db in
+            (try Int.fetchOne(db, sql: "SELECT count(*) FROM notes") ?? 0,
+             try Int.fetchOne(db, sql: "SELECT count(*) FROM changes") ?? 0,
+             try Int64.fetchOne(db, sql: "SELECT through_row FROM snapshot WHERE id = 1") ?? 0)
+        }
+        return StoreStatus(replica: replicaID, path: path, versionVector: notebook.versionVector, notes: notes,
+                           pendingChanges: notebook.pendingCount, logRows: logRows, snapshotThroughRow: through,
+                           peers: try peers(), digest: notebook.digest())
+    }
+
+    /// The number of notes that are not deleted (from the materialized table).
+    public func noteCount() throws -> Int {
+        try read("cannot count the notes") { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM notes") ?? 0 }
+    }
+}
+
+extension HistoryEntry {
+    /// One line per kind of operation: text inserts and deletes are added up per note.
+    static func summarize(_ ops: [NotesCRDT.Operation]) -> [String] {
+        var lines: [String] = []
+        var inserted: [NoteID: Int] = [:]
+        var deleted: [NoteID: UInt64] = [:]
+        var order: [NoteID] = []
+        func quote(_ s: String) -> String {
+            let short = s.unicodeScalars.count > 40 ? String(String.UnicodeScalarView(s.unicodeScalars.prefix(40))) + "…" : s
+            return "\"\(short)\""
+        }
+        for op in ops {
+            switch op {
+            case .setNoteField(let note, let field, let value):
+                let n = String(note.description.prefix(8))
+                switch (field, value) {
+                case (.createdAt, _): lines.append("created note \(n)")
+                case (.title, _): lines.append("note \(n): title \(quote(value.stringValue ?? ""))")
+                case (.pinned, .bool(let b)): lines.append("note \(n): \(b ? "pinned" : "unpinned")")
+                case (.archived, .bool(let b)): lines.append("note \(n): \(b ? "archived" : "unarchived")")
+                case (.color, .string(let c)): lines.append("note \(n): color \(c)")
+                case (.color, _): lines.append("note \(n): color cleared")
+                case (.state, .string(let s)):
+                    if s != NoteLifecycle.active.rawValue || !lines.contains("created note \(n)") {
+                        lines.append("note \(n): \(s == "active" ? "restored" : s)")
+                    }
+                case (.tag(let key), .bool(let b)): lines.append("note \(n): \(b ? "tagged" : "untagged") \(key)")
+                default: lines.append("note \(n): \(field) = \(value)")
+                }
+            case .insertText(let note, _, let text):
+                if inserted[note] == nil, deleted[note] == nil { order.append(note) }
+                inserted[note, default: 0] += text.count
+            case .deleteText(let note, let targets):
+                if inserted[note] == nil, deleted[note] == nil { order.append(note) }
+                deleted[note, default: 0] += targets.reduce(0) { $0 + $1.count }
+            case .setTagField(let tag, let field, let value):
+                lines.append("tag \(tag): \(field == .name ? "name" : "color") \(value)")
+            }
+        }
+        for note in order {
+            let n = String(note.description.prefix(8))
+            if let count = inserted[note] { lines.append("note \(n): inserted \(count) character\(count == 1 ? "" : "s")") }
+            if let count = deleted[note] { lines.append("note \(n): deleted \(count) character\(count == 1 ? "" : "s")") }
+        }
+        return lines
+    }
+}
+
+/// Turns what a person types into FTS5 phrase strings, one per term.
+enum SearchQuery {
+    static func terms(_ query: String) -> [String] {
+        var terms: [String] = []
+        var current = ""
+        var inQuotes = false
+        func flush(phrase: Bool) {
+            defer { current = "" }
+            var word = current.trimmingCharacters(in: .whitespaces)
+            var isPrefix = false
+            if !phrase, word.hasSuffix("*") {
+                isPrefix = true
+                while word.hasSuffix("*") { word.removeLast() }
+            }
+            guard word.unicodeScalars.contains(where: { $0.properties.isAlphabetic || $0.properties.numericType != nil }) else { return }
+            terms.append("\"" + word.replacingOccurrences(of: "\"", with: "\"\"") + "\"" + (isPrefix ? "*" : ""))
+        }
+        for character in query {
+            if character == "\"" {
+                flush(phrase: inQuotes)
+                inQuotes.toggle()
+            } else if character.isWhitespace, !inQuotes {
+                flush(phrase: false)
+            } else {
+                current.append(character)
+            }
+        }
+        flush(phrase: inQuotes)
+        return terms
+    }
+}

@@ -1,0 +1,142 @@
+import Foundation
+import GRDB
+import NotesCRDT
+
+/// What `NoteStore.apply(_:)` did with a batch of changes.
+public struct ApplyReport: Hashable, Sendable {
+    /// Changes applied now, including waiting ones that the batch released.
+    public var applied: Int
+    /// Changes already covered by the version vector (harmless repeats).
+    public var duplicates: Int
+    /// Changes that wait for their dependencies after the batch (in the whole replica).
+    public var pending: Int
+    /// The notes whose materialized rows changed.
+    public var touchedNotes: Int
+}
+
+/// What a known peer has, as last heard.
+public struct PeerState: Hashable, Sendable {
+    /// The peer's replica identity.
+    public var replica: ReplicaID
+    /// The operations the peer has (the highest version vector heard from it).
+    public var versionVector: VersionVector
+    /// When it was last heard from (wall-clock milliseconds).
+    public var lastSeen: UInt64
+}
+
+extension NoteStore {
+    /// Applies changes from other replicas, in one transaction for the whole batch.
+    ///
+    /// Changes may come in any order and any number of times: duplicates are ignored, changes whose
+    /// dependencies are missing are kept (durably) until they arrive. What was applied goes to the
+    /// op log, waiting changes to the pending table, and the touched notes are re-materialized and
+    /// re-indexed. A malformed change (one that refers to characters that do not exist) rejects the
+    /// whole batch: nothing of it is applied.
+    @discardableResult
+    public func apply(_ changes: [Change]) throws -> ApplyReport {
+        lock.lock(); defer { lock.unlock() }
+        guard !changes.isEmpty else {
+            return ApplyReport(applied: 0, duplicates: 0, pending: try loadedState().notebook.pendingCount, touchedNotes: 0)
+        }
+        let report = try writeTransaction("cannot apply the changes") { db -> ApplyReport in
+            let before = loaded!.notebook.versionVector
+            let pendingBefore = loaded!.notebook.pendingCount
+            dirty = true
+            var applied = 0
+            var duplicates = 0
+            var queued = false
+            for change in changes {
+                switch try loaded!.notebook.apply(change) {
+                case .applied(let released):
+                    applied += 1 + released
+                    if released > 0 { queued = true }
+                case .duplicate:
+                    duplicates += 1
+                case .pending:
+                    queued = true
+                }
+            }
+            let pendingAfter = loaded!.notebook.pendingCount
+            if queued || pendingAfter != pendingBefore {
+                try writePending(db)
+            }
+            var touched = 0
+            if applied > 0 {
+                let newChanges = loaded!.notebook.changes(since: before)
+                try log(newChanges, db)
+                touched = try materialize(newChanges, db)
+            }
+            if applied > 0 || queued { try bumpRevision(db) } else { dirty = false }
+            return ApplyReport(applied: applied, duplicates: duplicates, pending: pendingAfter, touchedNotes: touched)
+        }
+        compactIfDue()
+        return report
+    }
+
+    /// Exactly the changes a replica at `version` lacks, in a causal order.
+    public func changes(since version: VersionVector) throws -> [Change] {
+        try notebook.changes(since: version)
+    }
+
+    /// The changes that wait for their dependencies.
+    public var pendingChanges: [Change] {
+        get throws { try notebook.pendingChanges }
+    }
+
+    /// Records what a peer has (its version vector, merged with what was known) and that it was
+    /// heard from now (or at `seenAt`, wall-clock milliseconds).
+    public func recordPeer(_ replica: ReplicaID, versionVector: VersionVector, seenAt: UInt64? = nil) throws {
+        lock.lock(); defer { lock.unlock() }
+        let now = seenAt ?? options.wallClock.milliseconds()
+        do {
+            try queue.writeWithoutTransaction { db in try db.inTransaction(.immediate) {
+                var vector = versionVector
+                if let blob = try Data.fetchOne(db, sql: "SELECT version_vector FROM peers WHERE replica = ?",
+                                                arguments: [Data(replica.raw.bytes)]) {
+                    vector.merge(try VersionVector(storeBytes: [UInt8](blob)))
+                }
+                try db.execute(sql: "INSERT OR REPLACE INTO peers (replica, version_vector, last_seen) VALUES (?, ?, ?)",
+                               arguments: [Data(replica.raw.bytes), Data(vector.storeBytes), Int64(now)])
+                return .commit
+            } }
+        } catch {
+            throw StoreError.wrap(error, "cannot record peer \(replica)")
+        }
+    }
+
+    /// Every known peer, by replica identity.
+    public func peers() throws -> [PeerState] {
+        do {
+            return try queue.read { db in
+                try Row.fetchAll(db, sql: "SELECT replica, version_vector, last_seen FROM peers ORDER BY replica").map { row in
+                    let replicaBlob: Data = row["replica"]
+                    let vectorBlob: Data = row["version_vector"]
+                    guard let replica = ReplicaID(blob: [UInt8](replicaBlob)) else {
+                        throw StoreError(.corrupt, "a peer's replica identity is not 16 bytes")
+                    }
+                    return PeerState(replica: replica, versionVector: try VersionVector(storeBytes: [UInt8](vectorBlob)),
+                                     lastSeen: UInt64(row["last_seen"] as Int64))
+                }
+            }
+        } catch {
+            throw StoreError.wrap(error, "cannot read the peers")
+        }
+    }
+
+    /// The peer's state, or nil when it was never heard from.
+    public func peer(_ replica: ReplicaID) throws -> PeerState? {
+        try peers().first { $0.replica == replica }
+    }
+
+    /// Rewrites the pending table from the notebook's waiting changes.
+    func writePending(_ db: Database) throws {
+        try db.execute(sql: "DELETE FROM pending_changes")
+        let now = Int64(options.wallClock.milliseconds())
+        for change in loaded!.notebook.pendingChanges {
+            try db.execute(sql: """
+                INSERT INTO pending_changes (replica, start_seq, end_seq, received_at, payload) VALUES (?, ?, ?, ?, ?)
+                """, arguments: [Data(change.replica.raw.bytes), Int64(bitPattern: change.startSeq),
+                                 Int64(bitPattern: change.endSeq), now, Data(ChangeCodec.encode([change]))])
+        }
+    }
+}

@@ -1,0 +1,415 @@
+import Foundation
+import GRDB
+import NotesCRDT
+
+/// How a store is opened and how it behaves.
+public struct StoreOptions: Sendable {
+    /// What is guaranteed once a write returns.
+    public enum Durability: Sendable, Hashable {
+        /// Survives the process being killed at any instant (SIGKILL, a crash): WAL with
+        /// `synchronous = NORMAL`. A power cut may lose the last few transactions, never consistency.
+        case processCrash
+        /// Also survives a power cut: the WAL is fsynced at every commit (`synchronous = FULL`).
+        /// Much slower per edit.
+        case powerLoss
+    }
+
+    /// Where wall-clock time comes from (passed to the notebook); a simulator passes a virtual clock.
+    public var wallClock: any WallClock
+    /// After this many log rows past the snapshot, the snapshot is refreshed and those rows folded in.
+    public var snapshotInterval: Int
+    /// How long to wait for another process that holds the database before failing, in seconds.
+    public var busyTimeout: Double
+    /// What a committed write survives.
+    public var durability: Durability
+
+    /// Creates options; the defaults suit an app or the command line.
+    public init(wallClock: any WallClock = SystemWallClock(), snapshotInterval: Int = 4096,
+                busyTimeout: Double = 10, durability: Durability = .processCrash) {
+        self.wallClock = wallClock
+        self.snapshotInterval = max(1, snapshotInterval)
+        self.busyTimeout = busyTimeout
+        self.durability = durability
+    }
+}
+
+/// One durable replica of a notebook in one SQLite database file.
+///
+/// The store keeps the replica's identity and clock, the op log (compact binary changes), the
+/// changes that wait for their dependencies, a snapshot of the CRDT state, materialized notes for
+/// listing, a full-text index, and what each known peer has. Every local edit and every applied
+/// batch of remote changes is one SQLite transaction: the log, the materialized rows and the index
+/// move together or not at all. Docs/Storage.md describes the schema.
+///
+/// Reads of the materialized notes (`list`, `note`, `search`) go to SQLite and never load the
+/// CRDT state; the `Notebook` is loaded (snapshot plus the log after it) the first time an edit,
+/// an apply or a CRDT read needs it. Several processes may use one database: each write
+/// transaction first catches up with what others committed.
+///
+/// All methods are synchronous and thread-safe (one lock per store).
+public final class NoteStore: @unchecked Sendable {
+    /// This replica's identity.
+    public let replicaID: ReplicaID
+    /// The database file, or nil for an in-memory store.
+    public let path: String?
+    /// The options the store was opened with.
+    public let options: StoreOptions
+    /// Whether opening this store created the replica (a new database).
+    public let wasCreated: Bool
+
+    let queue: DatabaseQueue
+    let lock = NSLock()
+
+    /// The CRDT state as loaded from the database, and where in the log it stands.
+    struct Loaded {
+        var notebook: Notebook
+        var lastLogRow: Int64
+        var revision: Int64
+        var snapshotGeneration: Int64
+        var rowsSinceSnapshot: Int
+    }
+
+    var loaded: Loaded?
+    /// Set while a transaction has mutated `loaded`; a failed transaction then drops it.
+    var dirty = false
+
+    private init(queue: DatabaseQueue, replicaID: ReplicaID, path: String?, options: StoreOptions, wasCreated: Bool) {
+        self.queue = queue
+        self.replicaID = replicaID
+        self.path = path
+        self.options = options
+        self.wasCreated = wasCreated
+    }
+
+    // MARK: Opening
+
+    /// Opens the replica database at `path`, creating it (and its folder) when it does not exist
+    /// and `create` is true.
+    ///
+    /// A file that is not a replica database, one written by a newer version, or a location that
+    /// cannot be written gets a `StoreError` and is left exactly as it was.
+    public static func open(path: String, options: StoreOptions = StoreOptions(), create: Bool = true) throws -> NoteStore {
+        let fileManager = FileManager.default
+        var isDirectory: ObjCBool = false
+        let exists = fileManager.fileExists(atPath: path, isDirectory: &isDirectory)
+        if exists, isDirectory.boolValue {
+            throw StoreError(.cannotOpen, "\(path) is a folder, not a replica database")
+        }
+        if !exists {
+            guard create else {
+                throw StoreError(.noReplica, "there is no replica database at \(path) (run `crdt-sync init` to create one)")
+            }
+            let folder = (path as NSString).deletingLastPathComponent
+            let directory = folder.isEmpty ? "." : folder
+            if !fileManager.fileExists(atPath: directory) {
+                do {
+                    try fileManager.createDirectory(atPath: directory, withIntermediateDirectories: true)
+                } catch {
+                    throw StoreError(.readOnly, "cannot create the folder \(directory) for the replica database", underlying: "\(error.localizedDescription)")
+                }
+            }
+            guard fileManager.isWritableFile(atPath: directory) else {
+                throw StoreError(.readOnly, "cannot create a replica database in \(directory): the folder is not writable")
+            }
+        }
+
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(options.busyTimeout)
+        configuration.label = "NoteStore"
+        let synchronous = options.durability == .powerLoss ? "FULL" : "NORMAL"
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
+        }
+        let queue: DatabaseQueue
+        do {
+            queue = try DatabaseQueue(path: path, configuration: configuration)
+        } catch {
+            throw describeOpenFailure(error, path: path)
+        }
+
+        // Look before writing anything: the file must be empty or one of ours, of a known version.
+        let fresh: Bool
+        do {
+            fresh = try queue.read { db in
+                let applicationID = try Int32.fetchOne(db, sql: "PRAGMA application_id") ?? 0
+                let tableCount = try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master") ?? 0
+                if applicationID == Schema.applicationID {
+                    if try Schema.migrator.hasBeenSuperseded(db) {
+                        throw StoreError(.newerSchema, "\(path) was written by a newer version of crdt-sync (its schema has migrations this version does not know); upgrade crdt-sync to open it")
+                    }
+                    return false
+                }
+                guard applicationID == 0, tableCount == 0 else {
+                    throw StoreError(.notAReplica, "\(path) is an SQLite database but not a crdt-sync replica")
+                }
+                return true
+            }
+        } catch {
+            try? queue.close()
+            throw describeOpenFailure(error, path: path)
+        }
+        if fresh, !create {
+            try? queue.close()
+            throw StoreError(.noReplica, "\(path) is empty, not a replica database (run `crdt-sync init` to create one)")
+        }
+
+        do {
+            try queue.writeWithoutTransaction { db in
+                let mode = try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL")
+                if mode?.lowercased() != "wal" {
+                    throw StoreError(.database, "cannot switch \(path) to WAL mode (it stays in \(mode ?? "an unknown") mode)")
+                }
+            }
+            return try finishOpening(queue, path: path, options: options, newReplica: nil)
+        } catch {
+            try? queue.close()
+            throw describeOpenFailure(error, path: path)
+        }
+    }
+
+    /// Opens a store that lives in memory only (tests, simulations).
+    ///
+    /// - Parameter replicaID: the replica's identity; a random one by default.
+    public static func openInMemory(replicaID: ReplicaID? = nil, options: StoreOptions = StoreOptions()) throws -> NoteStore {
+        do {
+            var configuration = Configuration()
+            configuration.label = "NoteStore.memory"
+            let queue = try DatabaseQueue(configuration: configuration)
+            return try finishOpening(queue, path: nil, options: options, newReplica: replicaID)
+        } catch {
+            throw StoreError.wrap(error, "cannot create an in-memory store")
+        }
+    }
+
+    private static func finishOpening(_ queue: DatabaseQueue, path: String?, options: StoreOptions,
+                                      newReplica: ReplicaID?) throws -> NoteStore {
+        try Schema.migrator.migrate(queue)
+        let (replica, created) = try queue.writeWithoutTransaction { db -> (ReplicaID, Bool) in
+            var result: (ReplicaID, Bool)!
+            try db.inTransaction(.immediate) {
+                if let blob = try Data.fetchOne(db, sql: "SELECT replica_id FROM replica WHERE id = 1") {
+                    guard let replica = ReplicaID(blob: [UInt8](blob)) else {
+                        throw StoreError(.corrupt, "the stored replica identity is not 16 bytes")
+                    }
+                    result = (replica, false)
+                } else {
+                    let replica = newReplica ?? ReplicaID.random()
+                    try db.execute(sql: "INSERT INTO replica (id, replica_id, created_at) VALUES (1, ?, ?)",
+                                   arguments: [Data(replica.raw.bytes), Int64(options.wallClock.milliseconds())])
+                    result = (replica, true)
+                }
+                return .commit
+            }
+            return result
+        }
+        return NoteStore(queue: queue, replicaID: replica, path: path, options: options, wasCreated: created)
+    }
+
+    private static func describeOpenFailure(_ error: any Error, path: String) -> StoreError {
+        if let error = error as? StoreError { return error }
+        var wrapped = StoreError.wrap(error, "cannot open \(path)")
+        if wrapped.code == .notAReplica {
+            wrapped.message = "\(path) is not a crdt-sync replica database (it is not an SQLite database)"
+        } else if wrapped.code == .readOnly {
+            wrapped.message = "cannot open \(path): it is read-only (or its folder is)"
+        }
+        return wrapped
+    }
+
+    /// Closes the database. The store must not be used afterwards.
+    public func close() throws {
+        lock.lock(); defer { lock.unlock() }
+        do { try queue.close() } catch { throw StoreError.wrap(error, "cannot close the database") }
+    }
+
+    // MARK: The CRDT state
+
+    /// The replica's CRDT state (loaded from the snapshot and the log on first use).
+    public var notebook: Notebook {
+        get throws {
+            lock.lock(); defer { lock.unlock() }
+            return try loadedState().notebook
+        }
+    }
+
+    /// The version vector: what this replica has applied, per replica.
+    public var versionVector: VersionVector {
+        get throws { try notebook.versionVector }
+    }
+
+    /// Notebook.digest() of the state: equal on two replicas exactly when their visible states are.
+    public func digest() throws -> String { try notebook.digest() }
+
+    /// Re-reads what other processes committed since this store last looked.
+    public func refresh() throws {
+        lock.lock(); defer { lock.unlock() }
+        do {
+            try queue.read { db in try self.makeCurrent(db) }
+        } catch {
+            loaded = nil
+            throw StoreError.wrap(error, "cannot read the replica")
+        }
+    }
+
+    func loadedState() throws -> Loaded {
+        if let loaded { return loaded }
+        do {
+            let state = try queue.read { db in try self.load(db) }
+            loaded = state
+            return state
+        } catch {
+            throw StoreError.wrap(error, "cannot load the replica's notes")
+        }
+    }
+
+    /// Reads the snapshot, then applies the log rows after it and the pending changes.
+    func load(_ db: Database) throws -> Loaded {
+        guard let meta = try Row.fetchOne(db, sql: "SELECT revision, snapshot_generation FROM replica WHERE id = 1") else {
+            throw StoreError(.corrupt, "the replica row is missing")
+        }
+        var notebook: Notebook
+        var through: Int64 = 0
+        if let snapshot = try Row.fetchOne(db, sql: "SELECT through_row, payload FROM snapshot WHERE id = 1") {
+            through = snapshot["through_row"]
+            let payload: Data = snapshot["payload"]
+            do {
+                notebook = try Notebook(snapshot: [UInt8](payload), wallClock: options.wallClock)
+            } catch let error as CRDTError {
+                throw StoreError(.corrupt, "the stored snapshot cannot be read: \(error.message)")
+            }
+            guard notebook.replicaID == replicaID else {
+                throw StoreError(.corrupt, "the stored snapshot belongs to another replica (\(notebook.replicaID))")
+            }
+        } else {
+            notebook = Notebook(replicaID: replicaID, wallClock: options.wallClock)
+        }
+        var state = Loaded(notebook: notebook, lastLogRow: through, revision: meta["revision"],
+                           snapshotGeneration: meta["snapshot_generation"], rowsSinceSnapshot: 0)
+        try applyLogRows(after: through, to: &state, db)
+        return state
+    }
+
+    /// Applies log rows after `row` and the stored pending changes.
+    func applyLogRows(after row: Int64, to state: inout Loaded, _ db: Database) throws {
+        let rows = try Row.fetchCursor(db, sql: "SELECT row, payload FROM changes WHERE row > ? ORDER BY row", arguments: [row])
+        while let row = try rows.next() {
+            let payload: Data = row["payload"]
+            let rowID: Int64 = row["row"]
+            do {
+                try state.notebook.apply(contentsOf: ChangeCodec.decode([UInt8](payload)))
+            } catch let error as CRDTError {
+                throw StoreError(.corrupt, "log row \(rowID) cannot be applied: \(error.message)")
+            }
+            state.lastLogRow = rowID
+            state.rowsSinceSnapshot += 1
+        }
+        let pending = try Data.fetchAll(db, sql: "SELECT payload FROM pending_changes ORDER BY row")
+        for payload in pending {
+            do {
+                try state.notebook.apply(contentsOf: ChangeCodec.decode([UInt8](payload)))
+            } catch let error as CRDTError {
+                throw StoreError(.corrupt, "a stored pending change cannot be read: \(error.message)")
+            }
+        }
+    }
+
+    /// Brings `loaded` up to what is committed: nothing to do when no other process wrote, the log
+    /// rows it added when the snapshot is the same, a full reload otherwise.
+    func makeCurrent(_ db: Database) throws {
+        guard var state = loaded else {
+            loaded = try load(db)
+            return
+        }
+        guard let meta = try Row.fetchOne(db, sql: "SELECT revision, snapshot_generation FROM replica WHERE id = 1") else {
+            throw StoreError(.corrupt, "the replica row is missing")
+        }
+        let revision: Int64 = meta["revision"]
+        let generation: Int64 = meta["snapshot_generation"]
+        if revision == state.revision { return }
+        if generation != state.snapshotGeneration {
+            loaded = nil
+            loaded = try load(db)
+            return
+        }
+        loaded = nil
+        try applyLogRows(after: state.lastLogRow, to: &state, db)
+        state.revision = revision
+        loaded = state
+    }
+
+    // MARK: Writing
+
+    /// Runs `body` in one IMMEDIATE write transaction, after catching up with other processes.
+    /// When it fails after the in-memory notebook was changed, the notebook is dropped and reloaded
+    /// from disk on next use, so a failed transaction leaves no trace in memory either.
+    func writeTransaction<T>(_ what: @autoclosure () -> String, _ body: (Database) throws -> T) throws -> T {
+        dirty = false
+        do {
+            return try queue.writeWithoutTransaction { db in
+                var result: T?
+                try db.inTransaction(.immediate) {
+                    try self.makeCurrent(db)
+                    result = try body(db)
+                    return .commit
+                }
+                return result!
+            }
+        } catch {
+            if dirty { loaded = nil }
+            dirty = false
+            throw StoreError.wrap(error, what())
+        }
+    }
+
+    /// Marks the end of a write transaction that changed the log: bumps the revision.
+    func bumpRevision(_ db: Database) throws {
+        try db.execute(sql: "UPDATE replica SET revision = revision + 1, clock = ? WHERE id = 1",
+                       arguments: [Int64(bitPattern: loaded!.notebook.clock.last.rawValue)])
+        loaded!.revision += 1
+    }
+
+    /// Appends changes to the op log, one row each.
+    func log(_ changes: [Change], _ db: Database) throws {
+        let now = Int64(options.wallClock.milliseconds())
+        let statement = try db.cachedStatement(sql: """
+            INSERT INTO changes (replica, start_seq, end_seq, timestamp, local, logged_at, payload)
+            VALUES (?, ?, ?, ?, ?, ?, ?)
+            """)
+        for change in changes {
+            try statement.execute(arguments: [
+                Data(change.replica.raw.bytes), Int64(bitPattern: change.startSeq), Int64(bitPattern: change.endSeq),
+                Int64(bitPattern: change.timestamp.rawValue), change.replica == replicaID, now,
+                Data(ChangeCodec.encode([change])),
+            ])
+            loaded!.lastLogRow = db.lastInsertedRowID
+            loaded!.rowsSinceSnapshot += 1
+        }
+    }
+
+    /// Refreshes the snapshot when enough log rows have piled up since the last one.
+    func compactIfDue() {
+        guard let state = loaded, state.rowsSinceSnapshot >= options.snapshotInterval else { return }
+        try? compactLocked()
+    }
+
+    /// Writes a fresh snapshot of the whole state and deletes the log rows it covers.
+    ///
+    /// Done automatically every `StoreOptions.snapshotInterval` log rows; call it to fold the log now.
+    public func compact() throws {
+        lock.lock(); defer { lock.unlock() }
+        try compactLocked()
+    }
+
+    func compactLocked() throws {
+        try writeTransaction("cannot refresh the snapshot") { db in
+            let state = loaded!
+            try db.execute(sql: "INSERT OR REPLACE INTO snapshot (id, through_row, made_at, payload) VALUES (1, ?, ?, ?)",
+                           arguments: [state.lastLogRow, Int64(options.wallClock.milliseconds()), Data(state.notebook.snapshot())])
+            try db.execute(sql: "DELETE FROM changes WHERE row <= ?", arguments: [state.lastLogRow])
+            try db.execute(sql: "UPDATE replica SET snapshot_generation = snapshot_generation + 1 WHERE id = 1")
+            try bumpRevision(db)
+            loaded!.snapshotGeneration += 1
+            loaded!.rowsSinceSnapshot = 0
+        }
+    }
+}

@@ -1,3 +1,0 @@
-import NotesCRDT
-/// Placeholder until the store lands.
-public enum NotesStoreModule {}

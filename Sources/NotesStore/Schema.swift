@@ -1,0 +1,118 @@
+import GRDB
+
+/// The database schema, as GRDB migrations.
+///
+/// A migration that has landed is never edited: a change to the schema is a new migration appended
+/// at the end. A database that has applied a migration this build does not know was written by a
+/// newer crdt-sync, and is refused untouched.
+enum Schema {
+    /// `PRAGMA application_id` of a replica database: "CRDS".
+    static let applicationID: Int32 = 0x4352_4453
+
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1-replica-log-notes-fts") { db in
+            try db.execute(sql: """
+                PRAGMA application_id = \(applicationID);
+
+                -- The replica's identity and clock. One row.
+                CREATE TABLE replica (
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    replica_id BLOB NOT NULL,            -- 16 bytes
+                    created_at INTEGER NOT NULL,         -- wall-clock ms
+                    clock INTEGER NOT NULL DEFAULT 0,    -- last HLC timestamp issued or seen (packed)
+                    revision INTEGER NOT NULL DEFAULT 0, -- +1 per write transaction (other processes notice)
+                    snapshot_generation INTEGER NOT NULL DEFAULT 0 -- +1 per compaction
+                );
+
+                -- The op log: one row per stored change (ChangeCodec.encode([change])), in applied
+                -- (causal) order. Rows covered by the snapshot are deleted when it is refreshed.
+                CREATE TABLE changes (
+                    row INTEGER PRIMARY KEY AUTOINCREMENT,
+                    replica BLOB NOT NULL,
+                    start_seq INTEGER NOT NULL,
+                    end_seq INTEGER NOT NULL,
+                    timestamp INTEGER NOT NULL,
+                    local INTEGER NOT NULL,              -- 1: made on this replica
+                    logged_at INTEGER NOT NULL,          -- wall-clock ms when written here
+                    payload BLOB NOT NULL
+                );
+
+                -- Changes from elsewhere that wait for their dependencies.
+                CREATE TABLE pending_changes (
+                    row INTEGER PRIMARY KEY,
+                    replica BLOB NOT NULL,
+                    start_seq INTEGER NOT NULL,
+                    end_seq INTEGER NOT NULL,
+                    received_at INTEGER NOT NULL,
+                    payload BLOB NOT NULL
+                );
+
+                -- Notebook.snapshot() of the state after log row `through_row`. One row at most.
+                CREATE TABLE snapshot (
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    through_row INTEGER NOT NULL,
+                    made_at INTEGER NOT NULL,
+                    payload BLOB NOT NULL
+                );
+
+                -- Materialized notes: plain columns for listing and sorting. Deleted notes have no row.
+                CREATE TABLE notes (
+                    id TEXT PRIMARY KEY,                 -- 32 lowercase hex digits
+                    title TEXT NOT NULL,
+                    pinned INTEGER NOT NULL,
+                    archived INTEGER NOT NULL,
+                    color TEXT,
+                    state TEXT NOT NULL,                 -- active | trashed
+                    tags TEXT NOT NULL,                  -- tag names, separated by U+001F
+                    created_at INTEGER NOT NULL,         -- ms
+                    updated_at INTEGER NOT NULL,         -- ms
+                    body_length INTEGER NOT NULL,        -- Unicode scalars
+                    preview TEXT NOT NULL                -- the body's first line, cut short
+                ) WITHOUT ROWID;
+                CREATE INDEX notes_listing ON notes (state, archived, pinned DESC, updated_at DESC);
+
+                CREATE TABLE note_tags (
+                    tag TEXT NOT NULL,                   -- Notebook.tagKey(name)
+                    note TEXT NOT NULL,
+                    PRIMARY KEY (tag, note)
+                ) WITHOUT ROWID;
+                CREATE INDEX note_tags_by_note ON note_tags (note);
+
+                -- The searchable text of a note: its title (ord -1) and its body cut into chunks at
+                -- content-defined boundaries (ord >= 0, in order), so that an edit re-indexes one chunk.
+                CREATE TABLE note_text (
+                    id INTEGER PRIMARY KEY,
+                    note TEXT NOT NULL,
+                    ord INTEGER NOT NULL,
+                    title TEXT NOT NULL DEFAULT '',
+                    body TEXT NOT NULL DEFAULT ''
+                );
+                CREATE UNIQUE INDEX note_text_order ON note_text (note, ord);
+
+                CREATE VIRTUAL TABLE note_fts USING fts5(
+                    title, body, content = 'note_text', content_rowid = 'id',
+                    tokenize = 'unicode61 remove_diacritics 2', prefix = '2 3'
+                );
+                CREATE TRIGGER note_text_ai AFTER INSERT ON note_text BEGIN
+                    INSERT INTO note_fts (rowid, title, body) VALUES (new.id, new.title, new.body);
+                END;
+                CREATE TRIGGER note_text_ad AFTER DELETE ON note_text BEGIN
+                    INSERT INTO note_fts (note_fts, rowid, title, body) VALUES ('delete', old.id, old.title, old.body);
+                END;
+                CREATE TRIGGER note_text_au AFTER UPDATE ON note_text BEGIN
+                    INSERT INTO note_fts (note_fts, rowid, title, body) VALUES ('delete', old.id, old.title, old.body);
+                    INSERT INTO note_fts (rowid, title, body) VALUES (new.id, new.title, new.body);
+                END;
+
+                -- What each known peer has, and when it was last heard from.
+                CREATE TABLE peers (
+                    replica BLOB PRIMARY KEY,
+                    version_vector BLOB NOT NULL,
+                    last_seen INTEGER NOT NULL           -- wall-clock ms
+                ) WITHOUT ROWID;
+                """)
+        }
+        return migrator
+    }
+}

@@ -1,0 +1,380 @@
+import ArgumentParser
+import Foundation
+import NotesCRDT
+import NotesStore
+
+// The note commands of `crdt-sync`: they parse, call NotesStore, and print. Docs/CLI.md is the guide.
+
+struct InitReplica: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "init",
+        abstract: "Create the replica database and print its replica id.",
+        discussion: "Running it again on an existing replica changes nothing and says so.")
+
+    @OptionGroup var replica: ReplicaOptions
+
+    func run() throws {
+        try runReporting {
+            let store = try replica.open(create: true)
+            if store.wasCreated {
+                print(store.replicaID)
+            } else {
+                print("\(replica.path) is already a replica (\(store.replicaID)); nothing changed")
+            }
+        }
+    }
+}
+
+struct NewNote: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "new",
+        abstract: "Create a note and print its id.")
+
+    @OptionGroup var replica: ReplicaOptions
+    @Option(help: "The title.") var title: String
+    @Option(help: "The body text.") var body: String = ""
+    @Option(name: .customLong("tag"), help: ArgumentHelp("A tag to put the note in (repeat for several).", valueName: "NAME"))
+    var tags: [String] = []
+
+    func run() throws {
+        try runReporting {
+            let store = try replica.open()
+            print(try store.createNote(title: title, body: body, tags: tags))
+        }
+    }
+}
+
+struct EditNote: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "edit",
+        abstract: "Change a note's title or body.",
+        discussion: """
+        Offsets and counts are in Unicode scalars. --body replaces the whole text by the minimal splice \
+        (the common prefix and suffix are kept), so concurrent edits elsewhere in the note survive. \
+        Use one of --body, --append, --insert S --at N, --delete N --at N.
+        """)
+
+    @OptionGroup var replica: ReplicaOptions
+    @Argument(help: "The note's id, or a unique prefix of it.") var id: String
+    @Option(help: "A new title.") var title: String?
+    @Option(help: "The new body text.") var body: String?
+    @Option(help: ArgumentHelp("Text to add at the end of the body.", valueName: "TEXT")) var append: String?
+    @Option(help: ArgumentHelp("Text to insert at --at.", valueName: "TEXT")) var insert: String?
+    @Option(help: ArgumentHelp("How many scalars to delete from --at.", valueName: "N")) var delete: Int?
+    @Option(help: ArgumentHelp("The offset for --insert or --delete.", valueName: "N")) var at: Int?
+
+    func validate() throws {
+        let bodyEdits = [body != nil, append != nil, insert != nil, delete != nil].filter { $0 }.count
+        if bodyEdits > 1 { throw ValidationError("use only one of --body, --append, --insert, --delete") }
+        if (insert != nil || delete != nil), at == nil { throw ValidationError("--insert and --delete need --at N") }
+        if at != nil, insert == nil, delete == nil { throw ValidationError("--at goes with --insert or --delete") }
+        if bodyEdits == 0, title == nil { throw ValidationError("nothing to change: give --title, --body, --append, --insert or --delete") }
+        if let at, at < 0 { throw ValidationError("--at must be 0 or more") }
+        if let delete, delete < 0 { throw ValidationError("--delete must be 0 or more") }
+    }
+
+    func run() throws {
+        try runReporting {
+            let store = try replica.open()
+            let note = try store.resolveNote(id)
+            if let title { try store.setTitle(note, title) }
+            if let body { try store.replaceBody(note, with: body) }
+            if let append { try store.appendText(note, append) }
+            if let insert, let at { try store.insertText(note, at: at, insert) }
+            if let delete, let at { try store.deleteText(note, at: at, count: delete) }
+        }
+    }
+}
+
+/// The shape of the one-note commands that flip a field.
+protocol NoteFlagCommand: ParsableCommand {
+    var replica: ReplicaOptions { get }
+    var id: String { get }
+    func apply(_ store: NoteStore, _ note: NoteID) throws
+}
+
+extension NoteFlagCommand {
+    func run() throws {
+        try runReporting {
+            let store = try replica.open()
+            try apply(store, try store.resolveNote(id))
+        }
+    }
+}
+
+struct PinNote: NoteFlagCommand {
+    static let configuration = CommandConfiguration(commandName: "pin", abstract: "Pin a note (pinned notes list first).")
+    @OptionGroup var replica: ReplicaOptions
+    @Argument(help: "The note's id, or a unique prefix of it.") var id: String
+    func apply(_ store: NoteStore, _ note: NoteID) throws { try store.setPinned(note, true) }
+}
+
+struct UnpinNote: NoteFlagCommand {
+    static let configuration = CommandConfiguration(commandName: "unpin", abstract: "Unpin a note.")
+    @OptionGroup var replica: ReplicaOptions
+    @Argument(help: "The note's id, or a unique prefix of it.") var id: String
+    func apply(_ store: NoteStore, _ note: NoteID) throws { try store.setPinned(note, false) }
+}
+
+struct ArchiveNote: NoteFlagCommand {
+    static let configuration = CommandConfiguration(commandName: "archive", abstract: "Archive a note (hidden from `list`, shown by `list --archived`).")
+    @OptionGroup var replica: ReplicaOptions
+    @Argument(help: "The note's id, or a unique prefix of it.") var id: String
+    func apply(_ store: NoteStore, _ note: NoteID) throws { try store.setArchived(note, true) }
+}
+
+struct UnarchiveNote: NoteFlagCommand {
+    static let configuration = CommandConfiguration(commandName: "unarchive", abstract: "Bring an archived note back to the main list.")
+    @OptionGroup var replica: ReplicaOptions
+    @Argument(help: "The note's id, or a unique prefix of it.") var id: String
+    func apply(_ store: NoteStore, _ note: NoteID) throws { try store.setArchived(note, false) }
+}
+
+struct TrashNote: NoteFlagCommand {
+    static let configuration = CommandConfiguration(commandName: "trash", abstract: "Move a note to the trash (`restore` brings it back).")
+    @OptionGroup var replica: ReplicaOptions
+    @Argument(help: "The note's id, or a unique prefix of it.") var id: String
+    func apply(_ store: NoteStore, _ note: NoteID) throws { try store.setState(note, .trashed) }
+}
+
+struct RestoreNote: NoteFlagCommand {
+    static let configuration = CommandConfiguration(commandName: "restore", abstract: "Take a note out of the trash.")
+    @OptionGroup var replica: ReplicaOptions
+    @Argument(help: "The note's id, or a unique prefix of it.") var id: String
+    func apply(_ store: NoteStore, _ note: NoteID) throws { try store.setState(note, .active) }
+}
+
+struct DeleteNote: NoteFlagCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "delete", abstract: "Delete a note for good, on every replica it syncs to.",
+        discussion: "The note disappears from every list and from search; it cannot be restored.")
+    @OptionGroup var replica: ReplicaOptions
+    @Argument(help: "The note's id, or a unique prefix of it.") var id: String
+    func apply(_ store: NoteStore, _ note: NoteID) throws { try store.setState(note, .deleted) }
+}
+
+struct TagNote: NoteFlagCommand {
+    static let configuration = CommandConfiguration(commandName: "tag", abstract: "Put a note in a tag (tags are matched without regard to case).")
+    @OptionGroup var replica: ReplicaOptions
+    @Argument(help: "The note's id, or a unique prefix of it.") var id: String
+    @Argument(help: "The tag's name.") var name: String
+    func apply(_ store: NoteStore, _ note: NoteID) throws { try store.setTag(note, name, member: true) }
+}
+
+struct UntagNote: NoteFlagCommand {
+    static let configuration = CommandConfiguration(commandName: "untag", abstract: "Take a note out of a tag.")
+    @OptionGroup var replica: ReplicaOptions
+    @Argument(help: "The note's id, or a unique prefix of it.") var id: String
+    @Argument(help: "The tag's name.") var name: String
+    func apply(_ store: NoteStore, _ note: NoteID) throws { try store.setTag(note, name, member: false) }
+}
+
+struct ColorNote: NoteFlagCommand {
+    static let configuration = CommandConfiguration(commandName: "color", abstract: "Set a note's color (`none` clears it).")
+    @OptionGroup var replica: ReplicaOptions
+    @Argument(help: "The note's id, or a unique prefix of it.") var id: String
+    @Argument(help: "A color name, e.g. yellow, or none.") var color: String
+    func apply(_ store: NoteStore, _ note: NoteID) throws {
+        let trimmed = color.trimmingCharacters(in: .whitespaces)
+        try store.setColor(note, trimmed.isEmpty || trimmed.lowercased() == "none" ? nil : trimmed)
+    }
+}
+
+// MARK: Reading
+
+struct ShowNote: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "show", abstract: "Print a note: its fields, then its body.")
+    @OptionGroup var replica: ReplicaOptions
+    @Argument(help: "The note's id, or a unique prefix of it.") var id: String
+    @Flag(help: "Print JSON.") var json = false
+
+    func run() throws {
+        try runReporting {
+            let store = try replica.open()
+            let noteID = try store.resolveNote(id)
+            guard let note = try store.note(noteID) else { throw StoreError(.notFound, "there is no note \(noteID)") }
+            if json { return try printJSON(NoteJSON(note: note)) }
+            var flags = [note.state.rawValue]
+            if note.archived { flags.append("archived") }
+            if note.pinned { flags.append("pinned") }
+            print("id:      \(note.id)")
+            print("title:   \(note.title)")
+            print("state:   \(flags.joined(separator: ", "))")
+            if let color = note.color { print("color:   \(color)") }
+            if !note.tags.isEmpty { print("tags:    \(note.tags.joined(separator: ", "))") }
+            print("created: \(isoDate(note.createdAt))")
+            print("updated: \(isoDate(note.updatedAt))")
+            if let body = note.body, !body.isEmpty {
+                print("")
+                print(body)
+            }
+        }
+    }
+}
+
+struct ListNotes: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "list", abstract: "List notes: pinned first, then the most recently changed.",
+        discussion: "Without a flag, lists the notes that are neither archived nor trashed. Each line: short id, * when pinned, title, #tags.")
+    @OptionGroup var replica: ReplicaOptions
+    @Flag(help: "List archived notes.") var archived = false
+    @Flag(help: "List notes in the trash.") var trashed = false
+    @Flag(help: "List every note that is not deleted.") var all = false
+    @Option(help: ArgumentHelp("Only notes in this tag.", valueName: "NAME")) var tag: String?
+    @Flag(help: "Print JSON (an array of notes, with their bodies).") var json = false
+
+    func validate() throws {
+        if [archived, trashed, all].filter({ $0 }).count > 1 { throw ValidationError("use only one of --archived, --trashed, --all") }
+    }
+
+    func run() throws {
+        try runReporting {
+            let store = try replica.open()
+            let scope: ListScope = archived ? .archived : trashed ? .trashed : all ? .all : .active
+            let notes = try store.list(scope, tag: tag, includeBody: json)
+            if json { return try printJSON(notes.map { NoteJSON(note: $0) }) }
+            var out = ""
+            for note in notes {
+                out += String(note.id.description.prefix(8)) + (note.pinned ? " * " : "   ") + (note.title.isEmpty ? "(untitled)" : note.title)
+                if scope == .all, note.state != .active || note.archived { out += "  (" + (note.state == .trashed ? "trashed" : "archived") + ")" }
+                if !note.tags.isEmpty { out += "  " + note.tags.map { "#" + $0 }.joined(separator: " ") }
+                out += "\n"
+            }
+            FileHandle.standardOutput.write(Data(out.utf8))
+        }
+    }
+}
+
+struct SearchNotes: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "search", abstract: "Full-text search over titles and bodies, best matches first.",
+        discussion: """
+        Every word must occur (in the title or the body). A word ending in * matches as a prefix \
+        (gro* finds groceries); "quoted words" match as a phrase. Case and accents are ignored. \
+        Trashed notes are not searched.
+        """)
+    @OptionGroup var replica: ReplicaOptions
+    @Argument(help: "What to look for.") var query: String
+    @Option(help: "At most this many results.") var limit = 20
+    @Flag(help: "Print JSON (notes with a snippet and a rank; lower ranks are better).") var json = false
+
+    func run() throws {
+        try runReporting {
+            let store = try replica.open()
+            let hits = try store.search(query, limit: limit)
+            if json {
+                return try printJSON(try hits.map { hit in
+                    NoteJSON(note: try store.note(hit.note.id) ?? hit.note, snippet: hit.snippet, rank: hit.rank)
+                })
+            }
+            for hit in hits {
+                print(String(hit.note.id.description.prefix(8)) + "  " + (hit.note.title.isEmpty ? "(untitled)" : hit.note.title))
+                let snippet = hit.snippet.replacingOccurrences(of: "\n", with: " ")
+                if !snippet.isEmpty { print("          " + snippet) }
+            }
+        }
+    }
+}
+
+struct LogCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "log", abstract: "Show the history of changes: who, when, what (of one note, or all).")
+    @OptionGroup var replica: ReplicaOptions
+    @Argument(help: "A note's id or unique prefix; all changes when omitted.") var id: String?
+    @Flag(help: "Print JSON.") var json = false
+
+    struct EntryJSON: Encodable {
+        var replica: String
+        var local: Bool
+        var startSeq: UInt64
+        var endSeq: UInt64
+        var timestamp: String
+        var notes: [String]
+        var operations: [String]
+    }
+
+    func run() throws {
+        try runReporting {
+            let store = try replica.open()
+            let note = try id.map { try store.resolveNote($0) }
+            let entries = try store.history(of: note)
+            if json {
+                return try printJSON(entries.map {
+                    EntryJSON(replica: $0.replica.description, local: $0.isLocal, startSeq: $0.startSeq, endSeq: $0.endSeq,
+                              timestamp: isoDate($0.timestamp.milliseconds), notes: $0.notes.map(\.description), operations: $0.summary)
+                })
+            }
+            var out = ""
+            for entry in entries.reversed() {
+                let seqs = entry.startSeq == entry.endSeq ? "\(entry.startSeq)" : "\(entry.startSeq)-\(entry.endSeq)"
+                out += "\(isoDate(entry.timestamp.milliseconds))  \(entry.replica.description.prefix(8))\(entry.isLocal ? " (this replica)" : "")  seq \(seqs)\n"
+                for line in entry.summary { out += "    \(line)\n" }
+            }
+            FileHandle.standardOutput.write(Data(out.utf8))
+        }
+    }
+}
+
+struct StatusCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "status", abstract: "Show the replica: id, version vector, notes, pending changes, peers.")
+    @OptionGroup var replica: ReplicaOptions
+    @Flag(help: "Print JSON.") var json = false
+
+    struct PeerJSON: Encodable {
+        var replica: String
+        var versionVector: [String: UInt64]
+        var lastSeen: String
+    }
+
+    struct StatusJSON: Encodable {
+        var replica: String
+        var path: String?
+        var versionVector: [String: UInt64]
+        var notes: Int
+        var pendingChanges: Int
+        var logRows: Int
+        var peers: [PeerJSON]
+        var digest: String
+    }
+
+    func run() throws {
+        try runReporting {
+            let store = try replica.open()
+            let status = try store.status()
+            if json {
+                return try printJSON(StatusJSON(
+                    replica: status.replica.description, path: status.path, versionVector: status.versionVector.jsonObject,
+                    notes: status.notes, pendingChanges: status.pendingChanges, logRows: status.logRows,
+                    peers: status.peers.map { PeerJSON(replica: $0.replica.description, versionVector: $0.versionVector.jsonObject, lastSeen: isoDate($0.lastSeen)) },
+                    digest: status.digest))
+            }
+            print("replica:         \(status.replica)")
+            print("database:        \(status.path ?? "(in memory)")")
+            print("notes:           \(status.notes)")
+            print("pending changes: \(status.pendingChanges)")
+            print("version vector:  \(status.versionVector.isEmpty ? "(empty)" : "")")
+            for entry in status.versionVector.sortedEntries {
+                print("    \(entry.replica)  \(entry.seq)\(entry.replica == status.replica ? "  (this replica)" : "")")
+            }
+            print("peers:           \(status.peers.isEmpty ? "(none yet)" : "")")
+            for peer in status.peers {
+                print("    \(peer.replica)  last seen \(isoDate(peer.lastSeen)), has \(peer.versionVector.totalOperations) operations")
+            }
+            print("log rows:        \(status.logRows) after the snapshot")
+            print("digest:          \(status.digest)")
+        }
+    }
+}
+
+struct DigestCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "digest", abstract: "Print the digest of the visible state (equal on replicas that have converged).")
+    @OptionGroup var replica: ReplicaOptions
+
+    func run() throws {
+        try runReporting {
+            print(try replica.open().digest())
+        }
+    }
+}

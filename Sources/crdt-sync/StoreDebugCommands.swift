@@ -1,0 +1,150 @@
+import ArgumentParser
+import Foundation
+import NotesCRDT
+import NotesStore
+
+/// Hidden: a burst of durable edits or applies that prints "ack N" after each commit, for the
+/// crash tests (which kill it with SIGKILL at a random moment).
+struct StoreStress: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "store-stress", abstract: "Write a burst of edits, printing an ack after each commit (for crash tests).",
+        shouldDisplay: false)
+
+    enum Mode: String, ExpressibleByArgument { case edits, apply }
+
+    @OptionGroup var replica: ReplicaOptions
+    @Option var mode: Mode = .edits
+    @Option var count = 1000
+    @Option var seed: UInt64 = 1
+    @Option(help: "Changes per apply batch.") var batch = 10
+    @Option(help: "Refresh the snapshot after this many log rows.") var snapshotInterval = 50
+
+    /// The note the edits mode writes to.
+    static let noteID = NoteID(Identifier128(high: 0xC0FFEE, low: 1))
+
+    func run() throws {
+        try runReporting {
+            let store = try NoteStore.open(path: replica.path, options: StoreOptions(snapshotInterval: snapshotInterval))
+            let out = FileHandle.standardOutput
+            switch mode {
+            case .edits:
+                if try store.note(StoreStress.noteID) == nil {
+                    try store.createNote(title: "stress", id: StoreStress.noteID)
+                }
+                for k in 1 ... count {
+                    try store.appendText(StoreStress.noteID, "\(k),")
+                    if k % 5 == 0 { try store.setTitle(StoreStress.noteID, "edit \(k)") }
+                    out.write(Data("ack \(k)\n".utf8))
+                }
+            case .apply:
+                let changes = SyntheticWorkload.notebook(seed: seed, notes: 20, operations: count).changes
+                var index = 0
+                var acked = 0
+                while index < changes.count {
+                    let slice = Array(changes[index ..< min(index + batch, changes.count)])
+                    try store.apply(slice)
+                    index += slice.count
+                    acked += 1
+                    out.write(Data("ack \(acked) \(index)\n".utf8))
+                }
+            }
+        }
+    }
+}
+
+/// Hidden: measures the store (build it with -c release for meaningful figures).
+struct StoreBench: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "store-bench", abstract: "Benchmark the store: keystroke latency, opening, search.",
+        shouldDisplay: false)
+
+    @Option(help: "A folder for the benchmark databases.") var dir = NSTemporaryDirectory()
+    @Option var keystrokes = 2000
+    @Option var notes = 10_000
+    @Option var operations = 1_000_000
+    @Option var queries = 200
+
+    func run() throws {
+        try runReporting {
+            let base = (dir as NSString).appendingPathComponent("store-bench-\(getpid())")
+            try FileManager.default.createDirectory(atPath: base, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: base) }
+            try keystrokeBenchmark(base + "/keystrokes.db")
+            try largeNotebookBenchmark(base + "/large.db")
+        }
+    }
+
+    func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
+
+    func describe(_ samples: [UInt64]) -> String {
+        let sorted = samples.sorted()
+        func ms(_ q: Double) -> String {
+            String(format: "%.3f ms", Double(sorted[min(sorted.count - 1, Int(Double(sorted.count) * q))]) / 1e6)
+        }
+        return "p50 \(ms(0.5)), p90 \(ms(0.9)), p99 \(ms(0.99)), max \(ms(1.0)) (n=\(sorted.count))"
+    }
+
+    func keystrokeBenchmark(_ path: String) throws {
+        let store = try NoteStore.open(path: path)
+        var random = SyntheticWorkload.Generator(seed: 7)
+        var text = String.UnicodeScalarView()
+        let letters = Array("abcdefghijklmnopqrstuvwxyz      \n".unicodeScalars)
+        for _ in 0 ..< 100_000 { text.append(letters[Int(random.next() % UInt64(letters.count))]) }
+        let note = try store.createNote(title: "big", body: String(text))
+        var samples: [UInt64] = []
+        for i in 0 ..< keystrokes {
+            let offset = i % 2 == 0 ? 50_000 + i / 2 : Int(random.next() % 100_000)
+            let start = now()
+            try store.insertText(note, at: offset, "x")
+            samples.append(now() - start)
+        }
+        print("durable keystroke, 100,000-character note (\(keystrokes) inserts, half typing runs, half random positions):")
+        print("    " + describe(samples))
+    }
+
+    func largeNotebookBenchmark(_ path: String) throws {
+        var start = now()
+        let (_, changes) = SyntheticWorkload.notebook(seed: 42, notes: notes, operations: operations)
+        print("generated \(changes.count) changes, \(operations) operations over \(notes) notes in \(String(format: "%.1f", Double(now() - start) / 1e9)) s")
+        start = now()
+        do {
+            let store = try NoteStore.open(path: path, options: StoreOptions(snapshotInterval: Int.max))
+            var index = 0
+            while index < changes.count {
+                let end = min(index + 20_000, changes.count)
+                try store.apply(Array(changes[index ..< end]))
+                index = end
+            }
+            try store.compact()
+            try store.close()
+        }
+        let size = (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
+        print("imported and compacted in \(String(format: "%.1f", Double(now() - start) / 1e9)) s; database \(size / 1024) KiB")
+
+        var openSamples: [UInt64] = []
+        for _ in 0 ..< 5 {
+            start = now()
+            let store = try NoteStore.open(path: path, create: false)
+            let listed = try store.list()
+            openSamples.append(now() - start)
+            precondition(!listed.isEmpty)
+            try store.close()
+        }
+        print("open + first list (\(notes) notes, \(operations) operations): " + describe(openSamples))
+
+        start = now()
+        let store = try NoteStore.open(path: path, create: false)
+        let notebook = try store.notebook
+        print("load the full CRDT state (snapshot replay): \(String(format: "%.1f", Double(now() - start) / 1e6)) ms, \(notebook.noteCount) notes")
+
+        let terms = ["meeting", "gro*", "alpha bravo", "\"tango uniform\"", "zulu", "in*", "recipe garden", "xray"]
+        var searchSamples: [UInt64] = []
+        var found = 0
+        for i in 0 ..< queries {
+            let begin = now()
+            found += try store.search(terms[i % terms.count]).count
+            searchSamples.append(now() - begin)
+        }
+        print("search (\(terms.count) queries round robin, top 20 with snippets): " + describe(searchSamples) + ", \(found / queries) hits/query")
+    }
+}
