@@ -136,25 +136,49 @@ extension Notebook {
     /// Checks that every identity the change refers to exists, in the state or earlier in the
     /// change itself, so that applying it cannot fail half-way.
     func validate(_ change: Change) throws {
-        var ownInserts: [NoteID: [(UInt64, UInt64)]] = [:]
+        // The inserts made earlier in this change, per note, in increasing seq order.
+        var ownInserts: [NoteID: [(start: UInt64, count: UInt64)]] = [:]
         var seq = change.startSeq
-        func isOwn(_ note: NoteID, _ range: OpIDRange) -> Bool {
-            guard range.replica == change.replica else { return false }
-            return ownInserts[note, default: []].contains { range.seq >= $0.0 && range.endSeq <= $0.0 + $0.1 }
+        /// The insert made earlier in this change that holds `seq` of the change's replica.
+        func ownInsert(_ note: NoteID, _ replica: ReplicaID, _ seq: UInt64) -> (start: UInt64, count: UInt64)? {
+            guard replica == change.replica, let inserts = ownInserts[note] else { return nil }
+            var low = 0
+            var high = inserts.count
+            while low < high {
+                let mid = (low + high) / 2
+                if inserts[mid].start <= seq { low = mid + 1 } else { high = mid }
+            }
+            guard low > 0, seq < inserts[low - 1].start + inserts[low - 1].count else { return nil }
+            return inserts[low - 1]
+        }
+        /// Whether every character of `range` exists: in the note's text or earlier in this change
+        /// (a range may span both, when the log joined consecutive edits).
+        func exists(_ note: NoteID, _ range: OpIDRange) -> Bool {
+            let body = notes[note]?.body
+            var seq = range.seq
+            while seq < range.endSeq {
+                if let own = ownInsert(note, range.replica, seq) {
+                    seq = own.start + own.count
+                } else if let runEnd = body?.runEnd(containing: OpID(replica: range.replica, seq: seq)) {
+                    seq = runEnd
+                } else {
+                    return false
+                }
+            }
+            return true
         }
         for op in change.operations {
             switch op {
             case .insertText(let note, let origin, let text):
                 if let origin {
-                    let range = OpIDRange(replica: origin.replica, seq: origin.seq, count: 1)
-                    guard isOwn(note, range) || notes[note]?.body.contains(origin) == true else {
+                    guard exists(note, OpIDRange(replica: origin.replica, seq: origin.seq, count: 1)) else {
                         throw CRDTError(.unknownReference, "an insert into note \(note) follows \(origin), which does not exist")
                     }
                 }
-                ownInserts[note, default: []].append((seq, UInt64(text.count)))
+                ownInserts[note, default: []].append((start: seq, count: UInt64(text.count)))
             case .deleteText(let note, let targets):
                 for target in targets {
-                    guard isOwn(note, target) || notes[note]?.body.containsAll(target) == true else {
+                    guard exists(note, target) else {
                         throw CRDTError(.unknownReference, "a delete in note \(note) names characters that do not exist (\(target.replica)@\(target.seq)+\(target.count))")
                     }
                 }

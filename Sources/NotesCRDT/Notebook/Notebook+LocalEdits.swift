@@ -166,9 +166,12 @@ extension Notebook {
             return commit([op], timestamp: timestamp)
         }
         var timestamp = clock.tick(wallMilliseconds: wallClock.milliseconds(), count: count)
-        if let childKey = context.firstChildKey, timestamp.rawValue <= childKey {
-            // A child from a clock beyond the drift bound: go just past it, for this edit only.
-            timestamp = Timestamp(rawValue: childKey + 1)
+        // RGA needs every character's key above its origin's and above the origin's existing
+        // children. Our clock may be below them when it refused to follow a clock beyond the
+        // drift bound; then this edit alone goes just past them, so it lands where it was typed.
+        let floor = max(context.originKey.map { $0 + 1 } ?? 0, context.firstChildKey.map { $0 + 1 } ?? 0)
+        if timestamp.rawValue < floor {
+            timestamp = Timestamp(rawValue: floor)
             clock.witnessLocal(timestamp.advanced(by: count - 1))
         }
         return commit([op], timestamp: timestamp)

@@ -69,16 +69,13 @@ public struct RGAText: Sendable {
         return tree.find(agent: agent, seq: id.seq) != nil
     }
 
-    /// Whether every character of the range is in the text.
-    func containsAll(_ range: OpIDRange) -> Bool {
-        guard let agent = tree.agentIndex[range.replica] else { return range.count == 0 }
-        var seq = range.seq
-        while seq < range.endSeq {
-            guard let at = tree.find(agent: agent, seq: seq) else { return false }
-            let run = tree.leaves[Int(at.leaf)].runs[at.run]
-            seq = run.seq + UInt64(run.length)
-        }
-        return true
+    /// The seq just past the run that holds the character `id`, or nil when it is not in the text.
+    ///
+    /// - Complexity: O(log *n*).
+    func runEnd(containing id: OpID) -> UInt64? {
+        guard let agent = tree.agentIndex[id.replica], let at = tree.find(agent: agent, seq: id.seq) else { return nil }
+        let run = tree.leaves[Int(at.leaf)].runs[at.run]
+        return run.seq + UInt64(run.length)
     }
 
     /// Inserts characters whose first identity is `id` after `origin` (nil: the document start).

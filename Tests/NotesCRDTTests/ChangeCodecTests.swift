@@ -1,0 +1,141 @@
+import NotesCRDT
+import PropertyBased
+import Testing
+
+struct ChangeCodecTests {
+    static let a = replica(1), b = replica(2), c = replica(3)
+    static let n1 = noteID(1), n2 = noteID(2)
+
+    /// Changes that use every operation kind, every field and every value kind.
+    static let sample: [Change] = [
+        Change(replica: a, startSeq: 1, timestamp: Timestamp(milliseconds: baseTime), dependencies: VersionVector(), operations: [
+            .setNoteField(note: n1, field: .title, value: .string("Grocery list 🛒")),
+            .setNoteField(note: n1, field: .pinned, value: .bool(true)),
+            .setNoteField(note: n1, field: .archived, value: .bool(false)),
+            .setNoteField(note: n1, field: .color, value: .null),
+            .setNoteField(note: n1, field: .state, value: .string("active")),
+            .setNoteField(note: n1, field: .createdAt, value: .int(-42)),
+            .setNoteField(note: n1, field: .tag("work"), value: .bool(true)),
+            .setNoteField(note: n1, field: .extra("priority"), value: .int(.max)),
+            .insertText(note: n1, origin: nil, text: scalars("e\u{301}日本😀👍\u{1F3FD}")),
+            .setTagField(tag: "work", field: .name, value: .string("Work")),
+            .setTagField(tag: "work", field: .color, value: .string("red")),
+        ]),
+        Change(replica: b, startSeq: 7, timestamp: Timestamp(milliseconds: baseTime + 5, counter: 9),
+               dependencies: VersionVector([a: 16, c: 2]), operations: [
+            .insertText(note: n1, origin: OpID(replica: a, seq: 10), text: scalars("xyz")),
+            .deleteText(note: n1, targets: [OpIDRange(replica: a, seq: 9, count: 2), OpIDRange(replica: b, seq: 7, count: 1)]),
+            .setNoteField(note: n2, field: .extra(""), value: .int(.min)),
+        ]),
+        Change(replica: c, startSeq: UInt64(1) << 40, timestamp: Timestamp(rawValue: .max - 10),
+               dependencies: VersionVector([b: .max]), operations: [
+            .setTagField(tag: "", field: .name, value: .null),
+        ]),
+    ]
+
+    @Test func roundTripOfEveryOperationKind() throws {
+        let bytes = ChangeCodec.encode(Self.sample)
+        let decoded = try ChangeCodec.decode(bytes)
+        #expect(decoded == Self.sample)
+        #expect(ChangeCodec.encode(decoded) == bytes)
+    }
+
+    @Test func roundTripOfNothing() throws {
+        #expect(try ChangeCodec.decode(ChangeCodec.encode([])) == [])
+    }
+
+    @Test func dependenciesNeverNameTheAuthor() {
+        let change = Change(replica: Self.a, startSeq: 3, timestamp: .zero, dependencies: VersionVector([Self.a: 2, Self.b: 1]),
+                            operations: [.setTagField(tag: "t", field: .name, value: .null)])
+        #expect(change.dependencies == VersionVector([Self.b: 1]))
+        #expect(change.context == VersionVector([Self.a: 2, Self.b: 1]))
+    }
+
+    @Test(.shrinking(false)) func roundTripOfRandomNotebookHistories() async throws {
+        await propertyCheck(count: 15, input: Gen.uint64(), Gen.int(in: 2 ... 4)) { seed, replicaCount in
+            await reportingErrors("seed \(seed), replicaCount \(replicaCount)") {
+                var sim = Simulation(seed: seed, replicaCount: replicaCount)
+                sim.syncWithChangesAsMade = true
+                try sim.run(steps: 40)
+                let decoded = try ChangeCodec.decode(ChangeCodec.encode(sim.made))
+                #expect(decoded == sim.made)
+                for nb in sim.replicas {
+                    #expect(try ChangeCodec.decode(ChangeCodec.encode(nb.allChanges)) == nb.allChanges)
+                }
+            }
+        }
+    }
+
+    @Test func everyTruncationIsRejectedWithAnError() {
+        let bytes = ChangeCodec.encode(Self.sample)
+        for n in 0 ..< bytes.count {
+            #expect(throws: CRDTError.self, "prefix of \(n) bytes") { try ChangeCodec.decode(Array(bytes.prefix(n))) }
+        }
+        // Trailing bytes are rejected too.
+        let error = #expect(throws: CRDTError.self) { try ChangeCodec.decode(bytes + [0]) }
+        #expect(error?.code == .malformedEncoding)
+    }
+
+    @Test(arguments: [
+        [UInt8](),
+        [0xFF],
+        [0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF],
+        [0x01] + [UInt8](repeating: 0, count: 16) + [0x00, 0x01, 0x05, 0x01],  // a change with a bad author index
+        [0x00, 0x00, 0x01, 0x00],  // a change but no replica table
+        [0x01] + [UInt8](repeating: 7, count: 16) + [0x00, 0x01, 0x00, 0x01, 0x00, 0x00, 0x01, 0x00, 0x00],  // names a note, none in table
+        [0x01] + [UInt8](repeating: 7, count: 16) + [0x00, 0x01, 0x00, 0x01, 0x00, 0x00, 0x00],  // a change with no operations
+        [0x01] + [UInt8](repeating: 7, count: 16) + [0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x01, 0x03, 0x00, 0x00, 0x00],  // starts at seq 0
+        [0x01] + [UInt8](repeating: 7, count: 16) + [0x00, 0x01, 0x00, 0x01, 0x00, 0x00, 0x01, 0x09],  // unknown op kind
+    ])
+    func garbageIsRejectedWithAnError(_ bytes: [UInt8]) {
+        let error = #expect(throws: CRDTError.self) { try ChangeCodec.decode(bytes) }
+        #expect(error?.code == .malformedEncoding)
+    }
+
+    /// Flipped, inserted and removed bytes either decode to something or throw a CRDTError; they never
+    /// crash. Whatever decodes is applied to a notebook, which must throw or apply, never crash.
+    @Test func mutatedEncodingsNeverCrash() async throws {
+        var sim = Simulation(seed: 42, replicaCount: 3)
+        sim.syncWithChangesAsMade = true
+        try sim.run(steps: 60)
+        let valid = ChangeCodec.encode(Array(sim.made.prefix(12)))
+        await propertyCheck(count: 300, input: Gen.uint64()) { seed in
+            await reportingErrors("seed \(seed)") {
+                var rng = SplitMix64(seed: seed)
+                var bytes = valid
+                for _ in 0 ..< rng.int(1 ... 4) {
+                    switch rng.int(0 ..< 4) {
+                    case 0: bytes[rng.int(0 ..< bytes.count)] = UInt8.random(in: 0 ... 255, using: &rng)
+                    case 1: bytes[rng.int(0 ..< bytes.count)] ^= 1 << UInt8(rng.int(0 ..< 8))
+                    case 2: bytes.insert(UInt8.random(in: 0 ... 255, using: &rng), at: rng.int(0 ... bytes.count))
+                    default: if bytes.count > 1 { bytes.remove(at: rng.int(0 ..< bytes.count)) }
+                    }
+                }
+                let decoded: [Change]
+                do {
+                    decoded = try ChangeCodec.decode(bytes)
+                } catch is CRDTError {
+                    return
+                } catch {
+                    Issue.record("decode threw a non-CRDTError: \(error)")
+                    return
+                }
+                var nb = makeNotebook(100)
+                for change in decoded {
+                    do { try nb.apply(change) } catch is CRDTError {} catch { Issue.record("apply threw a non-CRDTError: \(error)") }
+                }
+                for id in nb.noteIDs { #expect(nb.body(of: id)!.invariantViolation() == nil) }
+            }
+        }
+    }
+
+    @Test func randomBytesNeverCrash() async {
+        await propertyCheck(count: 500, input: Gen.uint8().array(of: 0 ... 80)) { bytes in
+            await reportingErrors("bytes \(bytes)") {
+                do { _ = try ChangeCodec.decode(bytes) } catch is CRDTError {} catch {
+                    Issue.record("decode threw a non-CRDTError: \(error)")
+                }
+            }
+        }
+    }
+}

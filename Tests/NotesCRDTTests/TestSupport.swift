@@ -1,0 +1,224 @@
+import NotesCRDT
+import Testing
+
+/// A small, fast, seeded generator (Steele, Lea and Flood's SplitMix64): the same seed gives the
+/// same sequence on every platform, so a failing seed replays exactly.
+struct SplitMix64: RandomNumberGenerator, Sendable {
+    private var state: UInt64
+
+    init(seed: UInt64) { state = seed }
+
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    /// A value in `range`.
+    mutating func int(_ range: ClosedRange<Int>) -> Int { Int.random(in: range, using: &self) }
+    mutating func int(_ range: Range<Int>) -> Int { Int.random(in: range, using: &self) }
+    /// True with probability `p`.
+    mutating func chance(_ p: Double) -> Bool { Double.random(in: 0 ..< 1, using: &self) < p }
+    /// A random element of a non-empty collection.
+    mutating func pick<C: Collection>(_ c: C) -> C.Element where C.Index == Int {
+        c[c.startIndex + int(0 ..< c.count)]
+    }
+}
+
+/// A replica identity that sorts by `n` (tie-break tests rely on that).
+func replica(_ n: UInt64) -> ReplicaID { ReplicaID(Identifier128(high: 0, low: n)) }
+
+/// A note identity made from `n`.
+func noteID(_ n: UInt64) -> NoteID { NoteID(Identifier128(high: 0xABCD, low: n)) }
+
+/// The wall-clock time every test starts from (2023-11-14, in milliseconds).
+let baseTime: UInt64 = 1_700_000_000_000
+
+/// A fresh replica with a fixed wall clock.
+func makeNotebook(_ n: UInt64, at ms: UInt64 = baseTime) -> Notebook {
+    Notebook(replicaID: replica(n), wallClock: FixedWallClock(ms))
+}
+
+extension Notebook {
+    /// Moves this replica's wall clock (a manual clock: tests decide what time it is).
+    mutating func setWallTime(_ ms: UInt64) { wallClock = FixedWallClock(ms) }
+
+    /// The body of a note as Unicode scalars.
+    func scalars(of id: NoteID) -> [Unicode.Scalar] { Array((note(id)?.body ?? "").unicodeScalars) }
+
+    /// Every note's body, by identity (deleted ones included), for whole-state comparisons.
+    var bodies: [NoteID: String] {
+        Dictionary(uniqueKeysWithValues: noteIDs.map { ($0, note($0)!.body) })
+    }
+}
+
+/// Scalars the random scripts type: ASCII, a combining mark, CJK, emoji, an emoji skin-tone
+/// modifier and a zero-width joiner (so grapheme clusters never line up with scalars).
+let scriptAlphabet: [Unicode.Scalar] = Array("abcdefghij xyz.,".unicodeScalars) + [
+    "\u{0301}", "\u{0308}", "é", "ß", "日", "本", "語", "中", "😀", "👍", "\u{1F3FD}", "\u{200D}", "👩", "\u{FE0F}",
+]
+
+/// A random string of `count` scalars from `scriptAlphabet`.
+func randomText<G: RandomNumberGenerator>(_ count: Int, using rng: inout G) -> String {
+    var view = String.UnicodeScalarView()
+    for _ in 0 ..< count { view.append(scriptAlphabet[Int.random(in: 0 ..< scriptAlphabet.count, using: &rng)]) }
+    return String(view)
+}
+
+/// The scalars of a string.
+func scalars(_ s: String) -> [Unicode.Scalar] { Array(s.unicodeScalars) }
+
+/// Drives several replicas through a random script of local edits, partial syncs and out-of-order
+/// deliveries, recording every change any replica made. One seed replays a run exactly.
+struct Simulation {
+    var replicas: [Notebook]
+    /// Every change made locally, by any replica, in the order made (a causal order).
+    var made: [Change] = []
+    var rng: SplitMix64
+    var wallTimes: [UInt64]
+    var nextNote: UInt64 = 1
+    /// Whether edits also deliver single changes out of causal order (leaving some pending).
+    var outOfOrderDeliveries: Bool
+    /// Whether syncs send the changes as made (one per edit) instead of `changes(since:)` (the
+    /// coalesced log).
+    var syncWithChangesAsMade = false
+
+    init(seed: UInt64, replicaCount: Int, outOfOrderDeliveries: Bool = true) {
+        rng = SplitMix64(seed: seed)
+        replicas = (0 ..< replicaCount).map { makeNotebook(UInt64($0) + 1) }
+        // Skewed clocks: some replicas run ahead or behind by up to ten seconds.
+        var r = SplitMix64(seed: seed ^ 0x5EED)
+        wallTimes = (0 ..< replicaCount).map { _ in baseTime + UInt64(r.int(0 ... 10_000)) }
+        self.outOfOrderDeliveries = outOfOrderDeliveries
+    }
+
+    /// Runs `steps` random steps.
+    mutating func run(steps: Int) throws {
+        for _ in 0 ..< steps { try step() }
+    }
+
+    /// Every note known to replica `i`.
+    func notes(of i: Int) -> [NoteID] { replicas[i].noteIDs }
+
+    mutating func record(_ change: Change?) { if let change { made.append(change) } }
+    mutating func record(_ changes: [Change]) { made.append(contentsOf: changes) }
+
+    /// Brings replica `i` up to date with what replica `j` has applied.
+    mutating func sync(_ i: Int, from j: Int) throws {
+        let (have, source) = (replicas[i].versionVector, replicas[j].versionVector)
+        let missing = syncWithChangesAsMade
+            ? made.filter { $0.endSeq > have[$0.replica] && $0.endSeq <= source[$0.replica] }
+            : replicas[j].changes(since: have)
+        try replicas[i].apply(contentsOf: missing)
+    }
+
+    mutating func step() throws {
+        let i = rng.int(0 ..< replicas.count)
+        // Time mostly moves forward; now and then a clock jumps back.
+        if rng.chance(0.1) {
+            wallTimes[i] = wallTimes[i] - UInt64(rng.int(0 ... 5_000))
+        } else {
+            wallTimes[i] += UInt64(rng.int(0 ... 50))
+        }
+        replicas[i].setWallTime(wallTimes[i])
+        let known = notes(of: i)
+        let roll = rng.int(0 ..< 100)
+        if known.isEmpty || roll < 4 {
+            let id = noteID(nextNote)
+            nextNote += 1
+            let body = rng.chance(0.5) ? randomText(rng.int(1 ... 10), using: &rng) : ""
+            let tags = rng.chance(0.3) ? [rng.pick(["Work", "home", " Ideas "])] : []
+            record(replicas[i].createNote(id: id, title: "t\(id.raw.low)", body: body, tags: tags).change)
+            return
+        }
+        let note = rng.pick(known)
+        let length = replicas[i].body(of: note)!.count
+        switch roll {
+        case 4 ..< 40:  // insert a few scalars anywhere
+            let at = rng.int(0 ... length)
+            record(try replicas[i].insertText(note, at: at, randomText(rng.int(1 ... 6), using: &rng)))
+        case 40 ..< 52:  // type a word one scalar at a time, then maybe select back over it and delete
+            var note = note
+            var start = rng.int(0 ... length)
+            // Often the user goes on typing where they stopped (right after their own last character).
+            let lastOwn = OpID(replica: replicas[i].replicaID, seq: replicas[i].versionVector[replicas[i].replicaID])
+            if rng.chance(0.6) {
+                let me = replicas[i]
+                for n in known {
+                    if let p = me.body(of: n)!.position(of: lastOwn) {
+                        note = n
+                        start = p + 1
+                        break
+                    }
+                }
+            }
+            var at = start
+            for _ in 0 ..< rng.int(2 ... 6) {
+                record(try replicas[i].insertText(note, at: at, randomText(1, using: &rng)))
+                at += 1
+            }
+            if roll >= 46, start > 0 {
+                record(try replicas[i].deleteText(note, rng.int(0 ..< start) ..< at))
+            }
+        case 52 ..< 64 where length > 0:  // delete a range
+            let start = rng.int(0 ..< length)
+            let end = min(length, start + rng.int(1 ... 8))
+            record(try replicas[i].deleteText(note, start ..< end))
+        case 64 ..< 68:  // replace the whole body with an edited copy
+            var text = replicas[i].scalars(of: note)
+            if !text.isEmpty, rng.chance(0.5) { text.remove(at: rng.int(0 ..< text.count)) }
+            text.insert(contentsOf: scalars(randomText(rng.int(0 ... 3), using: &rng)), at: rng.int(0 ... text.count))
+            var view = String.UnicodeScalarView()
+            view.append(contentsOf: text)
+            record(try replicas[i].replaceBody(note, with: String(view)))
+        case 68 ..< 80:  // a field
+            switch rng.int(0 ..< 8) {
+            case 0: record(try replicas[i].setTitle(note, randomText(rng.int(0 ... 5), using: &rng)))
+            case 1: record(try replicas[i].setPinned(note, rng.chance(0.5)))
+            case 2: record(try replicas[i].setArchived(note, rng.chance(0.5)))
+            case 3: record(try replicas[i].setColor(note, rng.chance(0.3) ? nil : rng.pick(["red", "blue"])))
+            case 4: record(try replicas[i].setState(note, rng.pick(NoteLifecycle.allCases)))
+            case 5: record(try replicas[i].setTag(note, rng.pick(["Work", "work", "home"]), member: rng.chance(0.6)))
+            case 6: record(try replicas[i].setTagField(rng.pick(["work", "home"]), .color, .string(rng.pick(["red", "green"]))))
+            default: record(try replicas[i].setExtra(note, rng.pick(["x", "y"]), .int(Int64(rng.int(-5 ... 5)))))
+            }
+        case 80 ..< 94:  // partial sync from another replica
+            let j = rng.int(0 ..< replicas.count)
+            if j != i { try sync(i, from: j) }
+        default:  // a single change delivered out of order (it may wait for its dependencies)
+            if outOfOrderDeliveries, !made.isEmpty {
+                try replicas[i].apply(rng.pick(made))
+            }
+        }
+    }
+
+    /// Syncs every replica with every other until all have the same version vector.
+    mutating func syncAll() throws {
+        for _ in 0 ..< 2 {
+            for i in replicas.indices { for j in replicas.indices where i != j { try sync(i, from: j) } }
+        }
+    }
+}
+
+/// A fresh replica that applied `changes` in the given order.
+func replay(_ changes: some Sequence<Change>, as n: UInt64 = 999) throws -> Notebook {
+    var nb = makeNotebook(n)
+    try nb.apply(contentsOf: changes)
+    return nb
+}
+
+/// Runs a property's body and records what it throws as an issue.
+///
+/// swift-property-based 2.0.1 swallows errors thrown from a `propertyCheck` body (`try?` in its
+/// IssueCounting.swift), so a body that throws would pass silently. Every throwing property body
+/// goes through this instead.
+func reportingErrors(_ context: @autoclosure () -> String, sourceLocation: SourceLocation = #_sourceLocation,
+                     _ body: () async throws -> Void) async {
+    do {
+        try await body()
+    } catch {
+        Issue.record("\(context()): threw \(error)", sourceLocation: sourceLocation)
+    }
+}
