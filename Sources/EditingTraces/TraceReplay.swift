@@ -19,6 +19,13 @@ public struct TraceReplayResult: Sendable, Codable {
     public var mergeMs: Double
     /// Bytes of the whole history, encoded.
     public var encodedBytes: Int
+    /// Milliseconds to open a saved snapshot of the replica until its text is readable.
+    public var loadMs: Double
+    /// Bytes of that snapshot.
+    public var snapshotBytes: Int
+    /// Growth of the process's resident memory across the replay, in MB, with the replicas alive
+    /// (the memory the replayed document and its history take).
+    public var peakMemoryMB: Double
     /// Changes in the history after coalescing.
     public var changes: Int
     /// Runs that hold the final body.
@@ -60,6 +67,10 @@ public struct TraceReplayer {
         var consumed = Array(repeating: Array(repeating: 0, count: trace.numAgents), count: trace.numAgents)
         var patchCount = 0
 
+        #if os(Linux)
+        _ = glibcMallocTrim(0)  // give back what parsing the trace freed, so the growth below is the replay's
+        #endif
+        let memoryBefore = peakResidentMB()
         let start = DispatchTime.now().uptimeNanoseconds
         for (index, txn) in trace.transactions.enumerated() {
             let a = txn.agent
@@ -83,16 +94,20 @@ public struct TraceReplayer {
                 guard patch.position + patch.deleteCount <= length else {
                     throw TraceError("transaction \(index): patch at \(patch.position) deleting \(patch.deleteCount) is past the end of the text (\(length))")
                 }
-                if patch.deleteCount > 0, let change = try replicas[a].deleteText(noteID, patch.position ..< patch.position + patch.deleteCount) {
+                // Only a concurrent trace needs each change kept apart, to deliver it to the others.
+                if patch.deleteCount > 0, let change = try replicas[a].deleteText(noteID, patch.position ..< patch.position + patch.deleteCount),
+                   trace.kind == .concurrent {
                     authored[a].append(change)
                 }
-                if !patch.insert.isEmpty, let change = try replicas[a].insertText(noteID, at: patch.position, patch.insert) {
+                if !patch.insert.isEmpty, let change = try replicas[a].insertText(noteID, at: patch.position, patch.insert),
+                   trace.kind == .concurrent {
                     authored[a].append(change)
                 }
             }
             if trace.kind == .concurrent { versionAfter.append(replicas[a].versionVector) }
         }
         let localNanos = DispatchTime.now().uptimeNanoseconds - start
+        let peakMemory = peakResidentMB() - memoryBefore
 
         // The whole history: what every replica made, in causal order.
         var everything = setup
@@ -106,6 +121,14 @@ public struct TraceReplayer {
         let text = fresh.body(of: noteID)!.string
         let mergeNanos = DispatchTime.now().uptimeNanoseconds - mergeStart
 
+        let snapshot = fresh.snapshot()
+        let loadStart = DispatchTime.now().uptimeNanoseconds
+        let loaded = try Notebook(snapshot: snapshot, wallClock: clock)
+        guard loaded.body(of: noteID)?.count == text.unicodeScalars.count else {
+            throw TraceError("the snapshot did not restore the text")
+        }
+        let loadNanos = DispatchTime.now().uptimeNanoseconds - loadStart
+
         let expected = trace.endContent
         let matches = text == expected
         var firstDifference: Int? = nil
@@ -118,9 +141,29 @@ public struct TraceReplayer {
             length: text.unicodeScalars.count, expectedLength: expected.unicodeScalars.count,
             transactions: trace.transactions.count, patches: patchCount,
             localReplayMs: Double(localNanos) / 1e6, mergeMs: Double(mergeNanos) / 1e6,
-            encodedBytes: encoded.count, changes: history.count,
+            encodedBytes: encoded.count, loadMs: Double(loadNanos) / 1e6, snapshotBytes: snapshot.count,
+            peakMemoryMB: peakMemory, changes: history.count,
             runs: fresh.body(of: noteID)!.runCount, firstDifference: firstDifference)
     }
+}
+
+#if os(Linux)
+@_silgen_name("malloc_trim")
+func glibcMallocTrim(_ pad: Int) -> Int32
+#endif
+
+/// The resident memory of this process now, in MB (from /proc/self/statm; the peak so far where
+/// that is not available).
+func peakResidentMB() -> Double {
+    if let statm = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) {
+        let fields = statm.split(separator: " ")
+        if fields.count > 1, let pages = Double(fields[1]) {
+            return pages * Double(sysconf(Int32(_SC_PAGESIZE))) / 1_048_576
+        }
+    }
+    var usage = rusage()
+    getrusage(RUSAGE_SELF.rawValue, &usage)
+    return Double(usage.ru_maxrss) / 1024
 }
 
 /// SplitMix64: a small, fast, seeded generator, so replays are repeatable.

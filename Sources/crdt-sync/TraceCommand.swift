@@ -44,6 +44,8 @@ struct TraceCommand: AsyncParsableCommand {
                 print("local replay \(String(format: "%.1f", result.localReplayMs)) ms")
                 print("merge        \(String(format: "%.1f", result.mergeMs)) ms (decode + apply to a fresh replica)")
                 print("encoded      \(result.encodedBytes) bytes in \(result.changes) changes; body held in \(result.runs) runs")
+                print("load         \(String(format: "%.2f", result.loadMs)) ms from a \(result.snapshotBytes)-byte snapshot")
+                print("memory       \(String(format: "%.1f", result.peakMemoryMB)) MB resident growth across the replay")
             }
             if !result.matches { throw ExitCode(1) }
         }

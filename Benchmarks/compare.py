@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""Side-by-side comparison of crdt-sync with Yrs (pycrdt) and Loro on the editing traces.
+
+Installs pycrdt and loro from PyPI into Benchmarks/.venv (once), replays the same traces in them and
+in crdt-sync (the release build of `crdt-sync trace replay --json`) in the same run, several times,
+and prints one table of medians with the ratio ours/theirs.
+
+    python3 Benchmarks/compare.py [--runs 5] [--traces automerge-paper,rustcode] [--markdown]
+
+Figures per system and trace:
+  local   ms to apply every patch as local edits (Yrs: one transaction; Loro: one commit)
+  merge   ms to apply the whole encoded history to a fresh document until the text is readable
+  bytes   size of the whole encoded history (Yrs: v1 update; Loro: updates export; ours: one bundle body)
+  load    ms to open a saved snapshot until the text is readable (Loro: snapshot import; ours: Notebook(snapshot:))
+  memMB   growth of the process's peak resident memory while replaying the document
+"""
+import argparse
+import gzip
+import json
+import os
+import statistics
+import subprocess
+import sys
+import venv
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+TRACES = os.path.join(ROOT, "..", "shared", "traces")
+VENV = os.path.join(HERE, ".venv")
+
+PEER_SCRIPT = r'''
+import gzip, json, resource, sys, time
+system, path = sys.argv[1], sys.argv[2]
+with gzip.open(path) as f:
+    trace = json.load(f)
+if trace.get("kind") == "concurrent":
+    print(json.dumps({"skip": "concurrent traces are replayed by crdt-sync only"})); sys.exit(0)
+patches = [p for t in trace["txns"] for p in t["patches"]]
+start_content = trace.get("startContent", "")
+def rss_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+base = rss_mb()
+result = {}
+if system == "yrs":
+    import pycrdt
+    # pycrdt indexes text by UTF-8 bytes; track the few multi-byte characters to convert offsets.
+    wide = []  # sorted [position, extra bytes]
+    def to_bytes(pos):
+        return pos + sum(extra for p, extra in wide if p < pos)
+    def deleted(pos, n):
+        global wide
+        wide = [[p - n if p >= pos + n else p, e] for p, e in wide if not (pos <= p < pos + n)]
+    def inserted(pos, s):
+        global wide
+        wide = [[p + len(s) if p >= pos else p, e] for p, e in wide]
+        for i, c in enumerate(s):
+            extra = len(c.encode()) - 1
+            if extra:
+                wide.append([pos + i, extra])
+        wide.sort()
+    doc = pycrdt.Doc()
+    text = doc.get("text", type=pycrdt.Text)
+    t0 = time.perf_counter()
+    with doc.transaction():
+        if start_content:
+            text.insert(0, start_content); inserted(0, start_content)
+        for pos, n, s in patches:
+            if n:
+                b = to_bytes(pos)
+                del text[b:to_bytes(pos + n)]
+                deleted(pos, n)
+            if s:
+                text.insert(to_bytes(pos), s)
+                inserted(pos, s)
+    result["local"] = (time.perf_counter() - t0) * 1000
+    result["memMB"] = rss_mb() - base
+    update = doc.get_update()
+    result["bytes"] = len(update)
+    t0 = time.perf_counter()
+    fresh = pycrdt.Doc()
+    ftext = fresh.get("text", type=pycrdt.Text)
+    fresh.apply_update(update)
+    out = str(ftext)
+    result["merge"] = (time.perf_counter() - t0) * 1000
+    result["matches"] = out == trace["endContent"]
+else:
+    import loro
+    doc = loro.LoroDoc()
+    text = doc.get_text("text")
+    t0 = time.perf_counter()
+    if start_content:
+        text.insert(0, start_content)
+    for pos, n, s in patches:
+        if n:
+            text.delete(pos, n)
+        if s:
+            text.insert(pos, s)
+    doc.commit()
+    result["local"] = (time.perf_counter() - t0) * 1000
+    result["memMB"] = rss_mb() - base
+    updates = doc.export(loro.ExportMode.Updates(loro.VersionVector()))
+    result["bytes"] = len(updates)
+    t0 = time.perf_counter()
+    fresh = loro.LoroDoc()
+    fresh.import_(updates)
+    out = fresh.get_text("text").to_string()
+    result["merge"] = (time.perf_counter() - t0) * 1000
+    result["matches"] = out == trace["endContent"]
+    snapshot = doc.export(loro.ExportMode.Snapshot())
+    t0 = time.perf_counter()
+    loaded = loro.LoroDoc()
+    loaded.import_(snapshot)
+    loaded.get_text("text").to_string()
+    result["load"] = (time.perf_counter() - t0) * 1000
+    result["snapshotBytes"] = len(snapshot)
+print(json.dumps(result))
+'''
+
+
+def ensure_venv():
+    python = os.path.join(VENV, "bin", "python")
+    if not os.path.exists(python):
+        print("creating", VENV, file=sys.stderr)
+        venv.create(VENV, with_pip=True)
+    check = subprocess.run([python, "-c", "import pycrdt, loro"], capture_output=True)
+    if check.returncode != 0:
+        print("installing pycrdt and loro from PyPI into", VENV, file=sys.stderr)
+        subprocess.run([python, "-m", "pip", "install", "-q", "pycrdt", "loro"], check=True)
+    return python
+
+
+def versions(python):
+    out = subprocess.run([python, "-c", "import importlib.metadata as m; print(m.version('pycrdt'), m.version('loro'))"],
+                         capture_output=True, text=True).stdout.split()
+    return {"yrs": "pycrdt " + out[0], "loro": "loro " + out[1]} if len(out) == 2 else {}
+
+
+def ours_binary():
+    binary = os.path.join(ROOT, ".build", "release", "crdt-sync")
+    if not os.path.exists(binary):
+        print("building crdt-sync in release mode", file=sys.stderr)
+        subprocess.run(["swift", "build", "-c", "release", "--product", "crdt-sync"], cwd=ROOT, check=True)
+    return binary
+
+
+def run_ours(binary, path):
+    out = subprocess.run([binary, "trace", "replay", path, "--json"], capture_output=True, text=True)
+    if out.returncode not in (0, 1):
+        raise SystemExit("crdt-sync failed: " + out.stderr)
+    r = json.loads(out.stdout)
+    return {"local": r["localReplayMs"], "merge": r["mergeMs"], "bytes": r.get("encodedBytes"),
+            "load": r.get("loadMs"), "memMB": r.get("peakMemoryMB"), "matches": r["matches"]}
+
+
+def run_peer(python, system, path):
+    out = subprocess.run([python, "-c", PEER_SCRIPT, system, path], capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"{system} failed: {out.stderr}")
+    return json.loads(out.stdout)
+
+
+def median(results, key):
+    values = [r[key] for r in results if r.get(key) is not None]
+    return statistics.median(values) if values else None
+
+
+def fmt(value, key):
+    if value is None:
+        return "-"
+    if key == "bytes":
+        return f"{int(value):,}"
+    return f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--traces", default="automerge-paper,rustcode,sveltecomponent,friendsforever")
+    parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    parser.add_argument("--ours", help="the crdt-sync binary (default: build .build/release/crdt-sync)")
+    args = parser.parse_args()
+
+    python = ensure_venv()
+    binary = args.ours or ours_binary()
+    names = versions(python)
+    keys = ["local", "merge", "bytes", "load", "memMB"]
+    rows = []
+    for trace in args.traces.split(","):
+        path = os.path.join(TRACES, trace + ".json.gz")
+        medians = {}
+        for system in ["ours", "yrs", "loro"]:
+            results = []
+            for _ in range(args.runs):
+                r = run_ours(binary, path) if system == "ours" else run_peer(python, system, path)
+                if "skip" in r:
+                    break
+                results.append(r)
+            if not results:
+                continue
+            medians[system] = {k: median(results, k) for k in keys}
+            medians[system]["matches"] = all(r.get("matches", True) for r in results)
+        for system, m in medians.items():
+            row = [trace, "crdt-sync" if system == "ours" else names.get(system, system)]
+            for k in keys:
+                cell = fmt(m[k], k)
+                if system != "ours" and m[k] and medians["ours"].get(k) is not None:
+                    cell += f" ({medians['ours'][k] / m[k]:.2f}x)"
+                row.append(cell)
+            row.append("yes" if m["matches"] else "NO")
+            rows.append(row)
+    header = ["trace", "system", "local ms", "merge ms", "bytes", "load ms", "mem MB", "matches"]
+    print(f"medians of {args.runs} runs; (Nx) = ours / theirs, below 1 means crdt-sync is faster or smaller")
+    if args.markdown:
+        print("| " + " | ".join(header) + " |")
+        print("|" + "---|" * len(header))
+        for row in rows:
+            print("| " + " | ".join(row) + " |")
+    else:
+        widths = [max(len(str(r[i])) for r in rows + [header]) for i in range(len(header))]
+        for row in [header] + rows:
+            print("  ".join(str(c).ljust(w) for c, w in zip(row, widths)))
+
+
+if __name__ == "__main__":
+    main()
