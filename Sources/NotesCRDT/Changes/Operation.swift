@@ -79,13 +79,19 @@ public struct Change: Hashable, Sendable {
     public func suffix(from seq: UInt64) -> Change? {
         if seq <= startSeq { return self }
         if seq > endSeq { return nil }
+        // Walk back from the end: a suffix is usually short (the last few edits of a long log entry).
+        var index = operations.count
+        var opSeq = startSeq + seqCount
+        while index > 0, opSeq > seq {
+            index -= 1
+            opSeq -= operations[index].seqCount
+        }
+        // Now operations[index] starts at opSeq <= seq and everything after it is kept.
         var ops: [Operation] = []
-        var opSeq = startSeq
-        for op in operations {
-            let count = op.seqCount
-            defer { opSeq += count }
-            if opSeq + count <= seq { continue }
-            if opSeq < seq, case .insertText(let note, _, let text) = op {
+        ops.reserveCapacity(operations.count - index)
+        for (offset, op) in operations[index...].enumerated() {
+            if offset == 0, opSeq < seq {
+                guard case .insertText(let note, _, let text) = op else { continue }
                 let skip = Int(seq - opSeq)
                 ops.append(.insertText(note: note, origin: OpID(replica: replica, seq: seq - 1), text: Array(text[skip...])))
             } else {
