@@ -325,6 +325,8 @@ struct StatusCommand: ParsableCommand {
         var replica: String
         var versionVector: [String: UInt64]
         var lastSeen: String
+        /// Operations this replica has that the peer lacks, as last heard from it.
+        var lacks: UInt64
     }
 
     struct StatusJSON: Encodable {
@@ -346,7 +348,8 @@ struct StatusCommand: ParsableCommand {
                 return try printJSON(StatusJSON(
                     replica: status.replica.description, path: status.path, versionVector: status.versionVector.jsonObject,
                     notes: status.notes, pendingChanges: status.pendingChanges, logRows: status.logRows,
-                    peers: status.peers.map { PeerJSON(replica: $0.replica.description, versionVector: $0.versionVector.jsonObject, lastSeen: isoDate($0.lastSeen)) },
+                    peers: status.peers.map { PeerJSON(replica: $0.replica.description, versionVector: $0.versionVector.jsonObject,
+                                                        lastSeen: isoDate($0.lastSeen), lacks: lacking(status.versionVector, $0.versionVector)) },
                     digest: status.digest))
             }
             print("replica:         \(status.replica)")
@@ -359,12 +362,18 @@ struct StatusCommand: ParsableCommand {
             }
             print("peers:           \(status.peers.isEmpty ? "(none yet)" : "")")
             for peer in status.peers {
-                print("    \(peer.replica)  last seen \(isoDate(peer.lastSeen)), has \(peer.versionVector.totalOperations) operations")
+                let lacks = lacking(status.versionVector, peer.versionVector)
+                print("    \(peer.replica)  last seen \(isoDate(peer.lastSeen)), has \(peer.versionVector.totalOperations) operations, lacks \(lacks) of ours")
             }
             print("log rows:        \(status.logRows) after the snapshot")
             print("digest:          \(status.digest)")
         }
     }
+}
+
+/// How many operations `ours` covers that `theirs` does not.
+func lacking(_ ours: VersionVector, _ theirs: VersionVector) -> UInt64 {
+    theirs.missing(from: ours).reduce(0) { $0 + $1.count }
 }
 
 struct DigestCommand: ParsableCommand {
