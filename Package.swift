@@ -69,7 +69,7 @@ let package = Package(
         ),
         .testTarget(
             name: "CLITests",
-            dependencies: ["NotesCRDT"],
+            dependencies: ["NotesCRDT", "NotesStore"],
             swiftSettings: swiftSettings
         ),
     ]
