@@ -20,12 +20,28 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
         .package(url: "https://github.com/x-sheep/swift-property-based", from: "2.0.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
         .target(name: "NotesCRDT", swiftSettings: swiftSettings),
         .target(
             name: "NotesSync",
             dependencies: ["NotesCRDT", "NotesStore"],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "NotesSyncHTTP",
+            dependencies: [
+                "NotesCRDT", "NotesSync",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
             swiftSettings: swiftSettings
         ),
         .systemLibrary(name: "CZlib", path: "Sources/CZlib"),
@@ -42,8 +58,9 @@ let package = Package(
         .executableTarget(
             name: "crdt-sync",
             dependencies: [
-                "NotesCRDT", "NotesStore", "NotesSync", "EditingTraces",
+                "NotesCRDT", "NotesStore", "NotesSync", "EditingTraces", "NotesSyncHTTP",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -55,6 +72,16 @@ let package = Package(
         .testTarget(
             name: "NotesSyncTests",
             dependencies: ["NotesSync", "NotesStore", "NotesCRDT"],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "NotesSyncHTTPTests",
+            dependencies: [
+                "NotesSyncHTTP", "NotesSync", "NotesStore", "NotesCRDT",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: swiftSettings
         ),
         .testTarget(

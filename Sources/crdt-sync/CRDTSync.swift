@@ -37,6 +37,8 @@ struct CRDTSync: AsyncParsableCommand {
             ExportBundle.self,
             ImportBundles.self,
             SyncCommand.self,
+            ServeCommand.self,
+            RelayBenchCommand.self,
             Demo.self,
             TraceCommand.self,
         ]

@@ -3,6 +3,7 @@ import Foundation
 import NotesCRDT
 import NotesStore
 import NotesSync
+import NotesSyncHTTP
 
 /// Runs an async command body, turning sync and store errors into a message and an exit code.
 func runReportingAsync(_ body: () async throws -> Void) async throws {
@@ -140,35 +141,101 @@ struct ImportBundles: AsyncParsableCommand {
 struct SyncCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "sync",
-        abstract: "Exchange changes with other replicas through a shared folder.",
+        abstract: "Exchange changes with other replicas through a shared folder or a relay.",
         discussion: """
         --dir FOLDER: a folder every machine can reach (a USB stick, a Syncthing or cloud-drive \
         folder). This replica writes its new changes as write-once files in its own subfolder and \
         applies everything new from the others. Files still being copied in are skipped and taken on \
         a later run. Nothing is ever edited in place, so sync tools never make conflict copies.
+
+        --url URL --space SPACE: a relay run by `crdt-sync serve`. This replica sends what the relay \
+        lacks and applies what it lacks. The token comes from --token or, better (it stays out of \
+        the shell history and the process list), from $CRDT_SYNC_TOKEN. Network errors and busy \
+        relays are retried with exponential backoff (said on stderr); a refusal (a wrong token, a \
+        request too large) is not.
         """
     )
 
     @OptionGroup var replica: ReplicaOptions
 
     @Option(name: .long, help: ArgumentHelp("The shared folder (it must exist).", valueName: "FOLDER"))
-    var dir: String
+    var dir: String?
+
+    @Option(name: .long, help: ArgumentHelp("The relay's base URL, e.g. http://127.0.0.1:8080.", valueName: "URL"))
+    var url: String?
+
+    @Option(name: .long, help: ArgumentHelp("The space (notebook) on the relay.", valueName: "SPACE"))
+    var space: String?
+
+    @Option(name: .long, help: ArgumentHelp("The relay's bearer token for the space (default: $CRDT_SYNC_TOKEN).", valueName: "TOKEN"))
+    var token: String?
+
+    @Option(name: .long, help: ArgumentHelp("Attempts in all when the relay cannot be reached.", valueName: "N"))
+    var attempts: Int = 5
 
     @Flag(help: "Print one JSON object.")
     var json = false
 
+    func validate() throws {
+        switch (dir, url) {
+        case (nil, nil): throw ValidationError("give --dir FOLDER or --url URL")
+        case (.some, .some): throw ValidationError("give --dir or --url, not both")
+        case (.some, nil):
+            if space != nil || token != nil { throw ValidationError("--space and --token go with --url") }
+        case (nil, .some):
+            if space == nil { throw ValidationError("--url needs --space SPACE") }
+            if relayToken == nil { throw ValidationError("--url needs a token: --token TOKEN or $CRDT_SYNC_TOKEN") }
+        }
+        if attempts < 1 { throw ValidationError("--attempts must be at least 1") }
+    }
+
+    /// --token, else $CRDT_SYNC_TOKEN.
+    var relayToken: String? {
+        if let token, !token.isEmpty { return token }
+        if let fromEnvironment = ProcessInfo.processInfo.environment["CRDT_SYNC_TOKEN"], !fromEnvironment.isEmpty { return fromEnvironment }
+        return nil
+    }
+
     func run() async throws {
+        if let url, let space, let relayToken {
+            try await runReportingAsync { try await syncWithRelay(url: url, space: space, token: relayToken) }
+            return
+        }
+        guard let dir else { throw ValidationError("give --dir FOLDER or --url URL") }
         try await runReportingAsync {
             let store = try replica.open()
             let transport = FolderTransport(folder: URL(fileURLWithPath: dir))
             let report = try await SyncEngine(retry: RetryPolicy(maxAttempts: 1)).sync(store, over: transport)
-            try? transport.compact(writer: store.replicaID)
+            _ = try? transport.compact(writer: store.replicaID)
             if json {
                 try printJSON(report)
             } else {
                 print("sent \(report.sentChanges) change(s) (\(report.sentOperations) operations); received \(report.receivedChanges) change(s) from \(report.receivedBundles) file(s): \(report.applied) applied, \(report.duplicates) already here, \(report.pending) waiting")
                 for skipped in report.skipped { print("skipped (will retry next time): \(skipped)") }
             }
+        }
+    }
+
+    private func syncWithRelay(url: String, space: String, token: String) async throws {
+        let store = try replica.open()
+        let client = HTTPTransport.makeClient(maxConnections: 2)
+        let outcome: Result<SyncReport, any Error>
+        do {
+            let transport = try HTTPTransport(url: url, space: space, token: token, client: client)
+            let maxAttempts = attempts
+            let engine = SyncEngine(retry: RetryPolicy(maxAttempts: maxAttempts), onRetry: { attempt, delay, error in
+                FileHandle.standardError.write(Data("crdt-sync: \(error.message); retrying in \(delay) ms (attempt \(attempt) of \(maxAttempts))\n".utf8))
+            })
+            outcome = .success(try await engine.sync(store, over: transport))
+        } catch {
+            outcome = .failure(error)
+        }
+        try? await client.shutdown()
+        let report = try outcome.get()
+        if json {
+            try printJSON(report)
+        } else {
+            print("sent \(report.sentChanges) change(s) (\(report.sentOperations) operations) to \(url) space \(space); received \(report.receivedChanges) change(s): \(report.applied) applied, \(report.duplicates) already here, \(report.pending) waiting" + (report.retries > 0 ? " (after \(report.retries) retr\(report.retries == 1 ? "y" : "ies"))" : ""))
         }
     }
 }

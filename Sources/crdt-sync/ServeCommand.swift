@@ -1,0 +1,100 @@
+import ArgumentParser
+import Foundation
+import Logging
+import NotesSync
+import NotesSyncHTTP
+
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Run a sync relay: replicas sync through it over HTTP with `crdt-sync sync --url`.",
+        discussion: """
+        The relay stores the changes of each space (one person's or team's notebook) in one SQLite \
+        file and answers "here is my version vector and my new changes; give me what I lack", in \
+        pages. It needs no CRDT knowledge beyond version vectors. Each space has one or more bearer \
+        tokens (--token SPACE=TOKEN, repeatable, or --tokens-file FILE with SPACE=TOKEN lines; a \
+        tokens file keeps tokens out of the process list). It listens on 127.0.0.1 unless --host \
+        says otherwise; put it behind a TLS-terminating proxy to reach it from other machines. \
+        Each request is logged to stderr (method, path, status, duration; never a token). \
+        Docs/HTTP.md describes the endpoints.
+        """
+    )
+
+    @Option(name: .long, help: ArgumentHelp("The port to listen on (0: any free port, printed at start).", valueName: "PORT"))
+    var port: Int = 8080
+
+    @Option(name: .long, help: ArgumentHelp("The address to listen on.", valueName: "HOST"))
+    var host: String = "127.0.0.1"
+
+    @Option(name: .long, help: ArgumentHelp("The relay's SQLite file (created if missing).", valueName: "FILE"))
+    var store: String
+
+    @Option(name: .customLong("token"), help: ArgumentHelp("A space and its bearer token (repeatable).", valueName: "SPACE=TOKEN"))
+    var tokens: [String] = []
+
+    @Option(name: .customLong("tokens-file"), help: ArgumentHelp("A file of SPACE=TOKEN lines (# starts a comment).", valueName: "FILE"))
+    var tokensFile: String?
+
+    @Option(name: .customLong("max-body-bytes"), help: ArgumentHelp("Larger request bodies get 413.", valueName: "BYTES"))
+    var maxBodyBytes: Int = 16 << 20
+
+    @Option(name: .customLong("page-changes"), help: ArgumentHelp("At most this many changes per answer page.", valueName: "N"))
+    var pageChanges: Int = 1000
+
+    @Option(name: .customLong("page-bytes"), help: ArgumentHelp("At most about this many bytes of changes per answer page.", valueName: "BYTES"))
+    var pageBytes: Int = 1 << 20
+
+    @Option(name: .customLong("log-level"), help: ArgumentHelp("trace, debug, info, notice, warning, error or critical.", valueName: "LEVEL"))
+    var logLevel: String = "info"
+
+    @Flag(name: .customLong("power-loss-durable"), help: "fsync at every commit, so a power cut loses nothing either (slower).")
+    var powerLossDurable = false
+
+    func validate() throws {
+        if tokens.isEmpty, tokensFile == nil { throw ValidationError("give at least one --token SPACE=TOKEN or a --tokens-file") }
+        if !(0 ... 65535).contains(port) { throw ValidationError("--port must be between 0 and 65535") }
+        if maxBodyBytes < 1024 { throw ValidationError("--max-body-bytes must be at least 1024") }
+        if pageChanges < 1 || pageBytes < 1 { throw ValidationError("--page-changes and --page-bytes must be positive") }
+        if Logger.Level(rawValue: logLevel) == nil { throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical") }
+    }
+
+    func run() async throws {
+        try await runReportingAsync {
+            var relayTokens = RelayTokens()
+            for (index, assignment) in tokens.enumerated() {
+                do { try relayTokens.add(assignment: assignment) } catch let error as SyncError {
+                    throw SyncError(.rejected, "--token #\(index + 1): \(error.message)")
+                }
+            }
+            if let tokensFile {
+                guard let data = FileManager.default.contents(atPath: tokensFile) else {
+                    throw SyncError(.io, "\(tokensFile): cannot be read (no such file, or no permission)")
+                }
+                try relayTokens.add(file: String(decoding: data, as: UTF8.self), name: tokensFile)
+            }
+            let level = Logger.Level(rawValue: logLevel) ?? .info
+            LoggingSystem.bootstrap { label in
+                var handler = StreamLogHandler.standardError(label: label)
+                handler.logLevel = level
+                return handler
+            }
+            var logger = Logger(label: "crdt-sync.relay")
+            logger.logLevel = level
+            let relayStore = try RelayStore(path: store, powerLoss: powerLossDurable)
+            let configuration = RelayConfiguration(
+                host: host, port: port, tokens: relayTokens, maxRequestBytes: maxBodyBytes,
+                page: RelayPageLimits(maxChanges: pageChanges, maxBytes: pageBytes))
+            let server = RelayServer(store: relayStore, configuration: configuration, logger: logger)
+            let spaces = relayTokens.spaces
+            let startLogger = logger
+            let app = server.application { boundPort in
+                startLogger.notice("relay listening on http://\(host):\(boundPort), store \(store), spaces: \(spaces.joined(separator: ", "))")
+            }
+            do {
+                try await app.runService()
+            } catch {
+                throw SyncError(.io, "the relay stopped: \(error)")
+            }
+        }
+    }
+}

@@ -1,0 +1,55 @@
+import NotesSync
+@testable import NotesSyncHTTP
+import Testing
+
+struct RelayTokensTests {
+    @Test func decisions() throws {
+        var tokens = RelayTokens()
+        try tokens.add(assignment: "notes=abc123")
+        try tokens.add(assignment: " team = def456 ")
+        try tokens.add(space: "notes", token: "rotated-1")
+        #expect(tokens.spaces == ["notes", "team"])
+        #expect(tokens.authorize(token: "abc123", space: "notes") == .allowed)
+        #expect(tokens.authorize(token: "rotated-1", space: "notes") == .allowed)
+        #expect(tokens.authorize(token: "def456", space: "team") == .allowed)
+        #expect(tokens.authorize(token: "def456", space: "notes") == .forbidden)
+        #expect(tokens.authorize(token: "abc123", space: "unknown") == .forbidden)
+        #expect(tokens.authorize(token: "abc12", space: "notes") == .unauthenticated)
+        #expect(tokens.authorize(token: "abc1234", space: "notes") == .unauthenticated)
+        #expect(tokens.authorize(token: nil, space: "notes") == .unauthenticated)
+        #expect(tokens.authorize(token: "", space: "notes") == .unauthenticated)
+    }
+
+    @Test func tokensFile() throws {
+        var tokens = RelayTokens()
+        try tokens.add(file: "# relay tokens\n\nnotes=abc\n  team=def  \n", name: "tokens.txt")
+        #expect(tokens.spaces == ["notes", "team"])
+        var bad = RelayTokens()
+        do {
+            try bad.add(file: "notes=abc\nthis line has no equals sign secret\n", name: "tokens.txt")
+            Issue.record("a bad line was accepted")
+        } catch let error as SyncError {
+            #expect(error.message.hasPrefix("tokens.txt:2:"))
+            #expect(!error.message.contains("secret"))
+        }
+        #expect(throws: SyncError.self) { try bad.add(assignment: "bad space=abc") }
+        #expect(throws: SyncError.self) { try bad.add(assignment: "notes=") }
+        #expect(throws: SyncError.self) { try bad.add(assignment: "=abc") }
+    }
+
+    @Test func bearerHeader() {
+        #expect(RelayServer.bearerToken("Bearer abc") == "abc")
+        #expect(RelayServer.bearerToken("bearer  abc ") == "abc")
+        #expect(RelayServer.bearerToken("Basic abc") == nil)
+        #expect(RelayServer.bearerToken("Bearer") == nil)
+        #expect(RelayServer.bearerToken(nil) == nil)
+    }
+
+    @Test func spaceNames() {
+        #expect(RelayTokens.isValidSpace("alice-notes_2.0"))
+        #expect(!RelayTokens.isValidSpace(""))
+        #expect(!RelayTokens.isValidSpace(".hidden"))
+        #expect(!RelayTokens.isValidSpace("a/b"))
+        #expect(!RelayTokens.isValidSpace(String(repeating: "a", count: 129)))
+    }
+}
