@@ -55,10 +55,15 @@ let package = Package(
             dependencies: ["NotesCRDT", .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: swiftSettings
         ),
+        .target(
+            name: "NotesSimulator",
+            dependencies: ["NotesSync", "NotesStore", "NotesCRDT"],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "crdt-sync",
             dependencies: [
-                "NotesCRDT", "NotesStore", "NotesSync", "EditingTraces", "NotesSyncHTTP",
+                "NotesCRDT", "NotesStore", "NotesSync", "EditingTraces", "NotesSyncHTTP", "NotesSimulator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -67,6 +72,11 @@ let package = Package(
         .testTarget(
             name: "NotesCRDTTests",
             dependencies: ["NotesCRDT", .product(name: "PropertyBased", package: "swift-property-based")],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "NotesSimulatorTests",
+            dependencies: ["NotesSimulator", "NotesSync", "NotesStore", "NotesCRDT"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -16,6 +16,11 @@ public struct ReceivedBundle: Sendable {
 public struct SkippedInput: Sendable, Hashable {
     public var source: String
     public var reason: String
+
+    public init(source: String, reason: String) {
+        self.source = source
+        self.reason = reason
+    }
 }
 
 /// Moves bundles between this replica and the others. The file transport here and the HTTP

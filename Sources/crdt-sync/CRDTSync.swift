@@ -41,6 +41,7 @@ struct CRDTSync: AsyncParsableCommand {
             RelayBenchCommand.self,
             Demo.self,
             TraceCommand.self,
+            SimulateCommand.self,
         ]
     )
 }

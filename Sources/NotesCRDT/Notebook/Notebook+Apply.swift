@@ -103,9 +103,13 @@ extension Notebook {
         let have = versionVector[change.replica]
         if change.endSeq <= have { return .duplicate }
         if change.startSeq > have + 1 { return .blocked(change.replica) }
+        // Wait for the smallest missing replica, not the first one a dictionary happens to yield:
+        // dictionary order differs between processes, and a seed must replay the same way anywhere.
+        var blocker: ReplicaID? = nil
         for (replica, seq) in change.dependencies.entries where versionVector[replica] < seq {
-            return .blocked(replica)
+            if blocker.map({ replica < $0 }) ?? true { blocker = replica }
         }
+        if let blocker { return .blocked(blocker) }
         return .ready(change.suffix(from: have + 1)!)
     }
 

@@ -18,7 +18,7 @@ public struct LWWRegister<Value: Hashable & Sendable>: Hashable, Sendable {
     /// Whether a write stamped `(timestamp, writer)` beats the current one.
     public func isSuperseded(by timestamp: Timestamp, writer: OpID) -> Bool {
         if timestamp != self.timestamp { return timestamp > self.timestamp }
-        if writer.replica != self.writer.replica { return writer.replica > self.writer.replica }
+        if writer.replica != self.writer.replica, !CRDTTestHooks.lwwIgnoresReplicaOnTies { return writer.replica > self.writer.replica }
         return writer.seq > self.writer.seq
     }
 

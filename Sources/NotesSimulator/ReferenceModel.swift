@@ -1,0 +1,194 @@
+import NotesCRDT
+
+/// An independent model of what every device must end with, written plainly from the definitions
+/// rather than with the code under test: it reads the operations of every change a device made,
+/// never merges anything with `Notebook`, `LWWRegister` or `RGAText`.
+///
+/// - A field (of a note or a tag) is worth the value of the write with the greatest
+///   `(timestamp, replica, seq)`.
+/// - A note's visible body characters are every inserted `(replica, seq)` that no recorded delete
+///   names.
+///
+/// Changes made by a device that was reinstalled before they left it are taken out with
+/// `forget(replica:keeping:)`: those edits are legitimately gone, and exactly those.
+struct ReferenceModel {
+    struct Write {
+        var timestamp: Timestamp
+        var replica: ReplicaID
+        var seq: UInt64
+        var value: FieldValue
+
+        /// Whether this write beats `other` under last-writer-wins.
+        func beats(_ other: Write) -> Bool {
+            if timestamp != other.timestamp { return timestamp > other.timestamp }
+            if replica != other.replica { return replica > other.replica }
+            return seq > other.seq
+        }
+    }
+
+    struct FieldKey: Hashable {
+        var note: NoteID
+        var field: NoteField
+    }
+
+    struct TagKey: Hashable {
+        var tag: String
+        var field: TagField
+    }
+
+    /// Every change recorded, by author.
+    private(set) var changes: [ReplicaID: [Change]] = [:]
+    /// Operations of forgotten replicas that survive: per replica, the seqs kept.
+    private var kept: [ReplicaID: [ClosedRange<UInt64>]] = [:]
+
+    var changeCount: Int { changes.values.reduce(0) { $0 + $1.count } }
+
+    /// Records a change a device made.
+    mutating func record(_ change: Change) {
+        changes[change.replica, default: []].append(change)
+    }
+
+    /// Forgets every operation of `replica` whose seq is not in `ranges` (a device reinstalled
+    /// from nothing: what it had not passed on anywhere is gone).
+    mutating func forget(replica: ReplicaID, keeping ranges: [ClosedRange<UInt64>]) {
+        kept[replica] = ranges
+    }
+
+    /// How many recorded operations were forgotten.
+    var forgottenOperations: Int {
+        var count = 0
+        for (replica, list) in changes {
+            guard kept[replica] != nil else { continue }
+            for change in list {
+                for seq in change.startSeq ... change.endSeq where !survives(replica, seq) { count += 1 }
+            }
+        }
+        return count
+    }
+
+    private func survives(_ replica: ReplicaID, _ seq: UInt64) -> Bool {
+        guard let ranges = kept[replica] else { return true }
+        return ranges.contains { $0.contains(seq) }
+    }
+
+    /// What every device must show.
+    struct Expected {
+        var fields: [FieldKey: Write] = [:]
+        var tagFields: [TagKey: Write] = [:]
+        /// Per note, every inserted character still alive, with its scalar.
+        var visible: [NoteID: [OpID: Unicode.Scalar]] = [:]
+        var notes: Set<NoteID> = []
+        var tags: Set<String> = []
+    }
+
+    /// Works out the expected state from the recorded operations.
+    func expected() -> Expected {
+        var result = Expected()
+        var inserted: [NoteID: [OpID: Unicode.Scalar]] = [:]
+        var deleted: [NoteID: Set<OpID>] = [:]
+        for (replica, list) in changes {
+            for change in list {
+                var seq = change.startSeq
+                for op in change.operations {
+                    defer { seq += op.seqCount }
+                    switch op {
+                    case .setNoteField(let note, let field, let value):
+                        guard survives(replica, seq) else { continue }
+                        result.notes.insert(note)
+                        let write = Write(timestamp: change.timestamp(ofSeq: seq), replica: replica, seq: seq, value: value)
+                        let key = FieldKey(note: note, field: field)
+                        if let current = result.fields[key], !write.beats(current) { continue }
+                        result.fields[key] = write
+                    case .setTagField(let tag, let field, let value):
+                        guard survives(replica, seq) else { continue }
+                        result.tags.insert(tag)
+                        let write = Write(timestamp: change.timestamp(ofSeq: seq), replica: replica, seq: seq, value: value)
+                        let key = TagKey(tag: tag, field: field)
+                        if let current = result.tagFields[key], !write.beats(current) { continue }
+                        result.tagFields[key] = write
+                    case .insertText(let note, _, let text):
+                        for (i, scalar) in text.enumerated() where survives(replica, seq + UInt64(i)) {
+                            result.notes.insert(note)
+                            inserted[note, default: [:]][OpID(replica: replica, seq: seq + UInt64(i))] = scalar
+                        }
+                    case .deleteText(let note, let targets):
+                        guard survives(replica, seq) else { continue }
+                        result.notes.insert(note)
+                        for target in targets {
+                            for s in target.seq ..< target.seq + target.count {
+                                deleted[note, default: []].insert(OpID(replica: target.replica, seq: s))
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        for (note, chars) in inserted {
+            let gone = deleted[note] ?? []
+            result.visible[note] = chars.filter { !gone.contains($0.key) }
+        }
+        return result
+    }
+
+    /// Compares one device's CRDT state with the expected state.
+    ///
+    /// - Returns: one line per difference (empty when the device lost nothing and invented nothing).
+    static func differences(_ notebook: Notebook, _ expected: Expected, device: String, limit: Int = 20) -> [String] {
+        var problems: [String] = []
+        func report(_ line: String) { if problems.count < limit { problems.append("\(device): \(line)") } else if problems.count == limit { problems.append("\(device): ...") } }
+        let noteIDs = Set(notebook.noteIDs)
+        for id in expected.notes.subtracting(noteIDs).sorted() { report("note \(id) is missing") }
+        for id in noteIDs.subtracting(expected.notes).sorted() { report("note \(id) exists but no recorded edit made it") }
+        func value(_ note: NoteID, _ field: NoteField) -> FieldValue? { expected.fields[FieldKey(note: note, field: field)]?.value }
+        func tagName(_ key: String) -> String {
+            expected.tagFields[TagKey(tag: key, field: .name)]?.value.stringValue ?? key
+        }
+        for id in expected.notes.intersection(noteIDs).sorted() {
+            guard let note = notebook.note(id) else { continue }
+            let title = value(id, .title)?.stringValue ?? ""
+            if note.title != title { report("note \(id): title is \"\(note.title)\", expected \"\(title)\"") }
+            let pinned = value(id, .pinned)?.boolValue ?? false
+            if note.pinned != pinned { report("note \(id): pinned is \(note.pinned), expected \(pinned)") }
+            let archived = value(id, .archived)?.boolValue ?? false
+            if note.archived != archived { report("note \(id): archived is \(note.archived), expected \(archived)") }
+            let color = value(id, .color)?.stringValue
+            if note.color != color { report("note \(id): color is \(note.color ?? "nil"), expected \(color ?? "nil")") }
+            let state = value(id, .state)?.stringValue.flatMap(NoteLifecycle.init(rawValue:)) ?? .active
+            if note.state != state { report("note \(id): state is \(note.state), expected \(state)") }
+            let created = UInt64(max(0, value(id, .createdAt)?.intValue ?? 0))
+            if note.createdAt != created { report("note \(id): createdAt is \(note.createdAt), expected \(created)") }
+            var tags: [String] = []
+            for (key, write) in expected.fields where key.note == id {
+                if case .tag(let tag) = key.field, write.value == .bool(true) { tags.append(tagName(tag)) }
+            }
+            tags.sort()
+            if note.tags != tags { report("note \(id): tags are \(note.tags), expected \(tags)") }
+
+            // The body: the same characters, and the text they spell.
+            let chars = expected.visible[id] ?? [:]
+            let body = notebook.body(of: id) ?? RGAText()
+            var seen: [OpID] = []
+            seen.reserveCapacity(body.count)
+            for range in body.identities(of: 0 ..< body.count) {
+                for s in range.seq ..< range.seq + range.count { seen.append(OpID(replica: range.replica, seq: s)) }
+            }
+            let seenSet = Set(seen)
+            let missing = chars.keys.filter { !seenSet.contains($0) }
+            let extra = seen.filter { chars[$0] == nil }
+            if !missing.isEmpty { report("note \(id): \(missing.count) typed characters are missing (first \(missing.min()!))") }
+            if !extra.isEmpty { report("note \(id): \(extra.count) characters are visible that should not be (first \(extra[0]))") }
+            if missing.isEmpty, extra.isEmpty {
+                var text = String.UnicodeScalarView()
+                for opID in seen { text.append(chars[opID]!) }
+                if String(text) != body.string { report("note \(id): the body text does not spell its characters") }
+            }
+        }
+        // Tags.
+        let tagKeys = Set(notebook.tags.map(\.key))
+        if tagKeys != expected.tags { report("tags are \(tagKeys.sorted()), expected \(expected.tags.sorted())") }
+        for tag in notebook.tags where expected.tags.contains(tag.key) {
+            if tag.name != tagName(tag.key) { report("tag \(tag.key): name is \(tag.name), expected \(tagName(tag.key))") }
+        }
+        return problems
+    }
+}

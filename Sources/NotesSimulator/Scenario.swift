@@ -1,0 +1,393 @@
+import Foundation
+
+/// A simulation scenario: the devices, how they are connected, what people do on them and what
+/// goes wrong. Read from a JSON file in `Simulations/` (the format is documented in
+/// `Simulations/README.md`); every field but `name` has a default, so a scenario states only what
+/// it is about.
+public struct Scenario: Codable, Sendable, Hashable {
+    /// A place devices sync through.
+    public struct Hub: Codable, Sendable, Hashable {
+        public enum Kind: String, Codable, Sendable { case relay, folder }
+        public var name: String
+        public var kind: Kind
+        /// The devices attached (indexes); nil means every device.
+        public var devices: [Int]?
+
+        public init(name: String, kind: Kind, devices: [Int]? = nil) {
+            self.name = name
+            self.kind = kind
+            self.devices = devices
+        }
+    }
+
+    /// What people do, and how often each kind of edit happens (relative weights).
+    public struct Workload: Codable, Sendable, Hashable {
+        /// Local edits per device over the whole scenario.
+        public var editsPerDevice: Int = 50
+        /// Notes device 0 creates (and every device receives) before the clock starts.
+        public var initialNotes: Int = 3
+        /// Characters each initial note's body starts with.
+        public var initialBodyLength: Int = 40
+        /// The probability that an edit is a burst: several devices make the same kind of edit on
+        /// the same note, at the same place, in the same millisecond.
+        public var burst: Double = 0.1
+        /// How many devices take part in a burst (at most the number of devices).
+        public var burstSize: Int = 2
+        /// Relative weights of the kinds of edit.
+        public var mix: [String: Double] = Workload.defaultMix
+
+        public static let defaultMix: [String: Double] = [
+            "type": 40, "append": 15, "deleteRange": 12, "rename": 8, "pin": 5, "tag": 5,
+            "trash": 3, "restore": 3, "delete": 1, "create": 3,
+        ]
+
+        public init() {}
+    }
+
+    /// How often devices sync.
+    public struct Sync: Codable, Sendable, Hashable {
+        /// Sync attempts per device and hub over the whole scenario (at random times).
+        public var syncsPerDevice: Int = 40
+        /// The probability that a device syncs right after one of its edits.
+        public var afterEdit: Double = 0.1
+        /// Attempts per transport call (RetryPolicy.maxAttempts); retries sleep on the virtual clock.
+        public var maxAttempts: Int = 3
+        /// The most changes a relay answers with in one response.
+        public var pageSize: Int = 400
+
+        public init() {}
+    }
+
+    /// Faults of the simulated network between devices and relays (probabilities per message).
+    public struct Network: Codable, Sendable, Hashable {
+        public var loss: Double = 0
+        public var duplicate: Double = 0
+        public var reorder: Double = 0
+        public var delay: Double = 0
+        public var maxDelaySeconds: Double = 30
+        public var corrupt: Double = 0
+
+        public init() {}
+    }
+
+    /// How a shared folder's files reach the other devices (a sync tool, a cloud drive).
+    public struct Folder: Codable, Sendable, Hashable {
+        /// Every copy takes up to this long to appear.
+        public var propagationSeconds: Double = 5
+        /// The probability that a copy is late, and by how much at most.
+        public var late: Double = 0
+        public var maxLateSeconds: Double = 600
+        /// The probability that a copy first appears cut short (still being copied), and for how long.
+        public var partial: Double = 0
+        public var partialSeconds: Double = 60
+        /// The probability that a copy first appears with damaged bytes (fixed by a later re-copy).
+        public var corrupt: Double = 0
+        /// The probability that a file is listed twice (a sync tool that delivers it again).
+        public var twice: Double = 0
+
+        public init() {}
+    }
+
+    /// Per-device clock skew and jumps.
+    public struct Clocks: Codable, Sendable, Hashable {
+        /// Fixed skews per device, in seconds (missing devices: random within `maxSkewSeconds`).
+        public var skewSeconds: [Double]?
+        /// Random skews are drawn from -max...max.
+        public var maxSkewSeconds: Double = 0
+        /// Scheduled jumps.
+        public var jumps: [ClockJump] = []
+        /// Random jumps, each by up to `maxJumpSeconds` either way.
+        public var randomJumps: Int = 0
+        public var maxJumpSeconds: Double = 0
+
+        public init() {}
+    }
+
+    /// A device's clock is set forward (positive) or back (negative).
+    public struct ClockJump: Codable, Sendable, Hashable {
+        public var device: Int
+        public var atSeconds: Double
+        public var bySeconds: Double
+    }
+
+    /// A scheduled partition: `devices` cannot reach `hub` (or any hub when nil) from `startSeconds`
+    /// to `endSeconds`. `direction` is `both`, `outbound` (what they send is lost) or `inbound`
+    /// (what they should receive is lost).
+    public struct Partition: Codable, Sendable, Hashable {
+        public var devices: [Int]
+        public var hub: String?
+        public var startSeconds: Double
+        public var endSeconds: Double
+        public var direction: Direction = .both
+    }
+
+    public enum Direction: String, Codable, Sendable, Hashable { case both, outbound, inbound }
+
+    /// Crashes, reinstalls and random partitions.
+    public struct Faults: Codable, Sendable, Hashable {
+        /// Random crashes (a third of them in the middle of a sync).
+        public var crashes: Int = 0
+        /// Random reinstalls from nothing (a new empty store and replica id).
+        public var reinstalls: Int = 0
+        /// Scheduled reinstalls: device and time.
+        public var reinstallAt: [DeviceTime] = []
+        /// Scheduled crashes.
+        public var crashAt: [DeviceTime] = []
+        /// Random partitions of one device from one hub.
+        public var randomPartitions: Int = 0
+        public var maxPartitionSeconds: Double = 3600
+        /// The probability that a random partition is one-way.
+        public var oneWay: Double = 0.3
+
+        public init() {}
+    }
+
+    public struct DeviceTime: Codable, Sendable, Hashable {
+        public var device: Int
+        public var atSeconds: Double
+    }
+
+    public var name: String
+    public var description: String = ""
+    public var devices: Int = 3
+    public var durationSeconds: Double = 3600
+    public var hubs: [Hub] = [Hub(name: "relay", kind: .relay)]
+    public var workload = Workload()
+    public var sync = Sync()
+    public var network = Network()
+    public var folder = Folder()
+    public var clocks = Clocks()
+    public var partitions: [Partition] = []
+    public var faults = Faults()
+
+    public init(name: String) { self.name = name }
+
+    /// Reads a scenario file.
+    public static func load(path: String) throws -> Scenario {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw SimulationError("cannot read the scenario file \(path)")
+        }
+        return try decode(data, source: path)
+    }
+
+    /// Decodes a scenario from JSON and checks it.
+    public static func decode(_ data: Data, source: String = "scenario") throws -> Scenario {
+        let scenario: Scenario
+        do {
+            scenario = try JSONDecoder().decode(Scenario.self, from: data)
+        } catch let error as DecodingError {
+            throw SimulationError("\(source): not a valid scenario (\(describe(error)))")
+        }
+        try scenario.validate()
+        return scenario
+    }
+
+    /// Checks that the scenario makes sense: known hubs and devices, and a hub graph that
+    /// connects every device (otherwise the devices can never converge).
+    public func validate() throws {
+        guard devices >= 1, devices <= 64 else { throw SimulationError("\(name): devices must be 1...64") }
+        guard !hubs.isEmpty else { throw SimulationError("\(name): at least one hub is needed") }
+        guard durationSeconds > 0 else { throw SimulationError("\(name): durationSeconds must be positive") }
+        guard workload.editsPerDevice >= 0, sync.syncsPerDevice >= 0, sync.maxAttempts >= 1, sync.pageSize >= 1 else {
+            throw SimulationError("\(name): counts must not be negative (maxAttempts and pageSize at least 1)")
+        }
+        for hub in hubs {
+            for d in hub.devices ?? [] where d < 0 || d >= devices {
+                throw SimulationError("\(name): hub \(hub.name) names device \(d), but there are \(devices)")
+            }
+        }
+        for key in workload.mix.keys where EditKind(rawValue: key) == nil {
+            throw SimulationError("\(name): unknown edit kind \"\(key)\" in workload.mix (known: \(EditKind.allCases.map(\.rawValue).joined(separator: ", ")))")
+        }
+        for p in partitions {
+            if let hub = p.hub, !hubs.contains(where: { $0.name == hub }) {
+                throw SimulationError("\(name): a partition names hub \(hub), which does not exist")
+            }
+            for d in p.devices where d < 0 || d >= devices { throw SimulationError("\(name): a partition names device \(d)") }
+        }
+        for item in faults.reinstallAt + faults.crashAt where item.device < 0 || item.device >= devices {
+            throw SimulationError("\(name): a fault names device \(item.device)")
+        }
+        for jump in clocks.jumps where jump.device < 0 || jump.device >= devices {
+            throw SimulationError("\(name): a clock jump names device \(jump.device)")
+        }
+        // Devices joined through shared hubs must form one component.
+        var reached: Set<Int> = [0]
+        var changed = true
+        while changed {
+            changed = false
+            for hub in hubs {
+                let members = Set(hub.devices ?? Array(0 ..< devices))
+                if !members.isDisjoint(with: reached), !members.isSubset(of: reached) {
+                    reached.formUnion(members)
+                    changed = true
+                }
+            }
+        }
+        guard reached.count == devices else {
+            throw SimulationError("\(name): the hubs do not connect every device, so they could never converge")
+        }
+    }
+
+    /// The devices attached to hub `index`.
+    func members(ofHub index: Int) -> [Int] { hubs[index].devices ?? Array(0 ..< devices) }
+
+    private static func describe(_ error: DecodingError) -> String {
+        switch error {
+        case .typeMismatch(_, let context), .valueNotFound(_, let context), .keyNotFound(_, let context), .dataCorrupted(let context):
+            let path = context.codingPath.map(\.stringValue).joined(separator: ".")
+            return path.isEmpty ? context.debugDescription : "\(path): \(context.debugDescription)"
+        @unknown default:
+            return "\(error)"
+        }
+    }
+}
+
+/// The kinds of local edit the workload makes.
+public enum EditKind: String, Codable, Sendable, CaseIterable {
+    /// Type a word at a place in a note's body.
+    case type
+    /// Type a word at the end of a note's body.
+    case append
+    /// Delete a range of a note's body.
+    case deleteRange
+    /// Rename a note.
+    case rename
+    /// Pin or unpin a note.
+    case pin
+    /// Add a note to a tag or remove it.
+    case tag
+    /// Move a note to the trash.
+    case trash
+    /// Restore a trashed note.
+    case restore
+    /// Delete a note for good.
+    case delete
+    /// Create a note.
+    case create
+}
+
+/// A problem with a scenario or a replay request.
+public struct SimulationError: Error, CustomStringConvertible, Sendable {
+    public var message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
+// Decoding with defaults: every field but `name` may be left out.
+extension Scenario {
+    enum CodingKeys: String, CodingKey {
+        case name, description, devices, durationSeconds, hubs, workload, sync, network, folder, clocks, partitions, faults
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        self.init(name: try c.decode(String.self, forKey: .name))
+        description = try c.decodeIfPresent(String.self, forKey: .description) ?? description
+        devices = try c.decodeIfPresent(Int.self, forKey: .devices) ?? devices
+        durationSeconds = try c.decodeIfPresent(Double.self, forKey: .durationSeconds) ?? durationSeconds
+        hubs = try c.decodeIfPresent([Hub].self, forKey: .hubs) ?? hubs
+        workload = try c.decodeIfPresent(Workload.self, forKey: .workload) ?? workload
+        sync = try c.decodeIfPresent(Sync.self, forKey: .sync) ?? sync
+        network = try c.decodeIfPresent(Network.self, forKey: .network) ?? network
+        folder = try c.decodeIfPresent(Folder.self, forKey: .folder) ?? folder
+        clocks = try c.decodeIfPresent(Clocks.self, forKey: .clocks) ?? clocks
+        partitions = try c.decodeIfPresent([Partition].self, forKey: .partitions) ?? partitions
+        faults = try c.decodeIfPresent(Faults.self, forKey: .faults) ?? faults
+    }
+}
+
+extension Scenario.Workload {
+    enum CodingKeys: String, CodingKey { case editsPerDevice, initialNotes, initialBodyLength, burst, burstSize, mix }
+    public init(from decoder: any Decoder) throws {
+        self.init()
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        editsPerDevice = try c.decodeIfPresent(Int.self, forKey: .editsPerDevice) ?? editsPerDevice
+        initialNotes = try c.decodeIfPresent(Int.self, forKey: .initialNotes) ?? initialNotes
+        initialBodyLength = try c.decodeIfPresent(Int.self, forKey: .initialBodyLength) ?? initialBodyLength
+        burst = try c.decodeIfPresent(Double.self, forKey: .burst) ?? burst
+        burstSize = try c.decodeIfPresent(Int.self, forKey: .burstSize) ?? burstSize
+        mix = try c.decodeIfPresent([String: Double].self, forKey: .mix) ?? mix
+    }
+}
+
+extension Scenario.Sync {
+    enum CodingKeys: String, CodingKey { case syncsPerDevice, afterEdit, maxAttempts, pageSize }
+    public init(from decoder: any Decoder) throws {
+        self.init()
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        syncsPerDevice = try c.decodeIfPresent(Int.self, forKey: .syncsPerDevice) ?? syncsPerDevice
+        afterEdit = try c.decodeIfPresent(Double.self, forKey: .afterEdit) ?? afterEdit
+        maxAttempts = try c.decodeIfPresent(Int.self, forKey: .maxAttempts) ?? maxAttempts
+        pageSize = try c.decodeIfPresent(Int.self, forKey: .pageSize) ?? pageSize
+    }
+}
+
+extension Scenario.Network {
+    enum CodingKeys: String, CodingKey { case loss, duplicate, reorder, delay, maxDelaySeconds, corrupt }
+    public init(from decoder: any Decoder) throws {
+        self.init()
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        loss = try c.decodeIfPresent(Double.self, forKey: .loss) ?? loss
+        duplicate = try c.decodeIfPresent(Double.self, forKey: .duplicate) ?? duplicate
+        reorder = try c.decodeIfPresent(Double.self, forKey: .reorder) ?? reorder
+        delay = try c.decodeIfPresent(Double.self, forKey: .delay) ?? delay
+        maxDelaySeconds = try c.decodeIfPresent(Double.self, forKey: .maxDelaySeconds) ?? maxDelaySeconds
+        corrupt = try c.decodeIfPresent(Double.self, forKey: .corrupt) ?? corrupt
+    }
+}
+
+extension Scenario.Folder {
+    enum CodingKeys: String, CodingKey { case propagationSeconds, late, maxLateSeconds, partial, partialSeconds, corrupt, twice }
+    public init(from decoder: any Decoder) throws {
+        self.init()
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        propagationSeconds = try c.decodeIfPresent(Double.self, forKey: .propagationSeconds) ?? propagationSeconds
+        late = try c.decodeIfPresent(Double.self, forKey: .late) ?? late
+        maxLateSeconds = try c.decodeIfPresent(Double.self, forKey: .maxLateSeconds) ?? maxLateSeconds
+        partial = try c.decodeIfPresent(Double.self, forKey: .partial) ?? partial
+        partialSeconds = try c.decodeIfPresent(Double.self, forKey: .partialSeconds) ?? partialSeconds
+        corrupt = try c.decodeIfPresent(Double.self, forKey: .corrupt) ?? corrupt
+        twice = try c.decodeIfPresent(Double.self, forKey: .twice) ?? twice
+    }
+}
+
+extension Scenario.Clocks {
+    enum CodingKeys: String, CodingKey { case skewSeconds, maxSkewSeconds, jumps, randomJumps, maxJumpSeconds }
+    public init(from decoder: any Decoder) throws {
+        self.init()
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        skewSeconds = try c.decodeIfPresent([Double].self, forKey: .skewSeconds)
+        maxSkewSeconds = try c.decodeIfPresent(Double.self, forKey: .maxSkewSeconds) ?? maxSkewSeconds
+        jumps = try c.decodeIfPresent([Scenario.ClockJump].self, forKey: .jumps) ?? jumps
+        randomJumps = try c.decodeIfPresent(Int.self, forKey: .randomJumps) ?? randomJumps
+        maxJumpSeconds = try c.decodeIfPresent(Double.self, forKey: .maxJumpSeconds) ?? maxJumpSeconds
+    }
+}
+
+extension Scenario.Partition {
+    enum CodingKeys: String, CodingKey { case devices, hub, startSeconds, endSeconds, direction }
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        devices = try c.decode([Int].self, forKey: .devices)
+        hub = try c.decodeIfPresent(String.self, forKey: .hub)
+        startSeconds = try c.decode(Double.self, forKey: .startSeconds)
+        endSeconds = try c.decode(Double.self, forKey: .endSeconds)
+        direction = try c.decodeIfPresent(Scenario.Direction.self, forKey: .direction) ?? .both
+    }
+}
+
+extension Scenario.Faults {
+    enum CodingKeys: String, CodingKey { case crashes, reinstalls, reinstallAt, crashAt, randomPartitions, maxPartitionSeconds, oneWay }
+    public init(from decoder: any Decoder) throws {
+        self.init()
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        crashes = try c.decodeIfPresent(Int.self, forKey: .crashes) ?? crashes
+        reinstalls = try c.decodeIfPresent(Int.self, forKey: .reinstalls) ?? reinstalls
+        reinstallAt = try c.decodeIfPresent([Scenario.DeviceTime].self, forKey: .reinstallAt) ?? reinstallAt
+        crashAt = try c.decodeIfPresent([Scenario.DeviceTime].self, forKey: .crashAt) ?? crashAt
+        randomPartitions = try c.decodeIfPresent(Int.self, forKey: .randomPartitions) ?? randomPartitions
+        maxPartitionSeconds = try c.decodeIfPresent(Double.self, forKey: .maxPartitionSeconds) ?? maxPartitionSeconds
+        oneWay = try c.decodeIfPresent(Double.self, forKey: .oneWay) ?? oneWay
+    }
+}

@@ -1,0 +1,678 @@
+import NotesCRDT
+import NotesStore
+import NotesSync
+
+/// One simulated device: a real replica in a real (in-memory) store.
+final class SimDevice {
+    let index: Int
+    var store: NoteStore
+    /// The version vector after the last step, to check that it only grows.
+    var lastVersion = VersionVector()
+    /// How many times it was reinstalled.
+    var incarnation = 0
+
+    init(index: Int, store: NoteStore) {
+        self.index = index
+        self.store = store
+    }
+
+    var replicaID: ReplicaID { store.replicaID }
+}
+
+/// Counters of what happened in a run.
+public struct RunStats: Codable, Sendable, Hashable {
+    public var edits = 0
+    public var skippedEdits = 0
+    public var syncs = 0
+    public var failedSyncs = 0
+    public var retries = 0
+    public var lost = 0
+    public var duplicated = 0
+    public var reordered = 0
+    public var delayed = 0
+    public var corruptInjected = 0
+    public var corruptRejected = 0
+    /// Folder files that did not decode (cut short or damaged) and were left for a later sync.
+    public var skippedFiles = 0
+    public var crashes = 0
+    public var reinstalls = 0
+    public var clockJumps = 0
+    public var partitions = 0
+    public var forgottenOperations = 0
+    public var healRounds = 0
+}
+
+/// What one run found.
+public struct RunResult: Codable, Sendable {
+    public var scenario: String
+    public var seed: UInt64
+    /// The schedule's events that ran (all of them, or the subset asked for).
+    public var events: Int
+    public var simulatedMilliseconds: UInt64
+    /// Every device ended with the same digest.
+    public var converged: Bool
+    /// Devices whose digest differs from device 0's at the end.
+    public var divergentDevices: Int
+    /// Differences from the reference model (an edit lost, or a character or value that should not be there).
+    public var lostEdits: Int
+    /// Changes still waiting for their dependencies at the end, over all devices.
+    public var stuckPending: Int
+    /// Safety checks that failed during the run.
+    public var safetyViolations: [String]
+    /// What went wrong, one line each (capped).
+    public var problems: [String]
+    /// SHA-256 of the whole trace.
+    public var traceHash: String
+    /// When (ms since the start) the devices last changed state before the end: when they converged.
+    public var convergedAtMilliseconds: UInt64?
+    public var stats: RunStats
+
+    public var failed: Bool { !converged || lostEdits > 0 || stuckPending > 0 || !safetyViolations.isEmpty }
+}
+
+/// One run of a scenario with one seed: the devices, the hubs, the virtual clock, the schedule,
+/// the checks and the trace. Everything runs on one task, one step at a time, so a seed (and the
+/// subset of events, when shrinking) determines the run exactly.
+public final class Simulation: @unchecked Sendable {
+    public let scenario: Scenario
+    public let seed: UInt64
+    let schedule: [SimEvent]
+    let clocks: ClockState
+    var devices: [SimDevice] = []
+    var relays: [Int: SimRelay] = [:]
+    var folders: [Int: SimFolder] = [:]
+    var links: [[LinkState]]
+    /// The randomness of the event being run (network faults, jitter, choices).
+    var eventRandom = SimRandom(seed: 0)
+    /// Off during the final healing, so that the end state is reached in bounded time.
+    var faultsOn = true
+    var stats = RunStats()
+    var reference = ReferenceModel()
+    var violations: [String] = []
+    public private(set) var trace = Trace()
+    /// Uploads in flight (delayed), delivered at their time.
+    private var inFlight: [(deliverAt: UInt64, order: Int, device: Int, hub: Int, bytes: [UInt8])] = []
+    private var inFlightOrder = 0
+    private var lastStateChange: UInt64 = 0
+
+    /// Prepares a run: devices (with identities from the seed), hubs, and the schedule.
+    public init(scenario: Scenario, seed: UInt64) throws {
+        try scenario.validate()
+        self.scenario = scenario
+        self.seed = seed
+        schedule = ScheduleGenerator.events(for: scenario, seed: seed)
+        clocks = ClockState(devices: scenario.devices)
+        links = Array(repeating: Array(repeating: LinkState(), count: scenario.hubs.count), count: scenario.devices)
+        var setup = SimRandom(seed: seed, salt: 2)
+        for (i, hub) in scenario.hubs.enumerated() {
+            switch hub.kind {
+            case .relay: relays[i] = SimRelay(id: ReplicaID.random(using: &setup))
+            case .folder: folders[i] = SimFolder()
+            }
+        }
+        for d in 0 ..< scenario.devices {
+            if let fixed = scenario.clocks.skewSeconds, d < fixed.count {
+                clocks.skews[d] = Int64(fixed[d] * 1000)
+            } else if scenario.clocks.maxSkewSeconds > 0 {
+                let skew = Int64(setup.milliseconds(upTo: scenario.clocks.maxSkewSeconds))
+                clocks.skews[d] = setup.chance(0.5) ? -skew : skew
+            }
+            let store = try NoteStore.openInMemory(replicaID: ReplicaID.random(using: &setup),
+                                                   options: StoreOptions(wallClock: DeviceClock(clocks: clocks, device: d)))
+            devices.append(SimDevice(index: d, store: store))
+        }
+        // Device 0 starts with some notes, which every device has before the clock starts.
+        let first = devices[0].store
+        for n in 0 ..< scenario.workload.initialNotes {
+            var text = ""
+            while text.unicodeScalars.count < scenario.workload.initialBodyLength {
+                text += Words.all[setup.below(Words.all.count)]
+            }
+            try first.createNote(title: "Note \(n + 1)", body: text, id: NoteID.random(using: &setup))
+        }
+        let initial = try first.changes(since: VersionVector())
+        for change in initial { reference.record(change) }
+        for device in devices.dropFirst() { try device.store.apply(initial) }
+        for device in devices { device.lastVersion = try device.store.versionVector }
+    }
+
+    /// The number of events in the full schedule.
+    public var scheduleCount: Int { schedule.count }
+
+    /// The full schedule.
+    public var events: [SimEvent] { schedule }
+
+    // MARK: Running
+
+    /// Runs the schedule (or only the events at `only`, indexes into it), heals, lets sync run
+    /// until nothing changes, then checks.
+    public func run(only: Set<Int>? = nil) async -> RunResult {
+        var executed = 0
+        for (i, event) in schedule.enumerated() {
+            if let only, !only.contains(i) { continue }
+            executed += 1
+            clocks.now = max(clocks.now, ClockState.epoch + event.time)
+            deliverDue()
+            eventRandom = SimRandom(seed: seed ^ event.payload, salt: UInt64(i) &+ 3)
+            await step(event, index: i)
+        }
+        await heal()
+        return finish(events: executed)
+    }
+
+    func step(_ event: SimEvent, index: Int) async {
+        let d = event.device
+        switch event.kind {
+        case .edit:
+            edit(d, event.edit ?? .type, payload: event.payload)
+        case .sync:
+            for hub in hubs(of: d, event.hub) { await sync(d, hub: hub, crash: false) }
+        case .partition, .heal:
+            let cut = event.kind == .partition
+            for hub in hubs(of: d, event.hub) { setLink(d, hub: hub, direction: event.direction ?? .both, cut: cut) }
+            if cut { stats.partitions += 1 }
+            trace.add(elapsed, d, cut ? .partition : .heal, Int64(event.hub), Int64(Trace.code(event.direction ?? .both)))
+        case .crash:
+            crash(d)
+        case .crashDuringSync:
+            if let hub = hubs(of: d, event.hub).first { await sync(d, hub: hub, crash: true) }
+            crash(d)
+        case .reinstall:
+            reinstall(d)
+        case .clockJump:
+            clocks.skews[d] &+= event.amount
+            stats.clockJumps += 1
+            trace.add(elapsed, d, .clockJump, event.amount)
+        }
+    }
+
+    var elapsed: UInt64 { clocks.elapsed }
+
+    func hubs(of device: Int, _ hub: Int) -> [Int] {
+        hub >= 0 ? [hub] : ScheduleGenerator.hubIndexes(of: device, in: scenario)
+    }
+
+    func violation(_ message: String) {
+        if violations.count < 50 { violations.append("t=\(elapsed)ms: \(message)") }
+        trace.add(elapsed, -1, .violation, Int64(violations.count))
+    }
+
+    // MARK: Edits
+
+    func edit(_ d: Int, _ kind: EditKind, payload: UInt64) {
+        let device = devices[d]
+        let store = device.store
+        do {
+            let before = try store.versionVector
+            var rng = SimRandom(seed: payload)
+            let notes = try store.list(.all).sorted { $0.id < $1.id }
+            var touched: NoteID?
+            func pick(_ candidates: [StoredNote]) -> StoredNote? {
+                candidates.isEmpty ? nil : candidates[rng.below(candidates.count)]
+            }
+            func place(_ length: Int) -> Int { min(length, Int(rng.unit() * Double(length + 1))) }
+            // Choices the devices of a burst must not share (identities, values) mix in the device.
+            var own = SimRandom(seed: payload, salt: UInt64(d) &+ 1 &+ UInt64(device.incarnation) << 8)
+            var effective = kind
+            if notes.isEmpty, kind != .create { effective = .create }
+            switch effective {
+            case .type, .append:
+                guard let note = pick(notes) else { break }
+                let word = Words.all[own.below(Words.all.count)]
+                if effective == .append {
+                    try store.appendText(note.id, word)
+                } else {
+                    try store.insertText(note.id, at: place(note.bodyLength), word)
+                }
+                touched = note.id
+            case .deleteRange:
+                guard let note = pick(notes.filter { $0.bodyLength > 0 }) else { break }
+                let offset = min(note.bodyLength - 1, place(note.bodyLength - 1))
+                let count = 1 + rng.below(min(12, note.bodyLength - offset))
+                try store.deleteText(note.id, at: offset, count: count)
+                touched = note.id
+            case .rename:
+                guard let note = pick(notes) else { break }
+                try store.setTitle(note.id, "\(Words.titles[own.below(Words.titles.count)]) \(own.below(100))")
+                touched = note.id
+            case .pin:
+                guard let note = pick(notes) else { break }
+                try store.setPinned(note.id, own.chance(0.5))
+                touched = note.id
+            case .tag:
+                guard let note = pick(notes) else { break }
+                try store.setTag(note.id, Words.tags[rng.below(Words.tags.count)], member: own.chance(0.6))
+                touched = note.id
+            case .trash:
+                guard let note = pick(notes.filter { $0.state == .active }) else { break }
+                try store.setState(note.id, .trashed)
+                touched = note.id
+            case .restore:
+                guard let note = pick(notes.filter { $0.state == .trashed }) else { break }
+                try store.setState(note.id, .active)
+                touched = note.id
+            case .delete:
+                guard notes.count > 1, let note = pick(notes) else { break }
+                try store.setState(note.id, .deleted)
+                touched = note.id
+            case .create:
+                let id = NoteID.random(using: &own)
+                let tags = own.chance(0.3) ? [Words.tags[own.below(Words.tags.count)]] : []
+                try store.createNote(title: "\(Words.titles[own.below(Words.titles.count)])", body: Words.all[own.below(Words.all.count)],
+                                     tags: tags, id: id)
+                touched = id
+            }
+            guard let note = touched else {
+                stats.skippedEdits += 1
+                trace.add(elapsed, d, .editSkipped, Int64(Trace.code(kind)))
+                return
+            }
+            let produced = try store.changes(since: before)
+            for change in produced where change.replica == device.replicaID { reference.record(change) }
+            stats.edits += 1
+            let after = try store.versionVector
+            trace.add(elapsed, d, .edit, Int64(Trace.code(effective)), Int64(after[device.replicaID]), Int64(produced.count))
+            noteStateChange()
+            try checkAfterStep(device, notes: [note], all: false)
+        } catch {
+            violation("device \(d): a \(kind.rawValue) edit failed: \(error)")
+        }
+    }
+
+    // MARK: Sync
+
+    func sync(_ d: Int, hub: Int, crash: Bool) async {
+        let device = devices[d]
+        let transport: any SyncTransport = scenario.hubs[hub].kind == .relay
+            ? SimRelayTransport(world: self, device: d, hub: hub, crashBeforeReceive: crash)
+            : SimFolderTransport(world: self, device: d, hub: hub, crashBeforeReceive: crash)
+        let engine = SyncEngine(
+            retry: RetryPolicy(maxAttempts: scenario.sync.maxAttempts, baseDelayMilliseconds: 200, maxDelayMilliseconds: 5_000),
+            sleep: { [self] milliseconds in self.clocks.now += milliseconds },
+            random: { [self] in self.eventRandom.unit() })
+        stats.syncs += 1
+        let before: VersionVector
+        do { before = try device.store.versionVector } catch {
+            violation("device \(d): cannot read the version vector: \(error)")
+            return
+        }
+        do {
+            let report = try await engine.sync(device.store, over: transport)
+            stats.retries += report.retries
+            trace.add(elapsed, d, .sync, Int64(hub), Int64(report.sentChanges), Int64(report.applied), Int64(report.pending))
+        } catch let error as SyncError {
+            stats.failedSyncs += 1
+            trace.add(elapsed, d, .syncFailed, Int64(hub), Int64(Trace.code(error.code)))
+            if error.code != .transient, error.code != .io {
+                violation("device \(d): sync over \(scenario.hubs[hub].name) failed unexpectedly: \(error)")
+            }
+        } catch {
+            stats.failedSyncs += 1
+            trace.add(elapsed, d, .syncFailed, Int64(hub), -1)
+            violation("device \(d): sync over \(scenario.hubs[hub].name) failed: \(error)")
+        }
+        do {
+            let notebook = try device.store.notebook
+            if notebook.versionVector != before {
+                noteStateChange()
+                var touched: Set<NoteID> = []
+                var all = false
+                for change in notebook.changes(since: before) {
+                    for op in change.operations {
+                        if let note = op.note { touched.insert(note) }
+                        if case .setTagField(_, .name, _) = op { all = true }
+                    }
+                }
+                try checkAfterStep(device, notes: touched.sorted(), all: all)
+            } else {
+                try checkAfterStep(device, notes: [], all: false)
+            }
+        } catch {
+            violation("device \(d): cannot check the store after a sync: \(error)")
+        }
+    }
+
+    /// A request leaves device `d` for relay `hub`: lost when the way out is cut, or by chance.
+    func request(_ d: Int, _ hub: Int, _ what: String) throws {
+        guard links[d][hub].outboundUp else { throw SyncError(.transient, "\(what): no route to the relay") }
+        if faultsOn, eventRandom.chance(scenario.network.loss) {
+            stats.lost += 1
+            throw SyncError(.transient, "\(what): the request was lost")
+        }
+    }
+
+    /// The relay's response heads back to device `d`: lost when the way in is cut, by chance, or too late.
+    func response(_ d: Int, _ hub: Int, _ what: String) throws {
+        guard links[d][hub].inboundUp else { throw SyncError(.transient, "\(what): the response never came back") }
+        if faultsOn, eventRandom.chance(scenario.network.loss) {
+            stats.lost += 1
+            throw SyncError(.transient, "\(what): the response was lost")
+        }
+        if faultsOn, eventRandom.chance(scenario.network.delay) {
+            stats.delayed += 1
+            throw SyncError(.transient, "\(what): the response came too late")
+        }
+    }
+
+    /// An upload travels to a relay: maybe damaged, delayed (delivered later), or delivered twice.
+    func upload(_ original: [UInt8], from d: Int, to hub: Int) throws {
+        var bytes = original
+        if faultsOn, eventRandom.chance(scenario.network.corrupt) {
+            Network.corrupt(&bytes, &eventRandom)
+            stats.corruptInjected += 1
+        }
+        if faultsOn, eventRandom.chance(scenario.network.delay) {
+            stats.delayed += 1
+            inFlight.append((clocks.now + 1 + eventRandom.milliseconds(upTo: scenario.network.maxDelaySeconds), inFlightOrder, d, hub, bytes))
+            inFlightOrder += 1
+            throw SyncError(.transient, "upload: timed out (it is still on its way)")
+        }
+        try deliver(bytes, original: original, from: d, to: hub)
+        if faultsOn, eventRandom.chance(scenario.network.duplicate) {
+            stats.duplicated += 1
+            try deliver(bytes, original: original, from: d, to: hub)
+        }
+    }
+
+    /// The relay receives an upload: it checks it whole and stores what it lacks, or rejects it.
+    private func deliver(_ bytes: [UInt8], original: [UInt8]?, from d: Int, to hub: Int) throws {
+        let damaged = original.map { $0 != bytes } ?? false
+        let bundle: SyncBundle
+        do {
+            bundle = try SyncBundle.decode(bytes)
+        } catch let error as SyncError {
+            if damaged { stats.corruptRejected += 1 } else { violation("relay: an intact upload from device \(d) does not decode: \(error)") }
+            throw SyncError(.transient, "upload: the relay rejected it as damaged (\(error.code))")
+        } catch {
+            throw SyncError(.transient, "upload: \(error)")
+        }
+        if damaged { violation("relay: a damaged upload from device \(d) was accepted") }
+        let relay = relays[hub]!
+        let revision = relay.revision
+        relay.store(bundle.changes)
+        if relay.revision != revision { noteStateChange() }
+        trace.add(elapsed, d, .relayStored, Int64(hub), Int64(relay.version.totalOperations))
+    }
+
+    /// Delivers the delayed uploads whose time has come.
+    func deliverDue(all: Bool = false) {
+        guard !inFlight.isEmpty else { return }
+        let due = inFlight.filter { all || $0.deliverAt <= clocks.now }.sorted { ($0.deliverAt, $0.order) < ($1.deliverAt, $1.order) }
+        guard !due.isEmpty else { return }
+        inFlight.removeAll { all || $0.deliverAt <= clocks.now }
+        for item in due {
+            // A damaged one (the original is gone) is still checked whole and rejected by the relay.
+            if (try? SyncBundle.decode(item.bytes)) == nil {
+                stats.corruptRejected += 1
+                continue
+            }
+            try? deliver(item.bytes, original: nil, from: item.device, to: item.hub)
+        }
+    }
+
+    /// A device writes a file into its local copy of a shared folder; it travels when the device can reach the others.
+    func writeFile(_ file: SimFolder.File, hub: Int) {
+        let folder = folders[hub]!
+        let i = folder.write(file)
+        if links[file.writerDevice][hub].outboundUp { upload(fileAt: i, hub: hub) }
+        noteStateChange()
+    }
+
+    /// A file leaves its writer's device: each other device's copy appears after its own delay.
+    private func upload(fileAt i: Int, hub: Int) {
+        let folder = folders[hub]!
+        let settings = scenario.folder
+        var views: [Int: SimFolder.View] = [:]
+        for member in scenario.members(ofHub: hub) {
+            var visible = clocks.now + eventRandom.milliseconds(upTo: settings.propagationSeconds)
+            if faultsOn, eventRandom.chance(settings.late) { visible += eventRandom.milliseconds(upTo: settings.maxLateSeconds) }
+            var view = SimFolder.View(visibleAt: visible, intactAt: visible, damage: .none, twice: false, damageSeed: eventRandom.next())
+            if faultsOn, eventRandom.chance(settings.partial) {
+                view.damage = .partial
+                view.intactAt = visible + 1 + eventRandom.milliseconds(upTo: settings.partialSeconds)
+            } else if faultsOn, eventRandom.chance(settings.corrupt) {
+                view.damage = .corrupt
+                view.intactAt = visible + 1 + eventRandom.milliseconds(upTo: settings.partialSeconds)
+                stats.corruptInjected += 1
+            }
+            view.twice = faultsOn && eventRandom.chance(settings.twice)
+            views[member] = view
+        }
+        folder.setUploaded(i, at: clocks.now, views: views)
+    }
+
+    // MARK: Partitions
+
+    func setLink(_ d: Int, hub: Int, direction: Scenario.Direction, cut: Bool) {
+        var link = links[d][hub]
+        let wasOutboundUp = link.outboundUp
+        let wasInboundUp = link.inboundUp
+        let delta = cut ? 1 : -1
+        if direction != .inbound { link.outboundCuts = max(0, link.outboundCuts + delta) }
+        if direction != .outbound { link.inboundCuts = max(0, link.inboundCuts + delta) }
+        links[d][hub] = link
+        guard let folder = folders[hub] else { return }
+        if wasInboundUp, !link.inboundUp { folder.inboundCutSince[d] = clocks.now }
+        if !wasInboundUp, link.inboundUp { folder.inboundCutSince[d] = nil }
+        if !wasOutboundUp, link.outboundUp {
+            // Files written while cut off now travel.
+            for (i, file) in folder.files.enumerated() where file.writerDevice == d && file.uploadedAt == nil {
+                upload(fileAt: i, hub: hub)
+            }
+        }
+    }
+
+    // MARK: Crashes and reinstalls
+
+    /// The device crashes and restarts: what was in flight from it is gone, and its store's state
+    /// is read back from its database. Everything it had committed must still be there.
+    func crash(_ d: Int) {
+        let device = devices[d]
+        stats.crashes += 1
+        inFlight.removeAll { $0.device == d }
+        do {
+            let before = try device.store.notebook
+            try StoreReload.reload(device.store)
+            let after = try device.store.notebook
+            if after.versionVector != before.versionVector || after.digest() != before.digest() {
+                violation("device \(d): after a restart the store differs from before the crash")
+            }
+            try checkAfterStep(device, notes: [], all: true)
+        } catch {
+            violation("device \(d): restart failed: \(error)")
+        }
+        trace.add(elapsed, d, .crash)
+    }
+
+    /// The device is wiped and set up again from nothing: a new empty store with a new replica id.
+    /// Its edits that never left it are gone; the reference forgets exactly those.
+    func reinstall(_ d: Int) {
+        let device = devices[d]
+        let old = device.replicaID
+        stats.reinstalls += 1
+        inFlight.removeAll { $0.device == d }
+        for folder in folders.values { folder.dropUnuploaded(fromDevice: d) }
+        var kept: [ClosedRange<UInt64>] = []
+        do {
+            for other in devices where other.index != d {
+                let notebook = try other.store.notebook
+                if notebook.versionVector[old] > 0 { kept.append(1 ... notebook.versionVector[old]) }
+                for change in notebook.pendingChanges where change.replica == old { kept.append(change.startSeq ... change.endSeq) }
+            }
+            for relay in relays.values { kept += relay.ranges(of: old) }
+            for folder in folders.values {
+                for file in folder.files where file.uploadedAt != nil || file.writerDevice != d {
+                    guard let bundle = try? SyncBundle.decode(file.bytes) else { continue }
+                    for change in bundle.changes where change.replica == old { kept.append(change.startSeq ... change.endSeq) }
+                }
+            }
+            let forgottenBefore = reference.forgottenOperations
+            reference.forget(replica: old, keeping: kept)
+            stats.forgottenOperations += reference.forgottenOperations - forgottenBefore
+            device.incarnation += 1
+            let id = ReplicaID.random(using: &eventRandom)
+            try? device.store.close()
+            device.store = try NoteStore.openInMemory(replicaID: id, options: StoreOptions(wallClock: DeviceClock(clocks: clocks, device: d)))
+            device.lastVersion = VersionVector()
+            noteStateChange()
+        } catch {
+            violation("device \(d): reinstall failed: \(error)")
+        }
+        trace.add(elapsed, d, .reinstall, Int64(stats.forgottenOperations))
+    }
+
+    // MARK: Checks
+
+    private func noteStateChange() { lastStateChange = elapsed }
+
+    /// Safety after a step: the version vector only grew, and the materialized rows of the notes
+    /// the step touched (every note when `all`) equal the CRDT state.
+    func checkAfterStep(_ device: SimDevice, notes: [NoteID], all: Bool) throws {
+        let notebook = try device.store.notebook
+        let version = notebook.versionVector
+        if !device.lastVersion.isCovered(by: version) {
+            violation("device \(device.index): the version vector went back from \(device.lastVersion) to \(version)")
+        }
+        device.lastVersion = version
+        if all {
+            try compareAll(device, notebook)
+        } else {
+            for id in notes { try compare(device, notebook, id) }
+        }
+    }
+
+    /// The materialized row of one note against the CRDT.
+    func compare(_ device: SimDevice, _ notebook: Notebook, _ id: NoteID) throws {
+        let stored = try device.store.note(id)
+        let note = notebook.note(id)
+        guard let note, note.state != .deleted else {
+            if stored != nil { violation("device \(device.index): note \(id) is deleted (or unknown) but still has a row") }
+            return
+        }
+        guard let stored else {
+            violation("device \(device.index): note \(id) has no materialized row")
+            return
+        }
+        if let difference = Self.difference(stored, note) {
+            violation("device \(device.index): note \(id): the materialized \(difference) differs from the CRDT")
+        }
+    }
+
+    func compareAll(_ device: SimDevice, _ notebook: Notebook) throws {
+        let rows = try device.store.list(.all, includeBody: true)
+        let notes = notebook.allNotes
+        let byID = Dictionary(rows.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
+        if rows.count != notes.count {
+            violation("device \(device.index): \(rows.count) materialized notes, \(notes.count) in the CRDT")
+        }
+        for note in notes {
+            guard let stored = byID[note.id] else {
+                violation("device \(device.index): note \(note.id) has no materialized row")
+                continue
+            }
+            if let difference = Self.difference(stored, note) {
+                violation("device \(device.index): note \(note.id): the materialized \(difference) differs from the CRDT")
+            }
+        }
+    }
+
+    static func difference(_ stored: StoredNote, _ note: Note) -> String? {
+        if stored.title != note.title { return "title" }
+        if stored.body != nil, stored.body != note.body { return "body" }
+        if stored.bodyLength != note.body.unicodeScalars.count { return "body length" }
+        if stored.pinned != note.pinned { return "pinned flag" }
+        if stored.archived != note.archived { return "archived flag" }
+        if stored.color != note.color { return "color" }
+        if stored.state != note.state { return "state" }
+        if stored.tags != note.tags { return "tag list" }
+        if stored.createdAt != note.createdAt { return "creation time" }
+        if stored.updatedAt != note.updatedAt { return "update time" }
+        return nil
+    }
+
+    // MARK: Healing and the end
+
+    /// Heals every partition, stops the faults, delivers what is in flight, lets every copy of
+    /// every file arrive, then syncs every device with every hub, round after round, until a
+    /// round changes nothing.
+    func heal() async {
+        faultsOn = false
+        for d in 0 ..< scenario.devices {
+            for hub in 0 ..< scenario.hubs.count {
+                while !links[d][hub].outboundUp || !links[d][hub].inboundUp {
+                    setLink(d, hub: hub, direction: .both, cut: false)
+                }
+            }
+        }
+        deliverDue(all: true)
+        settleFolders()
+        trace.add(elapsed, -1, .healAll)
+        let maxRounds = 8 + 2 * scenario.devices
+        for round in 0 ..< maxRounds {
+            stats.healRounds = round + 1
+            clocks.now += 1000
+            settleFolders()
+            let changeBefore = lastStateChange
+            for d in 0 ..< scenario.devices {
+                for hub in ScheduleGenerator.hubIndexes(of: d, in: scenario) {
+                    eventRandom = SimRandom(seed: seed, salt: 1_000_000 &+ UInt64(round * 1000 + d * 10 + hub))
+                    await sync(d, hub: hub, crash: false)
+                }
+            }
+            if lastStateChange == changeBefore { break }
+        }
+    }
+
+    /// Moves the clock past the moment every copy of every file has arrived whole.
+    private func settleFolders() {
+        var settle = clocks.now
+        for folder in folders.values {
+            for file in folder.files { for view in file.views.values { settle = max(settle, view.visibleAt, view.intactAt) } }
+        }
+        clocks.now = settle
+    }
+
+    func finish(events executed: Int) -> RunResult {
+        var problems: [String] = []
+        var digests: [String] = []
+        var pending = 0
+        var lost = 0
+        let expected = reference.expected()
+        for device in devices {
+            do {
+                let notebook = try device.store.notebook
+                digests.append(notebook.digest())
+                pending += notebook.pendingCount
+                if notebook.pendingCount > 0 {
+                    problems.append("device \(device.index): \(notebook.pendingCount) changes still wait for their dependencies")
+                }
+                let differences = ReferenceModel.differences(notebook, expected, device: "device \(device.index)")
+                lost += differences.count
+                problems += differences.prefix(10)
+                try compareAll(device, notebook)
+            } catch {
+                digests.append("unreadable")
+                violation("device \(device.index): cannot read the final state: \(error)")
+            }
+        }
+        let divergent = digests.filter { $0 != digests[0] }.count
+        if divergent > 0 {
+            problems.insert("the devices did not converge: \(Set(digests).count) different digests", at: 0)
+        }
+        for (i, digest) in digests.enumerated() { trace.addDigest(i, digest) }
+        problems = violations + problems
+        return RunResult(
+            scenario: scenario.name, seed: seed, events: executed, simulatedMilliseconds: elapsed,
+            converged: divergent == 0, divergentDevices: divergent, lostEdits: lost, stuckPending: pending,
+            safetyViolations: violations, problems: Array(problems.prefix(40)), traceHash: trace.hash(),
+            convergedAtMilliseconds: divergent == 0 ? lastStateChange : nil, stats: stats)
+    }
+}
+
+/// Words people type, titles they give, tags they use.
+enum Words {
+    static let all = ["lorem ", "ipsum ", "dolor ", "sit ", "amet ", "café ", "naïve ", "über ", "日本 ", "🙂 ",
+                      "notes ", "merge ", "offline ", "phone ", "laptop ", "sync ", "the ", "a ", "and ", "of "]
+    static let titles = ["Groceries", "Meeting", "Ideas", "Trip", "Recipe", "Draft", "Todo", "Journal"]
+    static let tags = ["work", "home", "Ideas", "urgent", "later"]
+}

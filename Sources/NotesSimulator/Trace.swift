@@ -1,0 +1,82 @@
+import NotesCRDT
+import NotesSync
+
+/// What happened in a run, step by step, compactly: enough to hash (the same seed gives the same
+/// hash, run after run) and to draw the report's timelines.
+public struct Trace: Sendable {
+    public enum Kind: UInt8, Sendable, CaseIterable {
+        case edit = 1, editSkipped, sync, syncFailed, relayStored, partition, heal, crash, reinstall, clockJump
+        case healAll, violation, digest
+    }
+
+    public struct Entry: Sendable, Hashable {
+        /// Milliseconds since the start of the run.
+        public var time: UInt64
+        /// The device, or -1 for the world.
+        public var device: Int
+        public var kind: Kind
+        public var a: Int64
+        public var b: Int64
+        public var c: Int64
+        public var d: Int64
+    }
+
+    public private(set) var entries: [Entry] = []
+    public private(set) var digests: [String] = []
+    private var hasher = SHA256()
+    private var buffer: [UInt8] = []
+
+    mutating func add(_ time: UInt64, _ device: Int, _ kind: Kind, _ a: Int64 = 0, _ b: Int64 = 0, _ c: Int64 = 0, _ d: Int64 = 0) {
+        let entry = Entry(time: time, device: device, kind: kind, a: a, b: b, c: c, d: d)
+        entries.append(entry)
+        append(time)
+        buffer.append(UInt8(truncatingIfNeeded: device))
+        buffer.append(kind.rawValue)
+        for value in [a, b, c, d] { append(UInt64(bitPattern: value)) }
+        if buffer.count >= 4096 { flush() }
+    }
+
+    mutating func addDigest(_ device: Int, _ digest: String) {
+        digests.append(digest)
+        buffer.append(UInt8(truncatingIfNeeded: device))
+        buffer.append(contentsOf: digest.utf8)
+    }
+
+    private mutating func append(_ value: UInt64) {
+        var v = value
+        for _ in 0 ..< 8 {
+            buffer.append(UInt8(truncatingIfNeeded: v))
+            v >>= 8
+        }
+    }
+
+    private mutating func flush() {
+        hasher.update(buffer)
+        buffer.removeAll(keepingCapacity: true)
+    }
+
+    /// SHA-256 (hex) of every entry and the final digests.
+    mutating func hash() -> String {
+        flush()
+        var copy = hasher
+        return SHA256.hex(copy.finalize())
+    }
+
+    static func code(_ kind: EditKind) -> Int { EditKind.allCases.firstIndex(of: kind) ?? -1 }
+
+    static func code(_ direction: Scenario.Direction) -> Int {
+        switch direction {
+        case .both: 0
+        case .outbound: 1
+        case .inbound: 2
+        }
+    }
+
+    static func code(_ code: SyncError.Code) -> Int {
+        switch code {
+        case .transient: 1
+        case .io: 2
+        default: 3
+        }
+    }
+}

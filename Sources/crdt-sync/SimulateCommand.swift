@@ -1,0 +1,180 @@
+import ArgumentParser
+import Foundation
+import NotesSimulator
+
+/// `crdt-sync simulate SCENARIO`: runs a scenario of partitioned devices over many seeds.
+struct SimulateCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "simulate",
+        abstract: "Run a deterministic simulation of devices that edit offline and sync through faults.",
+        discussion: """
+        Runs seeds N to N+K-1 of a scenario (a JSON file; see Simulations/README.md). Every device is a \
+        real replica with a real store, driven by the real sync engine over a simulated shared folder or \
+        relay. A seed replays a run exactly. A failing run is shrunk to a small list of events and \
+        printed with the command that replays it. Exits with status 1 when any run fails a check.
+        """)
+
+    @Argument(help: ArgumentHelp("The scenario file (or the name of one in Simulations/).", valueName: "SCENARIO"))
+    var scenario: String
+
+    @Option(name: .long, help: "The first seed.")
+    var seed: UInt64 = 1
+
+    @Option(name: .long, help: "How many seeds to run.")
+    var runs: Int = 1
+
+    @Option(name: .long, help: ArgumentHelp("Run only these events of the seed's schedule (comma-separated indexes, as a failure prints).", valueName: "I,J,..."))
+    var events: String?
+
+    @Option(name: .long, help: "Runs at a time (default: the number of cores).")
+    var jobs: Int?
+
+    @Flag(name: .long, help: "Print the summary as JSON.")
+    var json = false
+
+    @Option(name: .long, help: ArgumentHelp("Write an HTML report of the first failing run (else of the first run).", valueName: "FILE"))
+    var report: String?
+
+    @Flag(name: .long, help: "Do not shrink a failing run.")
+    var noShrink = false
+
+    func validate() throws {
+        guard runs >= 1 else { throw ValidationError("--runs must be at least 1") }
+        if let jobs, jobs < 1 { throw ValidationError("--jobs must be at least 1") }
+        if events != nil, runs != 1 { throw ValidationError("--events replays one seed: use it with --runs 1") }
+    }
+
+    func run() async throws {
+        let path = resolvedPath()
+        let loaded: Scenario
+        do {
+            loaded = try Scenario.load(path: path)
+        } catch {
+            printError("\(error)")
+            throw ExitCode(1)
+        }
+        var only: Set<Int>?
+        if let events {
+            let parts = events.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            let indexes = parts.compactMap { Int($0) }
+            guard indexes.count == parts.count else { throw ValidationError("--events takes comma-separated event numbers") }
+            only = Set(indexes)
+        }
+
+        let started = Date()
+        let progress = ProgressBar(total: runs)
+        let results: [RunResult]
+        if let only {
+            results = [try await Simulator.run(loaded, seed: seed, only: only)]
+        } else {
+            results = try await Simulator.runMany(loaded, seed: seed, runs: runs,
+                                                  parallelism: jobs ?? ProcessInfo.processInfo.activeProcessorCount) { done in
+                progress.update(done)
+            }
+        }
+        progress.finish()
+        let wall = Date().timeIntervalSince(started)
+
+        var failures: [Simulator.Failure] = []
+        for result in results where result.failed {
+            guard failures.count < 20 else { break }
+            var shrunk: [Int]?
+            if failures.isEmpty, !noShrink, only == nil {
+                shrunk = try await Simulator.shrink(loaded, seed: result.seed)
+            }
+            let schedule = try shrunk.map { indexes in
+                let all = try Simulation(scenario: loaded, seed: result.seed).events
+                return indexes.map { all[$0] }
+            }
+            failures.append(Simulator.Failure(
+                seed: result.seed, problems: result.problems, shrunkEvents: shrunk, shrunkSchedule: schedule,
+                replay: Simulator.replayCommand(scenarioPath: path, seed: result.seed, events: shrunk ?? only.map { $0.sorted() })))
+        }
+        let summary = Simulator.summarize(loaded, seed: seed, results: results, wallSeconds: wall, failures: failures)
+
+        if let report {
+            let chosen = results.first(where: \.failed) ?? results[0]
+            let (result, trace) = try await Simulator.runTraced(loaded, seed: chosen.seed, only: only)
+            let page = HTMLReport.render(scenario: loaded, result: result, trace: trace, summary: summary)
+            do {
+                try page.write(toFile: report, atomically: true, encoding: .utf8)
+            } catch {
+                printError("cannot write the report to \(report): \(error.localizedDescription)")
+                throw ExitCode(1)
+            }
+        }
+
+        if json {
+            try printJSON(summary)
+        } else {
+            printHuman(summary)
+        }
+        if summary.failed > 0 { throw ExitCode(1) }
+    }
+
+    /// A path as given, or `Simulations/NAME.json` for a bare name.
+    func resolvedPath() -> String {
+        if FileManager.default.fileExists(atPath: scenario) { return scenario }
+        let candidate = "Simulations/\(scenario).json"
+        return FileManager.default.fileExists(atPath: candidate) ? candidate : scenario
+    }
+
+    func printHuman(_ s: Simulator.Summary) {
+        let seeds = s.runs == 1 ? "seed \(s.seed)" : "seeds \(s.seed)...\(s.seed + UInt64(s.runs) - 1)"
+        print("\(s.scenario): \(s.runs) run\(s.runs == 1 ? "" : "s") (\(seeds)): \(s.runs - s.failed) passed, \(s.failed) failed")
+        print("  converged \(s.converged), divergent \(s.divergent), lost edits \(s.lostEdits), stuck pending \(s.stuckPending), unsafe runs \(s.unsafe)")
+        let rate = s.wallSeconds > 0 ? Double(s.runs) / s.wallSeconds : 0
+        let speed = s.wallSeconds > 0 ? s.simulatedSeconds / s.wallSeconds : 0
+        print("  \(s.events) events, \(String(format: "%.0f", s.simulatedSeconds)) simulated seconds in \(String(format: "%.2f", s.wallSeconds)) s "
+            + "(\(String(format: "%.1f", rate)) runs/s, \(String(format: "%.0f", speed)) simulated s per wall s)")
+        let t = s.stats
+        print("  \(t.edits) edits, \(t.syncs) syncs (\(t.failedSyncs) failed), \(t.crashes) crashes, \(t.reinstalls) reinstalls, "
+            + "\(t.corruptInjected) damaged bundles (\(t.corruptRejected) rejected)")
+        print("  trace hash \(s.traceHash)")
+        for failure in s.failures {
+            print("FAILED seed \(failure.seed):")
+            for problem in failure.problems.prefix(8) { print("  - \(problem)") }
+            if let events = failure.shrunkSchedule {
+                print("  shrunk to \(events.count) events:")
+                for (index, event) in zip(failure.shrunkEvents ?? [], events) {
+                    var line = "    #\(index) t=\(event.time)ms \(event.kind.rawValue) device \(event.device)"
+                    if let edit = event.edit { line += " \(edit.rawValue)" }
+                    if event.hub >= 0 { line += " hub \(event.hub)" }
+                    if let direction = event.direction { line += " \(direction.rawValue)" }
+                    if event.amount != 0 { line += " by \(event.amount)ms" }
+                    print(line)
+                }
+            }
+            print("  replay: \(failure.replay)")
+        }
+    }
+}
+
+/// A progress bar on stderr, drawn only when stderr is a terminal.
+final class ProgressBar: @unchecked Sendable {
+    private let total: Int
+    private let enabled: Bool
+    private let lock = NSLock()
+    private var last = -1
+
+    init(total: Int) {
+        self.total = total
+        enabled = total > 1 && isatty(STDERR_FILENO) == 1
+    }
+
+    func update(_ done: Int) {
+        guard enabled else { return }
+        lock.lock(); defer { lock.unlock() }
+        let width = 40
+        let filled = width * done / max(total, 1)
+        guard filled != last || done == total else { return }
+        last = filled
+        let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
+        FileHandle.standardError.write(Data("\r[\(bar)] \(done)/\(total)".utf8))
+    }
+
+    func finish() {
+        guard enabled else { return }
+        FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
+    }
+}
