@@ -1,21 +1,8 @@
 import NotesCRDT
 import Testing
 
-/// A small, fast, seeded generator (Steele, Lea and Flood's SplitMix64): the same seed gives the
-/// same sequence on every platform, so a failing seed replays exactly.
-struct SplitMix64: RandomNumberGenerator, Sendable {
-    private var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
+/// Conveniences for tests on the core's seeded generator.
+extension SplitMix64 {
     /// A value in `range`.
     mutating func int(_ range: ClosedRange<Int>) -> Int { Int.random(in: range, using: &self) }
     mutating func int(_ range: Range<Int>) -> Int { Int.random(in: range, using: &self) }

@@ -27,38 +27,32 @@ public enum ChangeCodec {
             if let first = targets.first { lastDeleted = OpID(replica: first.replica, seq: first.seq) }
         }
 
-        /// The character inserted (in this body) just before `id` by the same replica.
-        func predecessor(of id: OpID?) -> OpID? {
-            guard let id, let ranges = inserted[id.replica] else { return nil }
+        /// The index of the range that holds `id` among its replica's inserted ranges, or nil.
+        private func rangeIndex(of id: OpID) -> (ranges: [(start: UInt64, count: UInt64)], index: Int)? {
+            guard let ranges = inserted[id.replica] else { return nil }
             var low = 0, high = ranges.count
             while low < high {
                 let mid = (low + high) / 2
                 if ranges[mid].start <= id.seq { low = mid + 1 } else { high = mid }
             }
-            guard low > 0 else { return nil }
-            let range = ranges[low - 1]
-            if id.seq > range.start, id.seq < range.start + range.count { return OpID(replica: id.replica, seq: id.seq - 1) }
-            if id.seq == range.start, low >= 2 {
-                let previous = ranges[low - 2]
-                return OpID(replica: id.replica, seq: previous.start + previous.count - 1)
-            }
-            return nil
+            guard low > 0, id.seq < ranges[low - 1].start + ranges[low - 1].count else { return nil }
+            return (ranges, low - 1)
+        }
+
+        /// The character inserted (in this body) just before `id` by the same replica.
+        func predecessor(of id: OpID?) -> OpID? {
+            guard let id, let (ranges, index) = rangeIndex(of: id) else { return nil }
+            if id.seq > ranges[index].start { return OpID(replica: id.replica, seq: id.seq - 1) }
+            guard index > 0 else { return nil }
+            return OpID(replica: id.replica, seq: ranges[index - 1].start + ranges[index - 1].count - 1)
         }
 
         /// The character inserted (in this body) just after `id` by the same replica.
         func successor(of id: OpID?) -> OpID? {
-            guard let id, let ranges = inserted[id.replica] else { return nil }
-            var low = 0, high = ranges.count
-            while low < high {
-                let mid = (low + high) / 2
-                if ranges[mid].start <= id.seq { low = mid + 1 } else { high = mid }
-            }
-            guard low > 0 else { return nil }
-            let range = ranges[low - 1]
-            guard id.seq < range.start + range.count else { return nil }
-            if id.seq + 1 < range.start + range.count { return OpID(replica: id.replica, seq: id.seq + 1) }
-            if low < ranges.count { return OpID(replica: id.replica, seq: ranges[low].start) }
-            return nil
+            guard let id, let (ranges, index) = rangeIndex(of: id) else { return nil }
+            if id.seq + 1 < ranges[index].start + ranges[index].count { return OpID(replica: id.replica, seq: id.seq + 1) }
+            guard index + 1 < ranges.count else { return nil }
+            return OpID(replica: id.replica, seq: ranges[index + 1].start)
         }
 
         /// Insert origin modes: 0 the start, 1 explicit, 2 the character inserted just before the

@@ -3,19 +3,8 @@ import NotesCRDT
 /// Deterministic synthetic edits, for benchmarks and crash tests: the same seed always gives the
 /// same changes, so a test can rebuild in-process what a killed subprocess was applying.
 public enum SyntheticWorkload {
-    /// A small, fast, seedable generator (SplitMix64).
-    public struct Generator: RandomNumberGenerator, Sendable {
-        private var state: UInt64
-        /// A generator whose sequence is fixed by `seed`.
-        public init(seed: UInt64) { state = seed }
-        public mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
+    /// The seeded generator the workload draws from.
+    public typealias Generator = SplitMix64
 
     static let words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india",
                         "juliet", "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo",
