@@ -102,7 +102,10 @@ struct HTTPTransportTests {
             let a = others[0]
             _ = try await engine.sync(a, over: transport)
             let status = try await transport.status()
-            #expect(status.changes >= 24)
+            // Each replica made a note and pinned it: one change, or two when the clock moved
+            // between the edits (edits in the same millisecond are joined). Either way, at least
+            // 12 changes: more than one page of 7.
+            #expect(status.changes >= 12)
 
             // One request gets one page, and says there is more.
             let b = try NoteStore.openInMemory()
