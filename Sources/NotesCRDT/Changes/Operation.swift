@@ -112,17 +112,27 @@ public struct Change: Hashable, Sendable {
         for op in next.operations {
             let lastSeq = startSeq + seqCount - 1
             if case .insertText(let note2, let origin2, let more) = op, origin2 == OpID(replica: replica, seq: lastSeq),
-               case .insertText(let note, let origin, _) = operations[operations.count - 1], note == note2 {
-                // Take the text out of the array first so that appending to it does not copy it.
-                let taken = operations.removeLast()
-                guard case .insertText(_, _, var text) = taken else { preconditionFailure() }
-                text.append(contentsOf: more)
-                operations.append(.insertText(note: note, origin: origin, text: text))
+               lastInsertNote == note2 {
+                extendLastInsert(with: more)
             } else {
                 operations.append(op)
             }
             seqCount += op.seqCount
         }
         return true
+    }
+
+    /// The note of the last operation when it is an insert.
+    private var lastInsertNote: NoteID? {
+        guard let last = operations.last, case .insertText(let note, _, _) = last else { return nil }
+        return note
+    }
+
+    /// Appends characters to the last operation, an insert, without copying its text: the
+    /// operation is taken out of the array, so its text array is uniquely referenced when it grows.
+    private mutating func extendLastInsert(with more: [Unicode.Scalar]) {
+        guard case .insertText(let note, let origin, var text) = operations.removeLast() else { preconditionFailure() }
+        text.append(contentsOf: more)
+        operations.append(.insertText(note: note, origin: origin, text: text))
     }
 }

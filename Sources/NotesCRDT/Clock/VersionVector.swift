@@ -1,37 +1,84 @@
 /// For each replica, the highest sequence number applied from it. Because sequence numbers have no
 /// gaps and changes are applied in causal order, this says exactly which operations a replica has.
 public struct VersionVector: Hashable, Sendable, CustomStringConvertible {
+    /// The nonzero entries, sorted by replica. A handful of replicas is the common case, so a
+    /// sorted array beats a hash table here: no hashing on the hot path of every edit, equality is
+    /// a memory comparison, and a copy that is not changed shares its storage.
+    private var storage: [Entry]
+
+    struct Entry: Hashable, Sendable {
+        var replica: ReplicaID
+        var seq: UInt64
+    }
+
     /// The entries; a replica that is absent has seq 0 (nothing applied).
-    public private(set) var entries: [ReplicaID: UInt64]
+    public var entries: [ReplicaID: UInt64] {
+        Dictionary(uniqueKeysWithValues: storage.map { ($0.replica, $0.seq) })
+    }
 
     /// An empty vector: nothing applied.
-    public init() { entries = [:] }
+    public init() { storage = [] }
 
     /// A vector with the given entries (zero entries are dropped).
     public init(_ entries: [ReplicaID: UInt64]) {
-        self.entries = entries.filter { $0.value > 0 }
+        storage = entries.filter { $0.value > 0 }.map { Entry(replica: $0.key, seq: $0.value) }
+            .sorted { $0.replica < $1.replica }
+    }
+
+    /// The number of replicas with a nonzero entry.
+    public var count: Int { storage.count }
+
+    /// Where `replica` is, or where it would be inserted.
+    @inline(__always)
+    private func slot(of replica: ReplicaID) -> (index: Int, found: Bool) {
+        // Linear for the usual few entries, binary beyond.
+        if storage.count <= 8 {
+            for i in storage.indices {
+                let r = storage[i].replica
+                if r == replica { return (i, true) }
+                if replica < r { return (i, false) }
+            }
+            return (storage.count, false)
+        }
+        var low = 0
+        var high = storage.count
+        while low < high {
+            let mid = (low + high) / 2
+            if storage[mid].replica < replica { low = mid + 1 } else { high = mid }
+        }
+        return (low, low < storage.count && storage[low].replica == replica)
     }
 
     /// The highest sequence number applied from `replica` (0 when none).
     public subscript(replica: ReplicaID) -> UInt64 {
-        get { entries[replica] ?? 0 }
-        set { entries[replica] = newValue == 0 ? nil : newValue }
+        get {
+            let (index, found) = slot(of: replica)
+            return found ? storage[index].seq : 0
+        }
+        set {
+            let (index, found) = slot(of: replica)
+            if found {
+                if newValue == 0 { storage.remove(at: index) } else if storage[index].seq != newValue { storage[index].seq = newValue }
+            } else if newValue != 0 {
+                storage.insert(Entry(replica: replica, seq: newValue), at: index)
+            }
+        }
     }
 
     /// Whether the operation with this identity is covered.
     public func contains(_ id: OpID) -> Bool { id.seq <= self[id.replica] }
 
     /// Whether nothing is covered.
-    public var isEmpty: Bool { entries.isEmpty }
+    public var isEmpty: Bool { storage.isEmpty }
 
     /// Total number of operations covered.
-    public var totalOperations: UInt64 { entries.values.reduce(0, +) }
+    public var totalOperations: UInt64 { storage.reduce(0) { $0 + $1.seq } }
 
     /// Raises every entry to at least the other vector's.
     ///
     /// - Complexity: O(*m*), where *m* is the number of entries in `other`.
     public mutating func merge(_ other: VersionVector) {
-        for (replica, seq) in other.entries where seq > self[replica] { entries[replica] = seq }
+        for entry in other.storage where entry.seq > self[entry.replica] { self[entry.replica] = entry.seq }
     }
 
     /// The entry-wise maximum of the two vectors.
@@ -50,11 +97,11 @@ public struct VersionVector: Hashable, Sendable, CustomStringConvertible {
     public func compare(_ other: VersionVector) -> Ordering {
         var less = false
         var greater = false
-        for replica in Set(entries.keys).union(other.entries.keys) {
-            let a = self[replica]
-            let b = other[replica]
-            if a < b { less = true } else if a > b { greater = true }
+        for entry in storage {
+            let b = other[entry.replica]
+            if entry.seq < b { less = true } else if entry.seq > b { greater = true }
         }
+        if other.storage.contains(where: { self[$0.replica] == 0 }) { less = true }
         switch (less, greater) {
         case (false, false): return .equal
         case (true, false): return .before
@@ -65,20 +112,20 @@ public struct VersionVector: Hashable, Sendable, CustomStringConvertible {
 
     /// Whether every entry of `self` is at most the other's.
     public func isCovered(by other: VersionVector) -> Bool {
-        entries.allSatisfy { $0.value <= other[$0.key] }
+        storage.allSatisfy { $0.seq <= other[$0.replica] }
     }
 
     /// The operations that `other` has and `self` lacks, one range per replica, sorted by replica.
     public func missing(from other: VersionVector) -> [OpIDRange] {
-        other.entries.compactMap { replica, seq -> OpIDRange? in
-            let have = self[replica]
-            return seq > have ? OpIDRange(replica: replica, seq: have + 1, count: seq - have) : nil
-        }.sorted { $0.replica < $1.replica }
+        other.storage.compactMap { entry -> OpIDRange? in
+            let have = self[entry.replica]
+            return entry.seq > have ? OpIDRange(replica: entry.replica, seq: have + 1, count: entry.seq - have) : nil
+        }
     }
 
     /// Entries sorted by replica, for stable output.
     public var sortedEntries: [(replica: ReplicaID, seq: UInt64)] {
-        entries.sorted { $0.key < $1.key }.map { (replica: $0.key, seq: $0.value) }
+        storage.map { (replica: $0.replica, seq: $0.seq) }
     }
 
     public var description: String {

@@ -16,11 +16,16 @@ public enum ChangeCodec {
     struct Predictor {
         var lastInsertEnd: OpID?
         var lastDeleted: OpID?
-        var inserted: [ReplicaID: [(start: UInt64, count: UInt64)]] = [:]
+        /// Per replica (a handful: searched linearly, no hashing), its inserted ranges.
+        var insertedBy: [(replica: ReplicaID, ranges: [(start: UInt64, count: UInt64)])] = []
 
         mutating func inserted(_ id: OpID, count: UInt64) {
             lastInsertEnd = OpID(replica: id.replica, seq: id.seq + count - 1)
-            inserted[id.replica, default: []].append((id.seq, count))
+            if let i = insertedBy.firstIndex(where: { $0.replica == id.replica }) {
+                insertedBy[i].ranges.append((id.seq, count))
+            } else {
+                insertedBy.append((id.replica, [(id.seq, count)]))
+            }
         }
 
         mutating func deleted(_ targets: [OpIDRange]) {
@@ -29,7 +34,7 @@ public enum ChangeCodec {
 
         /// The index of the range that holds `id` among its replica's inserted ranges, or nil.
         private func rangeIndex(of id: OpID) -> (ranges: [(start: UInt64, count: UInt64)], index: Int)? {
-            guard let ranges = inserted[id.replica] else { return nil }
+            guard let ranges = insertedBy.first(where: { $0.replica == id.replica })?.ranges else { return nil }
             var low = 0, high = ranges.count
             while low < high {
                 let mid = (low + high) / 2

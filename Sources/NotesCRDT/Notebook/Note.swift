@@ -35,4 +35,9 @@ struct NoteRecord: Sendable {
     var updatedAt: Timestamp = .zero
 
     func value(_ field: NoteField) -> FieldValue { fields[field]?.value ?? .null }
+
+    /// Moves `updatedAt` forward to `timestamp` if it is later.
+    mutating func touch(_ timestamp: Timestamp) {
+        if timestamp > updatedAt { updatedAt = timestamp }
+    }
 }

@@ -106,7 +106,7 @@ extension Notebook {
         // Wait for the smallest missing replica, not the first one a dictionary happens to yield:
         // dictionary order differs between processes, and a seed must replay the same way anywhere.
         var blocker: ReplicaID? = nil
-        for (replica, seq) in change.dependencies.entries where versionVector[replica] < seq {
+        for (replica, seq) in change.dependencies.sortedEntries where versionVector[replica] < seq {
             if blocker.map({ replica < $0 }) ?? true { blocker = replica }
         }
         if let blocker { return .blocked(blocker) }
@@ -140,12 +140,13 @@ extension Notebook {
     /// Checks that every identity the change refers to exists, in the state or earlier in the
     /// change itself, so that applying it cannot fail half-way.
     func validate(_ change: Change) throws {
-        // The inserts made earlier in this change, per note, in increasing seq order.
-        var ownInserts: [NoteID: [(start: UInt64, count: UInt64)]] = [:]
+        // The inserts made earlier in this change, per note (a change touches a few notes: searched
+        // linearly), in increasing seq order.
+        var ownInserts: [(note: NoteID, inserts: [(start: UInt64, count: UInt64)])] = []
         var seq = change.startSeq
         /// The insert made earlier in this change that holds `seq` of the change's replica.
         func ownInsert(_ note: NoteID, _ replica: ReplicaID, _ seq: UInt64) -> (start: UInt64, count: UInt64)? {
-            guard replica == change.replica, let inserts = ownInserts[note] else { return nil }
+            guard replica == change.replica, let inserts = ownInserts.first(where: { $0.note == note })?.inserts else { return nil }
             var low = 0
             var high = inserts.count
             while low < high {
@@ -157,8 +158,16 @@ extension Notebook {
         }
         /// Whether every character of `range` exists: in the note's text or earlier in this change
         /// (a range may span both, when the log joined consecutive edits).
-        func exists(_ note: NoteID, _ range: OpIDRange) -> Bool {
+        // The body of the note looked up last (most operations of a change are on one note).
+        var lastBody: (note: NoteID, body: RGAText?)? = nil
+        func body(_ note: NoteID) -> RGAText? {
+            if let last = lastBody, last.note == note { return last.body }
             let body = notes[note]?.body
+            lastBody = (note, body)
+            return body
+        }
+        func exists(_ note: NoteID, _ range: OpIDRange) -> Bool {
+            let body = body(note)
             var seq = range.seq
             while seq < range.endSeq {
                 if let own = ownInsert(note, range.replica, seq) {
@@ -179,7 +188,11 @@ extension Notebook {
                         throw CRDTError(.unknownReference, "an insert into note \(note) follows \(origin), which does not exist")
                     }
                 }
-                ownInserts[note, default: []].append((start: seq, count: UInt64(text.count)))
+                if let i = ownInserts.firstIndex(where: { $0.note == note }) {
+                    ownInserts[i].inserts.append((start: seq, count: UInt64(text.count)))
+                } else {
+                    ownInserts.append((note, [(start: seq, count: UInt64(text.count))]))
+                }
             case .deleteText(let note, let targets):
                 for target in targets {
                     guard exists(note, target) else {
@@ -196,25 +209,41 @@ extension Notebook {
     /// Applies a change that is ready and valid, records it, and advances the clocks.
     mutating func applyValidated(_ change: Change) {
         var seq = change.startSeq
-        for op in change.operations {
-            let timestamp = change.timestamp(ofSeq: seq)
-            let id = OpID(replica: change.replica, seq: seq)
-            switch op {
-            case .setNoteField(let note, let field, let value):
-                Notebook.write(&notes[note, default: NoteRecord()].fields, field, value, timestamp, id)
-                touch(note, timestamp)
-            case .insertText(let note, let origin, let text):
-                notes[note, default: NoteRecord()].body.integrate(id: id, origin: origin, key: timestamp.rawValue, scalars: text)
-                touch(note, timestamp.advanced(by: UInt64(text.count) - 1))
-            case .deleteText(let note, let targets):
-                for target in targets { notes[note, default: NoteRecord()].body.delete(target) }
-                touch(note, timestamp)
-            case .setTagField(let tag, let field, let value):
-                Notebook.write(&tagRecords[tag, default: [:]], field, value, timestamp, id)
+        let operations = change.operations
+        var index = 0
+        while index < operations.count {
+            guard let note = operations[index].note else {
+                guard case .setTagField(let tag, let field, let value) = operations[index] else { preconditionFailure() }
+                Notebook.write(&tagRecords[tag, default: [:]], field, value, change.timestamp(ofSeq: seq), OpID(replica: change.replica, seq: seq))
+                seq += 1
+                index += 1
+                continue
             }
-            seq += op.seqCount
+            // The operations that follow on the same note, applied in one access to its record.
+            withRecord(note) { record in
+                while index < operations.count, operations[index].note == note {
+                    let timestamp = change.timestamp(ofSeq: seq)
+                    let id = OpID(replica: change.replica, seq: seq)
+                    switch operations[index] {
+                    case .setNoteField(_, let field, let value):
+                        Notebook.write(&record.fields, field, value, timestamp, id)
+                        record.touch(timestamp)
+                    case .insertText(_, let origin, let text):
+                        record.body.integrate(id: id, origin: origin, key: timestamp.rawValue, scalars: text)
+                        record.touch(timestamp.advanced(by: UInt64(text.count) - 1))
+                    case .deleteText(_, let targets):
+                        for target in targets { record.body.delete(target) }
+                        record.touch(timestamp)
+                    case .setTagField:
+                        preconditionFailure("a tag operation has no note")
+                    }
+                    seq += operations[index].seqCount
+                    index += 1
+                }
+            }
         }
         versionVector[change.replica] = change.endSeq
+        if change.replica != replicaID { cachedDependencies = nil }
         let last = change.timestamp(ofSeq: change.endSeq)
         if change.replica == replicaID {
             clock.witnessLocal(last)
@@ -233,18 +262,18 @@ extension Notebook {
         }
     }
 
-    private mutating func touch(_ note: NoteID, _ timestamp: Timestamp) {
-        if timestamp > notes[note]!.updatedAt { notes[note]!.updatedAt = timestamp }
+    /// Runs `body` on the note's record in place (one hash lookup), creating the record if needed.
+    @inline(__always)
+    private mutating func withRecord(_ note: NoteID, _ body: (inout NoteRecord) -> Void) {
+        body(&notes[note, default: NoteRecord()])
     }
 
     /// Appends a change to the log, joining it to the previous one when it directly follows it.
     private mutating func record(_ change: Change) {
-        if let lastIndex = history.indices.last, history[lastIndex].replica == change.replica {
-            var last = history[lastIndex]
-            history[lastIndex] = Change(replica: change.replica, startSeq: 0, timestamp: .zero, dependencies: VersionVector(), operations: [])
-            let joined = last.append(change)
-            history[lastIndex] = last
-            if joined { return }
+        // In place: the last change's operations stay uniquely referenced, so joining is amortized O(1).
+        if let lastIndex = history.indices.last, history[lastIndex].replica == change.replica,
+           history[lastIndex].append(change) {
+            return
         }
         historyIndex[change.replica, default: []].append(history.count)
         history.append(change)

@@ -90,15 +90,20 @@ extension Notebook {
     /// - Complexity: O(log *n*) in the body's length, plus the inserted text.
     @discardableResult
     public mutating func insertText(_ note: NoteID, at offset: Int, _ text: String) throws -> Change? {
-        // Read the length without holding a reference to the body: a second reference would make
-        // the next mutation copy the whole text.
-        guard let length = notes[note]?.body.count else { throw CRDTError(.notFound, "no note \(note)") }
+        let scalars = Array(text.unicodeScalars)
+        guard let length = bodyLength(note) else { throw CRDTError(.notFound, "no note \(note)") }
         guard offset >= 0, offset <= length else {
             throw CRDTError(.outOfBounds, "offset \(offset) is outside the body (0...\(length))")
         }
-        let scalars = Array(text.unicodeScalars)
         guard !scalars.isEmpty else { return nil }
         return commitInsert(note: note, at: offset, scalars: scalars)
+    }
+
+    /// The length of a note's body, or nil when there is no such note. (A function, so that the
+    /// copy of the record it reads is gone before the caller mutates the text: a second reference
+    /// would make that mutation copy the whole text.)
+    private func bodyLength(_ note: NoteID) -> Int? {
+        notes[note]?.body.count
     }
 
     /// Deletes the Unicode scalars in `range` of a note's body.
@@ -106,13 +111,19 @@ extension Notebook {
     /// - Complexity: O(log *n* + runs in the range).
     @discardableResult
     public mutating func deleteText(_ note: NoteID, _ range: Range<Int>) throws -> Change? {
-        guard let length = notes[note]?.body.count else { throw CRDTError(.notFound, "no note \(note)") }
-        guard range.lowerBound >= 0, range.upperBound <= length else {
-            throw CRDTError(.outOfBounds, "range \(range) is outside the body (0..<\(length))")
+        guard let targets = try deleteTargets(note, range) else { return nil }
+        return commitLocal([.deleteText(note: note, targets: targets)])
+    }
+
+    /// The identities a local delete of `range` names (nil when the range is empty), read in one
+    /// lookup of the note.
+    private func deleteTargets(_ note: NoteID, _ range: Range<Int>) throws -> [OpIDRange]? {
+        guard let body = notes[note]?.body else { throw CRDTError(.notFound, "no note \(note)") }
+        guard range.lowerBound >= 0, range.upperBound <= body.count else {
+            throw CRDTError(.outOfBounds, "range \(range) is outside the body (0..<\(body.count))")
         }
         guard !range.isEmpty else { return nil }
-        guard let targets = notes[note]?.body.identities(of: range) else { return nil }
-        return commitLocal([.deleteText(note: note, targets: targets)])
+        return body.identities(of: range)
     }
 
     /// Replaces the whole body by `text` through the minimal splice: the common prefix and suffix
@@ -145,8 +156,17 @@ extension Notebook {
     }
 
     mutating func commit(_ ops: [Operation], timestamp: Timestamp) -> Change {
+        let dependencies: VersionVector
+        if let cached = cachedDependencies {
+            dependencies = cached
+        } else {
+            var vector = versionVector
+            vector[replicaID] = 0
+            cachedDependencies = vector
+            dependencies = vector
+        }
         let change = Change(replica: replicaID, startSeq: versionVector[replicaID] + 1, timestamp: timestamp,
-                            dependencies: versionVector, operations: ops)
+                            dependencies: dependencies, operations: ops)
         applyValidated(change)
         return change
     }

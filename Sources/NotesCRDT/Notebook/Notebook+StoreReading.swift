@@ -1,26 +1,11 @@
-// Small read helpers the store (NotesStore) needs on its per-keystroke path. New file: the
-// existing core files are left as they are.
+// Small read helpers the store (NotesStore) needs on its per-keystroke path.
 
 extension RGAText {
-    /// The visible text, built as UTF-8 in one buffer: the same value as `string`, several times
-    /// faster on long texts (`string` appends scalar by scalar to a `String.UnicodeScalarView`).
+    /// The visible text; the same as `string` (kept for the store, which used it when `string` was
+    /// slower).
     ///
     /// - Complexity: O(*n*).
-    public var utf8String: String {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(count + count / 4)
-        tree.forEachVisibleSlice { slice in
-            for scalar in slice {
-                let value = scalar.value
-                if value < 0x80 {
-                    bytes.append(UInt8(truncatingIfNeeded: value))
-                } else {
-                    UTF8.encode(scalar) { bytes.append($0) }
-                }
-            }
-        }
-        return String(decoding: bytes, as: UTF8.self)
-    }
+    public var utf8String: String { tree.string }
 }
 
 extension Notebook {

@@ -24,6 +24,10 @@ public struct Notebook: Sendable {
     /// For each replica, the indexes into `history` of its changes, by increasing seq.
     var historyIndex: [ReplicaID: [Int]] = [:]
     var pending = PendingChanges()
+    /// The dependencies of the next local change (the version vector without this replica's own
+    /// entry), kept between local edits so that each keystroke does not copy the vector. Cleared
+    /// when a change from another replica is applied.
+    var cachedDependencies: VersionVector?
 
     /// Creates an empty replica.
     public init(replicaID: ReplicaID, wallClock: any WallClock = SystemWallClock(),

@@ -8,10 +8,26 @@
 /// A value type with copy-on-write storage. Edits go through `Notebook`, which assigns identities
 /// and timestamps; this type exposes reading, and the primitive integration the notebook uses.
 public struct RGAText: Sendable {
-    var tree: RGATree
+    /// The tree, in a box so that copying a text (handing out a body, copying a note record) is
+    /// one reference count, not one per array of the tree; the box is copied on write.
+    final class Box: @unchecked Sendable {
+        var tree: RGATree
+        init(_ tree: RGATree) { self.tree = tree }
+    }
+
+    var box: Box
+
+    /// The tree, borrowed for reading or uniquely owned for writing (never copied on access).
+    var tree: RGATree {
+        _read { yield box.tree }
+        _modify {
+            if !isKnownUniquelyReferenced(&box) { box = Box(box.tree) }
+            yield &box.tree
+        }
+    }
 
     /// An empty text.
-    public init() { tree = RGATree() }
+    public init() { box = Box(RGATree()) }
 
     /// The number of visible Unicode scalars.
     ///
@@ -32,9 +48,6 @@ public struct RGAText: Sendable {
     /// The number of runs that hold the characters (a measure of fragmentation).
     public var runCount: Int { tree.leaves.reduce(0) { $0 + $1.runs.count } }
 
-    mutating func makeUnique() {
-        if !isKnownUniquelyReferenced(&tree) { tree = tree.copy() }
-    }
 
     /// What a local insert at `position` needs to know: the origin, the origin's key, and the key
     /// of the origin's first existing child (a new local character must sort before it).
@@ -65,7 +78,7 @@ public struct RGAText: Sendable {
     ///
     /// - Complexity: O(log *n*).
     public func contains(_ id: OpID) -> Bool {
-        guard let agent = tree.agentIndex[id.replica] else { return false }
+        guard let agent = tree.existingAgent(id.replica) else { return false }
         return tree.find(agent: agent, seq: id.seq) != nil
     }
 
@@ -73,7 +86,7 @@ public struct RGAText: Sendable {
     ///
     /// - Complexity: O(log *n*).
     func runEnd(containing id: OpID) -> UInt64? {
-        guard let agent = tree.agentIndex[id.replica], let at = tree.find(agent: agent, seq: id.seq) else { return nil }
+        guard let agent = tree.existingAgent(id.replica), let at = tree.find(agent: agent, seq: id.seq) else { return nil }
         let run = tree.leaves[Int(at.leaf)].runs[at.run]
         return run.seq + UInt64(run.length)
     }
@@ -81,7 +94,6 @@ public struct RGAText: Sendable {
     /// Inserts characters whose first identity is `id` after `origin` (nil: the document start).
     /// The origin must be in the text.
     mutating func integrate(id: OpID, origin: OpID?, key: UInt64, scalars: some Collection<Unicode.Scalar>) {
-        makeUnique()
         let agent = tree.agent(for: id.replica)
         var originAgent: Int32 = -1
         var originSeq: UInt64 = 0
@@ -98,7 +110,6 @@ public struct RGAText: Sendable {
     @discardableResult
     mutating func delete(_ range: OpIDRange) -> Int {
         guard range.count > 0 else { return 0 }
-        makeUnique()
         let agent = tree.agent(for: range.replica)
         return tree.delete(agent: agent, seq: range.seq, count: range.count)
     }
@@ -125,7 +136,7 @@ public struct RGAText: Sendable {
     ///
     /// - Complexity: O(log *n*).
     public func position(of id: OpID) -> Int? {
-        guard let agent = tree.agentIndex[id.replica], let at = tree.find(agent: agent, seq: id.seq) else { return nil }
+        guard let agent = tree.existingAgent(id.replica), let at = tree.find(agent: agent, seq: id.seq) else { return nil }
         let runs = tree.leaves[Int(at.leaf)].runs
         if runs[at.run].deleted { return nil }
         var position = tree.visibleIndexOfLeafStart(at.leaf)

@@ -3,7 +3,10 @@
 ///
 /// Nodes live in two arrays and refer to each other by index, so there is no reference counting on
 /// the hot path. RGA never removes an item (deletes leave tombstones), so nodes only ever split.
-final class RGATree: @unchecked Sendable {
+///
+/// A value type: every part is an array, so a copy shares storage until one side writes (and, unlike
+/// a class, its stored properties need no dynamic exclusivity checks on every access).
+struct RGATree: Sendable {
     /// A run of consecutive characters: inserted by one replica with consecutive sequence numbers
     /// and consecutive keys, each after the previous, all deleted or all visible.
     struct Run {
@@ -31,10 +34,13 @@ final class RGATree: @unchecked Sendable {
         var leafChildren: Bool
     }
 
-    /// One entry of the ID index: sequence numbers from `seq` up to the next entry's live in `leaf`.
-    struct Segment {
-        var seq: UInt64
-        var leaf: Int32
+    /// The ID index maps every inserted character `(agent, seq)` to the leaf that holds it: a
+    /// direct map in pages of `pageSize` sequence numbers, allocated only for the pages an agent
+    /// inserted into this text. Lookup is O(log pages) with a shortcut for the last page used;
+    /// moving runs to a new leaf costs one write per character moved.
+    struct PageEntry {
+        var page: UInt64
+        var start: Int32
     }
 
     struct Position {
@@ -53,35 +59,37 @@ final class RGATree: @unchecked Sendable {
     var inners: [Inner] = []
     var root: Int32 = 0
     var rootIsLeaf = true
-    var index: [[Segment]] = []
+    /// Per agent, its pages of the ID index sorted by page number.
+    var pageTables: [[PageEntry]] = []
+    /// The pages' contents: leaf numbers, -1 where no character of this text has that identity.
+    var leafMap: [Int32] = []
     var totalCharacters = 0
 
-    init() {}
+    static let pageShift: UInt64 = 8
+    static let pageSize = 1 << 8
 
-    func copy() -> RGATree {
-        let other = RGATree()
-        other.agents = agents
-        other.agentIndex = agentIndex
-        other.arena = arena
-        other.leaves = leaves
-        other.inners = inners
-        other.root = root
-        other.rootIsLeaf = rootIsLeaf
-        other.index = index
-        other.totalCharacters = totalCharacters
-        return other
-    }
+    init() {}
 
     var visibleCount: Int { rootIsLeaf ? leaves[Int(root)].visible : inners[Int(root)].visible }
 
     // MARK: Agents
 
-    func agent(for replica: ReplicaID) -> Int32 {
-        if let existing = agentIndex[replica] { return existing }
+    /// The index of a known replica, or nil. A linear scan for the usual few replicas (no hashing).
+    @inline(__always)
+    func existingAgent(_ replica: ReplicaID) -> Int32? {
+        if agents.count <= 8 {
+            for i in agents.indices where agents[i] == replica { return Int32(i) }
+            return nil
+        }
+        return agentIndex[replica]
+    }
+
+    mutating func agent(for replica: ReplicaID) -> Int32 {
+        if let existing = existingAgent(replica) { return existing }
         let new = Int32(agents.count)
         agents.append(replica)
         agentIndex[replica] = new
-        index.append([])
+        pageTables.append([])
         return new
     }
 
@@ -95,18 +103,31 @@ final class RGATree: @unchecked Sendable {
 
     // MARK: Lookup
 
-    /// The leaf that holds the character `(agent, seq)`, from the ID index.
-    ///
-    /// - Complexity: O(log *r*), *r* the number of index segments of that agent.
-    func leafHolding(agent: Int32, seq: UInt64) -> Int32? {
-        let segments = index[Int(agent)]
+    /// Where the page of `page` is in the agent's page table, or where it would go.
+    @inline(__always)
+    func pageSlot(agent: Int32, page: UInt64) -> (index: Int, found: Bool) {
+        let table = pageTables[Int(agent)]
+        if let last = table.last {
+            if last.page == page { return (table.count - 1, true) }
+            if last.page < page { return (table.count, false) }
+        }
         var low = 0
-        var high = segments.count
+        var high = table.count
         while low < high {
             let mid = (low + high) / 2
-            if segments[mid].seq <= seq { low = mid + 1 } else { high = mid }
+            if table[mid].page < page { low = mid + 1 } else { high = mid }
         }
-        return low == 0 ? nil : segments[low - 1].leaf
+        return (low, low < table.count && table[low].page == page)
+    }
+
+    /// The leaf that holds the character `(agent, seq)`, from the ID index.
+    ///
+    /// - Complexity: O(log *p*), *p* the number of index pages of that agent.
+    func leafHolding(agent: Int32, seq: UInt64) -> Int32? {
+        let (slot, found) = pageSlot(agent: agent, page: seq >> RGATree.pageShift)
+        guard found else { return nil }
+        let leaf = leafMap[Int(pageTables[Int(agent)][slot].start) + Int(seq & UInt64(RGATree.pageSize - 1))]
+        return leaf < 0 ? nil : leaf
     }
 
     /// The position of the character `(agent, seq)`, or nil when it is not in the text.
@@ -207,7 +228,7 @@ final class RGATree: @unchecked Sendable {
     /// new characters continue it.
     ///
     /// - Complexity: O(log *n*) plus the concurrent items skipped.
-    func integrate(agent: Int32, seq: UInt64, key: UInt64, originAgent: Int32, originSeq: UInt64,
+    mutating func integrate(agent: Int32, seq: UInt64, key: UInt64, originAgent: Int32, originSeq: UInt64,
                    scalars: some Collection<Unicode.Scalar>) {
         let length = scalars.count
         guard length > 0 else { return }
@@ -274,7 +295,7 @@ final class RGATree: @unchecked Sendable {
     ///
     /// - Returns: how many were visible before.
     @discardableResult
-    func delete(agent: Int32, seq: UInt64, count: UInt64) -> Int {
+    mutating func delete(agent: Int32, seq: UInt64, count: UInt64) -> Int {
         var seq = seq
         var remaining = count
         var removed = 0
@@ -350,10 +371,22 @@ final class RGATree: @unchecked Sendable {
         }
     }
 
+    /// The visible text, built as UTF-8 in one buffer (several times faster than appending scalar
+    /// by scalar to a `String.UnicodeScalarView`).
     var string: String {
-        var view = String.UnicodeScalarView()
-        forEachVisibleSlice { view.append(contentsOf: $0) }
-        return String(view)
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(visibleCount + visibleCount / 4)
+        forEachVisibleSlice { slice in
+            for scalar in slice {
+                let value = scalar.value
+                if value < 0x80 {
+                    bytes.append(UInt8(truncatingIfNeeded: value))
+                } else {
+                    UTF8.encode(scalar) { bytes.append($0) }
+                }
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// Every run in document order, tombstones included.
@@ -369,7 +402,7 @@ final class RGATree: @unchecked Sendable {
 
     // MARK: Tree maintenance
 
-    private func splitRun(leaf: Int32, run: Int, at offset: Int) {
+    private mutating func splitRun(leaf: Int32, run: Int, at offset: Int) {
         var head = leaves[Int(leaf)].runs[run]
         var tail = head
         head.length = Int32(offset)
@@ -383,7 +416,7 @@ final class RGATree: @unchecked Sendable {
         leaves[Int(leaf)].runs.insert(tail, at: run + 1)
     }
 
-    private func addVisible(_ delta: Int, toLeaf leaf: Int32) {
+    private mutating func addVisible(_ delta: Int, toLeaf leaf: Int32) {
         leaves[Int(leaf)].visible += delta
         var parent = leaves[Int(leaf)].parent
         while parent >= 0 {
@@ -393,43 +426,37 @@ final class RGATree: @unchecked Sendable {
     }
 
     /// Records in the ID index that sequence numbers `from ..< to` of `agent` live in `leaf`.
-    private func assignIndex(agent: Int32, from: UInt64, to: UInt64, leaf: Int32) {
-        var segments = index[Int(agent)]
-        index[Int(agent)] = []
-        defer { index[Int(agent)] = segments }
-        // First segment starting at or after `from`, and at or after `to`.
-        func lowerBound(_ seq: UInt64) -> Int {
-            var low = 0
-            var high = segments.count
-            while low < high {
-                let mid = (low + high) / 2
-                if segments[mid].seq < seq { low = mid + 1 } else { high = mid }
+    ///
+    /// - Complexity: O(`to - from`) plus a page lookup per page touched.
+    private mutating func assignIndex(agent: Int32, from: UInt64, to: UInt64, leaf: Int32) {
+        var seq = from
+        while seq < to {
+            let page = seq >> RGATree.pageShift
+            let (slot, found) = pageSlot(agent: agent, page: page)
+            if !found {
+                let start = Int32(leafMap.count)
+                leafMap.append(contentsOf: repeatElement(-1, count: RGATree.pageSize))
+                pageTables[Int(agent)].insert(PageEntry(page: page, start: start), at: slot)
             }
-            return low
+            let base = Int(pageTables[Int(agent)][slot].start)
+            let pageEnd = (page + 1) << RGATree.pageShift
+            let end = min(to, pageEnd)
+            let lo = base + Int(seq & UInt64(RGATree.pageSize - 1))
+            let hi = lo + Int(end - seq)
+            leafMap.withUnsafeMutableBufferPointer { buffer in
+                for i in lo ..< hi { buffer[i] = leaf }
+            }
+            seq = end
         }
-        let i = lowerBound(from)
-        let j = lowerBound(to)
-        // The owner of `to` before this change, if no segment starts exactly there.
-        var tailOwner: Int32? = nil
-        if j == segments.count || segments[j].seq != to {
-            if j > 0 { tailOwner = segments[j - 1].leaf }
-        }
-        var replacement: [Segment] = []
-        if !(i > 0 && segments[i - 1].leaf == leaf) { replacement.append(Segment(seq: from, leaf: leaf)) }
-        if let owner = tailOwner, owner != leaf { replacement.append(Segment(seq: to, leaf: owner)) }
-        segments.replaceSubrange(i ..< j, with: replacement)
-        // Drop a segment that now repeats its predecessor's leaf.
-        let k = i + replacement.count
-        if k < segments.count, k > 0, segments[k].leaf == segments[k - 1].leaf { segments.remove(at: k) }
     }
 
-    private func recountLeaf(_ leaf: Int32) {
+    private mutating func recountLeaf(_ leaf: Int32) {
         var total = 0
         for run in leaves[Int(leaf)].runs where !run.deleted { total += Int(run.length) }
         leaves[Int(leaf)].visible = total
     }
 
-    private func recountInner(_ node: Int32) {
+    private mutating func recountInner(_ node: Int32) {
         let inner = inners[Int(node)]
         var total = 0
         for child in inner.children {
@@ -438,7 +465,7 @@ final class RGATree: @unchecked Sendable {
         inners[Int(node)].visible = total
     }
 
-    private func splitLeaf(_ leaf: Int32) {
+    private mutating func splitLeaf(_ leaf: Int32) {
         let runs = leaves[Int(leaf)].runs
         let mid = runs.count / 2
         let newLeaf = Int32(leaves.count)
@@ -457,7 +484,7 @@ final class RGATree: @unchecked Sendable {
         insertChild(newLeaf, after: leaf, isLeaf: true)
     }
 
-    private func insertChild(_ child: Int32, after existing: Int32, isLeaf: Bool) {
+    private mutating func insertChild(_ child: Int32, after existing: Int32, isLeaf: Bool) {
         let parent = isLeaf ? leaves[Int(existing)].parent : inners[Int(existing)].parent
         if parent < 0 {
             let newRoot = Int32(inners.count)
@@ -477,11 +504,11 @@ final class RGATree: @unchecked Sendable {
         if inners[Int(parent)].children.count > RGATree.innerCapacity { splitInner(parent) }
     }
 
-    private func setParent(_ node: Int32, isLeaf: Bool, to parent: Int32) {
+    private mutating func setParent(_ node: Int32, isLeaf: Bool, to parent: Int32) {
         if isLeaf { leaves[Int(node)].parent = parent } else { inners[Int(node)].parent = parent }
     }
 
-    private func splitInner(_ node: Int32) {
+    private mutating func splitInner(_ node: Int32) {
         let children = inners[Int(node)].children
         let mid = children.count / 2
         let leafChildren = inners[Int(node)].leafChildren
