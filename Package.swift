@@ -29,7 +29,7 @@ let package = Package(
         .target(name: "NotesCRDT", swiftSettings: swiftSettings),
         .target(
             name: "NotesSync",
-            dependencies: ["NotesCRDT", "NotesStore"],
+            dependencies: ["NotesCRDT", "NotesStore", "Deflate"],
             swiftSettings: swiftSettings
         ),
         .target(
@@ -45,9 +45,10 @@ let package = Package(
             swiftSettings: swiftSettings
         ),
         .systemLibrary(name: "CZlib", path: "Sources/CZlib"),
+        .target(name: "Deflate", dependencies: ["CZlib"], swiftSettings: swiftSettings),
         .target(
             name: "EditingTraces",
-            dependencies: ["NotesCRDT", "CZlib"],
+            dependencies: ["NotesCRDT", "NotesSync", "CZlib"],
             swiftSettings: swiftSettings
         ),
         .target(

@@ -1,5 +1,6 @@
 import Foundation
 import NotesCRDT
+import NotesSync
 
 /// What a replay of a trace measured.
 public struct TraceReplayResult: Sendable, Codable {
@@ -14,11 +15,13 @@ public struct TraceReplayResult: Sendable, Codable {
     public var patches: Int
     /// Milliseconds to replay every patch as local edits through the public API.
     public var localReplayMs: Double
-    /// Milliseconds to decode the whole history as one encoded batch and apply it to a fresh
-    /// replica, up to reading its text.
+    /// Milliseconds to decompress and decode the whole history (one bundle body) and apply it to
+    /// a fresh replica, up to reading its text.
     public var mergeMs: Double
-    /// Bytes of the whole history, encoded.
+    /// Bytes of the whole history as a bundle body carries it (the change encoding, compressed).
     public var encodedBytes: Int
+    /// Bytes of the change encoding before compression.
+    public var uncompressedBytes: Int
     /// Milliseconds to open a saved snapshot of the replica until its text is readable.
     public var loadMs: Double
     /// Bytes of that snapshot.
@@ -113,11 +116,12 @@ public struct TraceReplayer {
         var everything = setup
         for replica in replicas { try everything.merge(replica) }
         let history = everything.changes(since: VersionVector())
-        let encoded = ChangeCodec.encode(history)
+        let encoding = ChangeCodec.encode(history)
+        let (flags, body) = SyncBundle.packBody(encoding)
 
         let mergeStart = DispatchTime.now().uptimeNanoseconds
         var fresh = Notebook(replicaID: ReplicaID.random(using: &setupRNG), wallClock: clock)
-        try fresh.apply(contentsOf: ChangeCodec.decode(encoded))
+        try fresh.apply(contentsOf: ChangeCodec.decode(SyncBundle.unpackBody(flags: flags, body)))
         let text = fresh.body(of: noteID)!.string
         let mergeNanos = DispatchTime.now().uptimeNanoseconds - mergeStart
 
@@ -141,7 +145,7 @@ public struct TraceReplayer {
             length: text.unicodeScalars.count, expectedLength: expected.unicodeScalars.count,
             transactions: trace.transactions.count, patches: patchCount,
             localReplayMs: Double(localNanos) / 1e6, mergeMs: Double(mergeNanos) / 1e6,
-            encodedBytes: encoded.count, loadMs: Double(loadNanos) / 1e6, snapshotBytes: snapshot.count,
+            encodedBytes: body.count, uncompressedBytes: encoding.count, loadMs: Double(loadNanos) / 1e6, snapshotBytes: snapshot.count,
             peakMemoryMB: peakMemory, changes: history.count,
             runs: fresh.body(of: noteID)!.runCount, firstDifference: firstDifference)
     }

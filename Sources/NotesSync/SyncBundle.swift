@@ -1,3 +1,4 @@
+import Deflate
 import NotesCRDT
 
 /// An error reading a bundle or syncing: a code that callers can switch over, and a message that
@@ -43,7 +44,8 @@ public struct SyncError: Error, Hashable, Sendable, CustomStringConvertible {
 ///
 /// Layout (Docs/BundleFormat.md has it byte by byte): the magic `CRDTBNDL`, a format-version byte,
 /// a flags byte, the sender's 16-byte ReplicaID, the sender's version vector, the body length, the
-/// body (the change encoding: replica table, note table, changes), then a SHA-256 of everything
+/// body (the change encoding: replica table, note table, changes; in version 2, when flag bit 0 is
+/// set, the body is that encoding's length and its raw DEFLATE), then a SHA-256 of everything
 /// before it. A reader checks the magic, the version, the checksum and every length before it
 /// hands out a single change.
 public struct SyncBundle: Hashable, Sendable {
@@ -61,7 +63,13 @@ public struct SyncBundle: Hashable, Sendable {
     }
 
     public static let magic: [UInt8] = Array("CRDTBNDL".utf8)
-    public static let formatVersion: UInt8 = 1
+    /// The version this build writes. It reads 1 (never compressed) and 2.
+    public static let formatVersion: UInt8 = 2
+    /// Flag bit 0: the body is compressed.
+    static let deflatedFlag: UInt8 = 1
+    /// Bodies shorter than this are sent as they are: compressing a few edits saves little and
+    /// costs a compressor's setup.
+    static let compressionThreshold = 512
     static let checksumLength = 32
     /// Magic, version, flags, sender.
     static let fixedHeaderLength = 8 + 1 + 1 + 16
@@ -73,8 +81,9 @@ public struct SyncBundle: Hashable, Sendable {
     public func encoded() -> [UInt8] {
         var writer = BinaryWriter()
         writer.raw(SyncBundle.magic)
+        let (flags, body) = SyncBundle.packBody(ChangeCodec.encode(changes))
         writer.byte(SyncBundle.formatVersion)
-        writer.byte(0)
+        writer.byte(flags)
         writer.raw(sender.raw.bytes)
         let entries = senderVersion.sortedEntries
         writer.varint(UInt64(entries.count))
@@ -82,7 +91,6 @@ public struct SyncBundle: Hashable, Sendable {
             writer.raw(replica.raw.bytes)
             writer.varint(seq)
         }
-        let body = ChangeCodec.encode(changes)
         writer.varint(UInt64(body.count))
         writer.raw(body)
         var bytes = writer.bytes
@@ -97,7 +105,7 @@ public struct SyncBundle: Hashable, Sendable {
         }
         guard bytes.count > magic.count else { throw SyncError(.truncated, "truncated bundle: no format version") }
         let version = bytes[magic.count]
-        guard version == formatVersion else {
+        guard version == 1 || version == formatVersion else {
             throw SyncError(.unsupportedVersion, "bundle format version \(version) is not supported (this build reads version \(formatVersion)); upgrade crdt-sync to read it")
         }
         guard bytes.count >= fixedHeaderLength + checksumLength else {
@@ -110,7 +118,8 @@ public struct SyncBundle: Hashable, Sendable {
         do {
             var reader = BinaryReader(Array(bytes[0 ..< contentEnd]), offset: magic.count + 1)
             let flags = try reader.byte()
-            guard flags == 0 else { throw SyncError(.malformed, "unknown flags \(flags)") }
+            let knownFlags = version == 1 ? 0 : deflatedFlag
+            guard flags & ~knownFlags == 0 else { throw SyncError(.malformed, "unknown flags \(flags) in a version \(version) bundle") }
             let sender = ReplicaID(Identifier128(bytes: try reader.raw(16))!)
             let entryCount = try reader.count(max: reader.remaining / 17, "the version vector's length")
             var senderVersion = VersionVector()
@@ -122,10 +131,38 @@ public struct SyncBundle: Hashable, Sendable {
             guard bodyLength == reader.remaining else {
                 throw SyncError(.malformed, "the body length says \(bodyLength) bytes but \(reader.remaining) follow")
             }
-            let changes = try ChangeCodec.decode(Array(try reader.raw(bodyLength)))
+            let body = try unpackBody(flags: flags, Array(try reader.raw(bodyLength)))
+            let changes = try ChangeCodec.decode(body)
             return SyncBundle(sender: sender, senderVersion: senderVersion, changes: changes)
         } catch let error as CRDTError {
             throw SyncError(.malformed, "malformed bundle: \(error.message)")
+        }
+    }
+
+    /// The flags and body bytes for a change encoding: compressed (length, then raw DEFLATE) when
+    /// that is smaller, as it is otherwise.
+    public static func packBody(_ encoding: [UInt8]) -> (flags: UInt8, body: [UInt8]) {
+        guard encoding.count >= compressionThreshold else { return (0, encoding) }
+        var packed = BinaryWriter()
+        packed.varint(UInt64(encoding.count))
+        packed.raw(Deflate.compress(encoding))
+        return packed.bytes.count < encoding.count ? (deflatedFlag, packed.bytes) : (0, encoding)
+    }
+
+    /// The change encoding inside a body written by `packBody`.
+    public static func unpackBody(flags: UInt8, _ body: [UInt8]) throws -> [UInt8] {
+        guard flags & deflatedFlag != 0 else { return body }
+        var reader = BinaryReader(body)
+        let length = try reader.varint()
+        // DEFLATE expands at most 1032 to 1, so a larger declared length is a lie (and must not
+        // make the reader allocate it).
+        guard length <= UInt64(reader.remaining) * 1032 else {
+            throw SyncError(.malformed, "malformed bundle: the body declares \(length) bytes, more than \(reader.remaining) compressed bytes can hold")
+        }
+        do {
+            return try Deflate.decompress(try reader.raw(reader.remaining), length: Int(length))
+        } catch let failure as Deflate.Failure {
+            throw SyncError(.malformed, "malformed bundle: \(failure.message)")
         }
     }
 }

@@ -1,0 +1,141 @@
+import Foundation
+import NotesCRDT
+import NotesSync
+import Testing
+
+/// Version 2 bundles compress bodies of 512 bytes or more with DEFLATE; version 1 bundles (never
+/// compressed) are still read.
+struct CompressedBundleTests {
+    /// A notebook with a few thousand characters of typed, edited text: enough to be compressed.
+    static func largeNotebook() throws -> Notebook {
+        var rng = SeededRNG(state: 99)
+        var nb = Notebook(replicaID: .random(using: &rng), wallClock: FixedWallClock(1_700_000_000_000))
+        let (id, _) = nb.createNote(id: .random(using: &rng), title: "Essay")
+        let words = ["merge", "replica", "offline", "the", "note", "edit", "never", "lost", "sync", "device"]
+        for i in 0 ..< 600 {
+            let length = nb.body(of: id)!.count
+            let word = words[Int.random(in: 0 ..< words.count, using: &rng)] + " "
+            if i % 7 == 6, length > 10 {
+                try nb.deleteText(id, length - 3 ..< length)
+            } else {
+                try nb.insertText(id, at: Int.random(in: 0 ... 3, using: &rng) == 0 ? length / 2 : length, word)
+            }
+        }
+        return nb
+    }
+
+    static func bundle(_ nb: Notebook) -> SyncBundle {
+        SyncBundle(sender: nb.replicaID, senderVersion: nb.versionVector, changes: nb.changes(since: VersionVector()))
+    }
+
+    /// The offset of the body length varint: after magic, version, flags, sender and version vector.
+    static func bodyLengthOffset(_ bundle: SyncBundle) -> Int {
+        var header = BinaryWriter()
+        header.varint(UInt64(bundle.senderVersion.count))
+        for (r, s) in bundle.senderVersion.sortedEntries { header.raw(r.raw.bytes); header.varint(s) }
+        return 8 + 1 + 1 + 16 + header.bytes.count
+    }
+
+    func expectError(_ bytes: [UInt8], _ code: SyncError.Code, _ words: String) {
+        #expect {
+            _ = try SyncBundle.decode(bytes)
+        } throws: { error in
+            guard let error = error as? SyncError else { return false }
+            return error.code == code && error.message.contains(words)
+        }
+    }
+
+    @Test func largeBodiesAreCompressedAndRoundTrip() throws {
+        let nb = try Self.largeNotebook()
+        let bundle = Self.bundle(nb)
+        let bytes = bundle.encoded()
+        #expect(bytes[8] == 2)
+        #expect(bytes[9] == 1, "the deflated flag is set")
+        let encoding = ChangeCodec.encode(bundle.changes)
+        #expect(bytes.count < encoding.count * 2 / 3, "\(bytes.count) bytes for an encoding of \(encoding.count)")
+        let decoded = try SyncBundle.decode(bytes)
+        #expect(decoded == bundle)
+        var fresh = Notebook(replicaID: .random(), wallClock: FixedWallClock(0))
+        try fresh.apply(contentsOf: decoded.changes)
+        #expect(fresh.digest() == nb.digest())
+    }
+
+    @Test func smallBodiesAreNotCompressed() throws {
+        let (_, b) = try sampleNotebooks()
+        let bytes = Self.bundle(b).encoded()
+        #expect(bytes[9] == 0)
+    }
+
+    @Test func versionOneBundlesAreStillRead() throws {
+        let (_, b) = try sampleNotebooks()
+        let bundle = Self.bundle(b)
+        var content = Array(bundle.encoded().dropLast(32))
+        content[8] = 1
+        #expect(try SyncBundle.decode(content + SHA256.digest(content)) == bundle)
+        // Version 1 had no flags: a compressed body in a version 1 bundle is not valid.
+        content[9] = 1
+        expectError(content + SHA256.digest(content), .malformed, "unknown flags 1 in a version 1 bundle")
+    }
+
+    @Test func aCompressedBodyThatLiesIsMalformed() throws {
+        let nb = try Self.largeNotebook()
+        let bundle = Self.bundle(nb)
+        let bytes = bundle.encoded()
+        let content = Array(bytes.dropLast(32))
+        var reader = BinaryReader(content, offset: Self.bodyLengthOffset(bundle))
+        let bodyLength = Int(try reader.varint())
+        let bodyStart = reader.offset
+        #expect(bodyStart + bodyLength == content.count)
+        let body = Array(content[bodyStart...])
+        var inner = BinaryReader(body)
+        let declared = try inner.varint()
+        let compressed = Array(body[inner.offset...])
+
+        func reseal(_ newBody: [UInt8]) -> [UInt8] {
+            var writer = BinaryWriter()
+            writer.raw(content[..<Self.bodyLengthOffset(bundle)])
+            writer.varint(UInt64(newBody.count))
+            writer.raw(newBody)
+            return writer.bytes + SHA256.digest(writer.bytes)
+        }
+        func framed(declaring length: UInt64, _ data: [UInt8]) -> [UInt8] {
+            var writer = BinaryWriter()
+            writer.varint(length)
+            writer.raw(data)
+            return writer.bytes
+        }
+        // The sealed original decodes.
+        #expect(try SyncBundle.decode(reseal(body)) == bundle)
+        // A declared length off by one either way.
+        expectError(reseal(framed(declaring: declared + 1, compressed)), .malformed, "not the \(declared + 1) declared")
+        expectError(reseal(framed(declaring: declared - 1, compressed)), .malformed, "\(declared - 1) declared")
+        // A length no DEFLATE stream of this size can reach is refused before anything is allocated.
+        expectError(reseal(framed(declaring: UInt64(compressed.count) * 2000, compressed)), .malformed, "more than")
+        // Cut short, and with a byte left over.
+        expectError(reseal(framed(declaring: declared, Array(compressed.dropLast(40)))), .malformed, "truncated")
+        expectError(reseal(framed(declaring: declared, compressed + [0])), .malformed, "follow")
+    }
+
+    /// Random damage to the compressed body, re-sealed so the checksum matches: never a crash,
+    /// and either the whole bundle or a SyncError.
+    @Test func fuzzedCompressedBodiesNeverCrash() throws {
+        let nb = try Self.largeNotebook()
+        let valid = Self.bundle(nb).encoded()
+        var rng = SeededRNG(state: 11)
+        var rejected = 0
+        let cases = 500
+        for _ in 0 ..< cases {
+            var content = Array(valid.dropLast(32))
+            for _ in 0 ..< Int.random(in: 1 ... 3, using: &rng) {
+                let i = Int.random(in: 60 ..< content.count, using: &rng)
+                content[i] ^= UInt8.random(in: 1 ... 255, using: &rng)
+            }
+            do {
+                _ = try SyncBundle.decode(content + SHA256.digest(content))
+            } catch is SyncError {
+                rejected += 1
+            }
+        }
+        #expect(rejected > cases / 2)
+    }
+}
