@@ -12,7 +12,7 @@ Figures per system and trace:
   merge   ms to apply the whole encoded history to a fresh document until the text is readable
   bytes   size of the whole encoded history (Yrs: v1 update; Loro: updates export; ours: one bundle body)
   load    ms to open a saved snapshot until the text is readable (Loro: snapshot import; ours: Notebook(snapshot:))
-  memMB   growth of the process's peak resident memory while replaying the document
+  memMB   growth of the process's resident memory across the replay, the document alive
 """
 import argparse
 import gzip
@@ -38,7 +38,12 @@ if trace.get("kind") == "concurrent":
 patches = [p for t in trace["txns"] for p in t["patches"]]
 start_content = trace.get("startContent", "")
 def rss_mb():
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    # Resident memory now (not the peak: parsing the trace set a peak that the replay may stay
+    # under), as crdt-sync measures its own.
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize() / 1048576.0
+import gc
+gc.collect()
 base = rss_mb()
 result = {}
 if system == "yrs":

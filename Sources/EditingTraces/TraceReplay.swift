@@ -22,8 +22,12 @@ public struct TraceReplayResult: Sendable, Codable {
     public var encodedBytes: Int
     /// Bytes of the change encoding before compression.
     public var uncompressedBytes: Int
-    /// Milliseconds to open a saved snapshot of the replica until its text is readable.
+    /// Milliseconds to open a saved snapshot of the replica until its text is readable (with the
+    /// log deferred: `Notebook(snapshot:deferringLog: true)`, then the note's body).
     public var loadMs: Double
+    /// Milliseconds the replica so opened then takes to decode and replay its log (what its first
+    /// change costs, or opening the snapshot without deferring).
+    public var materializeMs: Double
     /// Bytes of that snapshot.
     public var snapshotBytes: Int
     /// Growth of the process's resident memory across the replay, in MB, with the replicas alive
@@ -127,11 +131,14 @@ public struct TraceReplayer {
 
         let snapshot = fresh.snapshot()
         let loadStart = DispatchTime.now().uptimeNanoseconds
-        let loaded = try Notebook(snapshot: snapshot, wallClock: clock)
-        guard loaded.body(of: noteID)?.count == text.unicodeScalars.count else {
-            throw TraceError("the snapshot did not restore the text")
-        }
+        var loaded = try Notebook(snapshot: snapshot, wallClock: clock, deferringLog: true)
+        let loadedText = loaded.note(noteID)?.body
         let loadNanos = DispatchTime.now().uptimeNanoseconds - loadStart
+        guard loadedText == text else { throw TraceError("the snapshot did not restore the text") }
+        let materializeStart = DispatchTime.now().uptimeNanoseconds
+        loaded.materialize()
+        let materializeNanos = DispatchTime.now().uptimeNanoseconds - materializeStart
+        guard loaded.body(of: noteID)?.string == text else { throw TraceError("the snapshot's log did not restore the text") }
 
         let expected = trace.endContent
         let matches = text == expected
@@ -145,7 +152,8 @@ public struct TraceReplayer {
             length: text.unicodeScalars.count, expectedLength: expected.unicodeScalars.count,
             transactions: trace.transactions.count, patches: patchCount,
             localReplayMs: Double(localNanos) / 1e6, mergeMs: Double(mergeNanos) / 1e6,
-            encodedBytes: body.count, uncompressedBytes: encoding.count, loadMs: Double(loadNanos) / 1e6, snapshotBytes: snapshot.count,
+            encodedBytes: body.count, uncompressedBytes: encoding.count, loadMs: Double(loadNanos) / 1e6,
+            materializeMs: Double(materializeNanos) / 1e6, snapshotBytes: snapshot.count,
             peakMemoryMB: peakMemory, changes: history.count,
             runs: fresh.body(of: noteID)!.runCount, firstDifference: firstDifference)
     }

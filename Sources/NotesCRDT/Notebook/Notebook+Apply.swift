@@ -19,6 +19,7 @@ extension Notebook {
     @discardableResult
     public mutating func apply(_ change: Change) throws -> ApplyOutcome {
         try Notebook.checkShape(change)
+        materialize()
         switch readiness(of: change) {
         case .duplicate:
             return .duplicate
@@ -55,6 +56,7 @@ extension Notebook {
     ///
     /// - Complexity: O(*r* log *h* + *k* log *k*): a binary search per replica, then the *k* changes sent.
     public func changes(since version: VersionVector) -> [Change] {
+        if deferred != nil { return materialized.changes(since: version) }
         var picked: [(index: Int, change: Change)] = []
         for (replica, indexes) in historyIndex {
             let have = version[replica]
@@ -74,13 +76,13 @@ extension Notebook {
     }
 
     /// Every change in the log, in the order applied.
-    public var allChanges: [Change] { history }
+    public var allChanges: [Change] { materialized.history }
 
     /// Merges another replica's state into this one: afterwards this replica has applied
     /// everything the other had (its pending changes included).
     public mutating func merge(_ other: Notebook) throws {
         try apply(contentsOf: other.changes(since: versionVector))
-        try apply(contentsOf: other.pending.all)
+        try apply(contentsOf: other.pendingChanges)
     }
 
     /// This replica's state merged with another's. `a.merging(b)` and `b.merging(a)` have the same
@@ -221,6 +223,25 @@ extension Notebook {
             }
             // The operations that follow on the same note, applied in one access to its record.
             withRecord(note) { record in
+                // Deletes only set flags, and where a character is inserted does not depend on
+                // them, so a delete can wait while the next ones extend its range (backspacing
+                // deletes one character after another, right to left).
+                var waiting: OpIDRange? = nil
+                defer { if let range = waiting { record.body.delete(range) } }
+                func delete(_ target: OpIDRange) {
+                    if let range = waiting, range.replica == target.replica {
+                        if target.seq + target.count == range.seq {
+                            waiting = OpIDRange(replica: range.replica, seq: target.seq, count: range.count + target.count)
+                            return
+                        }
+                        if range.seq + range.count == target.seq {
+                            waiting = OpIDRange(replica: range.replica, seq: range.seq, count: range.count + target.count)
+                            return
+                        }
+                    }
+                    if let range = waiting { record.body.delete(range) }
+                    waiting = target
+                }
                 while index < operations.count, operations[index].note == note {
                     let timestamp = change.timestamp(ofSeq: seq)
                     let id = OpID(replica: change.replica, seq: seq)
@@ -232,7 +253,7 @@ extension Notebook {
                         record.body.integrate(id: id, origin: origin, key: timestamp.rawValue, scalars: text)
                         record.touch(timestamp.advanced(by: UInt64(text.count) - 1))
                     case .deleteText(_, let targets):
-                        for target in targets { record.body.delete(target) }
+                        for target in targets { delete(target) }
                         record.touch(timestamp)
                     case .setTagField:
                         preconditionFailure("a tag operation has no note")

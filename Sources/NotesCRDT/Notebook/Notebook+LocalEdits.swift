@@ -6,6 +6,7 @@ extension Notebook {
     @discardableResult
     public mutating func createNote(id: NoteID = .random(), title: String = "", body: String = "",
                                     tags: [String] = []) -> (id: NoteID, change: Change) {
+        materialize()
         var ops: [Operation] = [
             .setNoteField(note: id, field: .createdAt, value: .int(Int64(wallClock.milliseconds()))),
             .setNoteField(note: id, field: .state, value: .string(NoteLifecycle.active.rawValue)),
@@ -55,6 +56,7 @@ extension Notebook {
     /// Adds a note to a tag (creating the tag entity when it is new) or removes it.
     @discardableResult
     public mutating func setTag(_ note: NoteID, _ name: String, member: Bool) throws -> Change {
+        materialize()
         let key = Notebook.tagKey(name)
         guard !key.isEmpty else { throw CRDTError(.outOfBounds, "a tag name cannot be empty") }
         guard notes[note] != nil else { throw CRDTError(.notFound, "no note \(note)") }
@@ -67,6 +69,7 @@ extension Notebook {
     /// Writes a field of a tag entity (its display name or color).
     @discardableResult
     public mutating func setTagField(_ name: String, _ field: TagField, _ value: FieldValue) throws -> Change {
+        materialize()
         let key = Notebook.tagKey(name)
         guard !key.isEmpty else { throw CRDTError(.outOfBounds, "a tag name cannot be empty") }
         return commitLocal([.setTagField(tag: key, field: field, value: value)])
@@ -81,6 +84,7 @@ extension Notebook {
     /// Writes any field of a note.
     @discardableResult
     public mutating func setField(_ note: NoteID, _ field: NoteField, _ value: FieldValue) throws -> Change {
+        materialize()
         guard notes[note] != nil else { throw CRDTError(.notFound, "no note \(note)") }
         return commitLocal([.setNoteField(note: note, field: field, value: value)])
     }
@@ -90,6 +94,7 @@ extension Notebook {
     /// - Complexity: O(log *n*) in the body's length, plus the inserted text.
     @discardableResult
     public mutating func insertText(_ note: NoteID, at offset: Int, _ text: String) throws -> Change? {
+        materialize()
         let scalars = Array(text.unicodeScalars)
         guard let length = bodyLength(note) else { throw CRDTError(.notFound, "no note \(note)") }
         guard offset >= 0, offset <= length else {
@@ -111,6 +116,7 @@ extension Notebook {
     /// - Complexity: O(log *n* + runs in the range).
     @discardableResult
     public mutating func deleteText(_ note: NoteID, _ range: Range<Int>) throws -> Change? {
+        materialize()
         guard let targets = try deleteTargets(note, range) else { return nil }
         return commitLocal([.deleteText(note: note, targets: targets)])
     }
@@ -132,6 +138,7 @@ extension Notebook {
     /// - Returns: the changes made (none when the text is unchanged).
     @discardableResult
     public mutating func replaceBody(_ note: NoteID, with text: String) throws -> [Change] {
+        materialize()
         guard let current = notes[note]?.body.string else { throw CRDTError(.notFound, "no note \(note)") }
         let old = Array(current.unicodeScalars)
         let new = Array(text.unicodeScalars)

@@ -5,7 +5,7 @@ extension RGAText {
     /// slower).
     ///
     /// - Complexity: O(*n*).
-    public var utf8String: String { tree.string }
+    public var utf8String: String { string }
 }
 
 extension Notebook {

@@ -28,6 +28,10 @@ public struct Notebook: Sendable {
     /// entry), kept between local edits so that each keystroke does not copy the vector. Cleared
     /// when a change from another replica is applied.
     var cachedDependencies: VersionVector?
+    /// The log, still encoded, of a replica opened with `Notebook(snapshot:deferringLog: true)`
+    /// (nil otherwise): `notes` and `tagRecords` then hold the state as the snapshot recorded it
+    /// (bodies as text only), and `history` and `pending` are empty until `materialize()`.
+    var deferred: DeferredLog?
 
     /// Creates an empty replica.
     public init(replicaID: ReplicaID, wallClock: any WallClock = SystemWallClock(),
@@ -60,7 +64,17 @@ public struct Notebook: Sendable {
     }
 
     /// The body of a note as CRDT text (for position and identity conversions).
-    public func body(of id: NoteID) -> RGAText? { notes[id]?.body }
+    ///
+    /// - Complexity: O(1); O(size of the log) in a replica whose log is deferred (see
+    ///   `materialize()`).
+    public func body(of id: NoteID) -> RGAText? {
+        if deferred != nil {
+            var copy = self
+            copy.materialize()
+            return copy.notes[id]?.body
+        }
+        return notes[id]?.body
+    }
 
     /// The tags known, sorted by key.
     public var tags: [Tag] {
@@ -79,13 +93,21 @@ public struct Notebook: Sendable {
     }
 
     /// The number of changes waiting for their dependencies.
-    public var pendingCount: Int { pending.count }
+    public var pendingCount: Int { deferred?.pendingCount ?? pending.count }
 
     /// The changes waiting for their dependencies.
-    public var pendingChanges: [Change] { pending.all }
+    public var pendingChanges: [Change] { materialized.pending.all }
 
     /// The number of changes in the log (after coalescing).
-    public var historyCount: Int { history.count }
+    public var historyCount: Int { deferred?.historyCount ?? history.count }
+
+    /// This replica, with a deferred log decoded (itself when there is none).
+    var materialized: Notebook {
+        guard deferred != nil else { return self }
+        var copy = self
+        copy.materialize()
+        return copy
+    }
 
     func makeNote(_ id: NoteID, _ record: NoteRecord) -> Note {
         var tags: [String] = []

@@ -7,32 +7,50 @@
 ///
 /// A value type with copy-on-write storage. Edits go through `Notebook`, which assigns identities
 /// and timestamps; this type exposes reading, and the primitive integration the notebook uses.
-public struct RGAText: Sendable {
+public struct RGAText: @unchecked Sendable {  // a value with copy-on-write storage: the box is written only when uniquely referenced
     /// The tree, in a box so that copying a text (handing out a body, copying a note record) is
-    /// one reference count, not one per array of the tree; the box is copied on write.
-    final class Box: @unchecked Sendable {
-        var tree: RGATree
-        init(_ tree: RGATree) { self.tree = tree }
+    /// one reference count, not one per array of the tree; the box is copied on write. A
+    /// `ManagedBuffer` header, because its address is stable: reads borrow the tree through it
+    /// (a stored property of a class would be copied out, array by array, on every read).
+    final class Box: ManagedBuffer<RGATree, UInt8> {
+        static func make(_ tree: RGATree) -> Box {
+            unsafeDowncast(Box.create(minimumCapacity: 0) { _ in tree }, to: Box.self)
+        }
+
+        var treePointer: UnsafeMutablePointer<RGATree> { withUnsafeMutablePointerToHeader { $0 } }
     }
 
     var box: Box
+    /// Set only in a replica opened from a snapshot with its log deferred: the visible text and
+    /// its length, before any tree is built. Such a text is read through `string` and `count`
+    /// only; the notebook replaces it with a real one before anything else can reach it.
+    var deferredText: (string: String, count: Int)?
 
     /// The tree, borrowed for reading or uniquely owned for writing (never copied on access).
     var tree: RGATree {
-        _read { yield box.tree }
+        _read {
+            assert(deferredText == nil, "the tree of a text whose log is deferred")
+            yield box.treePointer.pointee
+        }
         _modify {
-            if !isKnownUniquelyReferenced(&box) { box = Box(box.tree) }
-            yield &box.tree
+            if !isKnownUniquelyReferenced(&box) { box = Box.make(box.header) }
+            yield &box.treePointer.pointee
         }
     }
 
     /// An empty text.
-    public init() { box = Box(RGATree()) }
+    public init() { box = Box.make(RGATree()) }
+
+    /// A text known only by its visible content (see `deferredText`).
+    init(deferredText: String, count: Int) {
+        self.init()
+        self.deferredText = (deferredText, count)
+    }
 
     /// The number of visible Unicode scalars.
     ///
     /// - Complexity: O(1).
-    public var count: Int { tree.visibleCount }
+    public var count: Int { deferredText?.count ?? tree.visibleCount }
 
     /// Whether no scalar is visible.
     public var isEmpty: Bool { count == 0 }
@@ -40,7 +58,7 @@ public struct RGAText: Sendable {
     /// The visible text.
     ///
     /// - Complexity: O(*n*).
-    public var string: String { tree.string }
+    public var string: String { deferredText?.string ?? tree.string }
 
     /// The number of characters ever inserted, tombstones included.
     public var totalCharacters: Int { tree.totalCharacters }

@@ -1,0 +1,107 @@
+import NotesCRDT
+import Testing
+
+/// Snapshots (version 2): the state is stored beside the log, so a replica can be opened with its log
+/// deferred and show its notes at once; it decodes the log at its first change.
+struct SnapshotTests {
+    /// Replicas that have edited, merged, and (some of them) hold changes that wait.
+    static func replicas() throws -> [Notebook] {
+        var sim = Simulation(seed: 77, replicaCount: 3)
+        sim.syncWithChangesAsMade = true
+        try sim.run(steps: 120)
+        return sim.replicas
+    }
+
+    @Test func aDeferredReplicaReadsLikeTheOriginal() throws {
+        for original in try Self.replicas() {
+            let lazy = try Notebook(snapshot: original.snapshot(), wallClock: original.wallClock, deferringLog: true)
+            #expect(lazy.isLogDeferred)
+            #expect(lazy.replicaID == original.replicaID)
+            #expect(lazy.versionVector == original.versionVector)
+            #expect(lazy.clock == original.clock)
+            #expect(lazy.noteIDs == original.noteIDs)
+            #expect(lazy.allNotes == original.allNotes)
+            #expect(lazy.tags == original.tags)
+            for id in original.noteIDs { #expect(lazy.note(id) == original.note(id)) }
+            #expect(lazy.digest() == original.digest())
+            #expect(lazy.historyCount == original.historyCount)
+            #expect(lazy.pendingCount == original.pendingCount)
+            // What needs the log is worked out on a copy, and the replica stays deferred.
+            #expect(lazy.changes(since: VersionVector()) == original.changes(since: VersionVector()))
+            #expect(lazy.pendingChanges == original.pendingChanges)
+            #expect(lazy.snapshot() == original.snapshot())
+            for id in original.noteIDs {
+                let body = try #require(lazy.body(of: id))
+                let expected = try #require(original.body(of: id))
+                #expect(body.string == expected.string)
+                if body.count > 0 { #expect(body.identities(of: 0 ..< body.count) == expected.identities(of: 0 ..< expected.count)) }
+            }
+            #expect(lazy.isLogDeferred)
+        }
+    }
+
+    @Test func aDeferredReplicaGoesOnLikeTheOriginal() throws {
+        for original in try Self.replicas() {
+            guard let id = original.noteIDs.first else { continue }
+            var eager = try Notebook(snapshot: original.snapshot(), wallClock: original.wallClock)
+            var lazy = try Notebook(snapshot: original.snapshot(), wallClock: original.wallClock, deferringLog: true)
+            #expect(!eager.isLogDeferred)
+            let a = try eager.insertText(id, at: 0, "more ")
+            let b = try lazy.insertText(id, at: 0, "more ")
+            #expect(a == b)
+            #expect(!lazy.isLogDeferred)
+            #expect(lazy.digest() == eager.digest())
+            #expect(lazy.allChanges == eager.allChanges)
+            #expect(lazy.snapshot() == eager.snapshot())
+
+            // Applying a change, or a note made from nothing, also decodes the log first.
+            var other = makeNotebook(9)
+            try other.merge(original)
+            let change = try other.setTitle(id, "from 9")
+            var lazy2 = try Notebook(snapshot: original.snapshot(), wallClock: original.wallClock, deferringLog: true)
+            var eager2 = try Notebook(snapshot: original.snapshot(), wallClock: original.wallClock)
+            _ = try eager2.apply(change)
+            _ = try lazy2.apply(change)
+            #expect(lazy2.digest() == eager2.digest())
+            var lazy3 = try Notebook(snapshot: original.snapshot(), wallClock: original.wallClock, deferringLog: true)
+            lazy3.createNote(id: noteID(500), title: "new")
+            #expect(!lazy3.isLogDeferred && lazy3.noteCount == original.noteCount + 1)
+        }
+    }
+
+    @Test func everyDamagedByteIsCaught() throws {
+        var nb = makeNotebook(1)
+        let id = nb.createNote(id: noteID(1), title: "t", body: "hello").id
+        try nb.insertText(id, at: 5, " world")
+        try nb.setTag(id, "Work", member: true)
+        let bytes = nb.snapshot()
+        for i in bytes.indices {
+            var damaged = bytes
+            damaged[i] ^= 0x20
+            for deferring in [false, true] {
+                #expect(throws: CRDTError.self, "byte \(i)") { try Notebook(snapshot: damaged, deferringLog: deferring) }
+            }
+        }
+    }
+
+    /// Snapshots written before the state was stored in them (version 1) still open.
+    @Test func versionOneSnapshotsStillOpen() throws {
+        for original in try Self.replicas() {
+            var writer = BinaryWriter()
+            writer.raw(Array("CRDTSNAP".utf8))
+            writer.byte(1)
+            writer.raw(original.replicaID.raw.bytes)
+            writer.varint(original.clock.last.rawValue)
+            writer.varint(original.clock.maxForwardDrift)
+            ChangeCodec.encode(original.allChanges, into: &writer)
+            ChangeCodec.encode(original.pendingChanges, into: &writer)
+            for deferring in [false, true] {
+                let restored = try Notebook(snapshot: writer.bytes, wallClock: original.wallClock, deferringLog: deferring)
+                #expect(!restored.isLogDeferred, "a version 1 snapshot has no state to show without its log")
+                #expect(restored.digest() == original.digest())
+                #expect(restored.versionVector == original.versionVector)
+                #expect(restored.pendingCount == original.pendingCount)
+            }
+        }
+    }
+}
