@@ -32,32 +32,38 @@ public enum ChangeCodec {
             if let first = targets.first { lastDeleted = OpID(replica: first.replica, seq: first.seq) }
         }
 
-        /// The index of the range that holds `id` among its replica's inserted ranges, or nil.
-        private func rangeIndex(of id: OpID) -> (ranges: [(start: UInt64, count: UInt64)], index: Int)? {
-            guard let ranges = insertedBy.first(where: { $0.replica == id.replica })?.ranges else { return nil }
-            var low = 0, high = ranges.count
-            while low < high {
-                let mid = (low + high) / 2
-                if ranges[mid].start <= id.seq { low = mid + 1 } else { high = mid }
+        /// Where `id`'s replica is in `insertedBy`, and the index of the range that holds `id`
+        /// among that replica's inserted ranges, or nil.
+        private func rangeIndex(of id: OpID) -> (replica: Int, index: Int)? {
+            guard let r = insertedBy.firstIndex(where: { $0.replica == id.replica }) else { return nil }
+            return insertedBy[r].ranges.withUnsafeBufferPointer { ranges in
+                var low = 0, high = ranges.count
+                while low < high {
+                    let mid = (low + high) / 2
+                    if ranges[mid].start <= id.seq { low = mid + 1 } else { high = mid }
+                }
+                guard low > 0, id.seq < ranges[low - 1].start + ranges[low - 1].count else { return nil }
+                return (r, low - 1)
             }
-            guard low > 0, id.seq < ranges[low - 1].start + ranges[low - 1].count else { return nil }
-            return (ranges, low - 1)
         }
 
         /// The character inserted (in this body) just before `id` by the same replica.
         func predecessor(of id: OpID?) -> OpID? {
-            guard let id, let (ranges, index) = rangeIndex(of: id) else { return nil }
-            if id.seq > ranges[index].start { return OpID(replica: id.replica, seq: id.seq - 1) }
+            guard let id, let (r, index) = rangeIndex(of: id) else { return nil }
+            let range = insertedBy[r].ranges[index]
+            if id.seq > range.start { return OpID(replica: id.replica, seq: id.seq - 1) }
             guard index > 0 else { return nil }
-            return OpID(replica: id.replica, seq: ranges[index - 1].start + ranges[index - 1].count - 1)
+            let before = insertedBy[r].ranges[index - 1]
+            return OpID(replica: id.replica, seq: before.start + before.count - 1)
         }
 
         /// The character inserted (in this body) just after `id` by the same replica.
         func successor(of id: OpID?) -> OpID? {
-            guard let id, let (ranges, index) = rangeIndex(of: id) else { return nil }
-            if id.seq + 1 < ranges[index].start + ranges[index].count { return OpID(replica: id.replica, seq: id.seq + 1) }
-            guard index + 1 < ranges.count else { return nil }
-            return OpID(replica: id.replica, seq: ranges[index + 1].start)
+            guard let id, let (r, index) = rangeIndex(of: id) else { return nil }
+            let range = insertedBy[r].ranges[index]
+            if id.seq + 1 < range.start + range.count { return OpID(replica: id.replica, seq: id.seq + 1) }
+            guard index + 1 < insertedBy[r].ranges.count else { return nil }
+            return OpID(replica: id.replica, seq: insertedBy[r].ranges[index + 1].start)
         }
 
         /// Insert origin modes: 0 the start, 1 explicit, 2 the character inserted just before the
@@ -252,7 +258,7 @@ public enum ChangeCodec {
         changes.reserveCapacity(changeCount)
         for header in headers {
             var ops: [Operation] = []
-            ops.reserveCapacity(min(header.opCount, 1 << 16))
+            ops.reserveCapacity(header.opCount)  // bounded by the bytes: checked against them above
             var seq = header.startSeq
             for _ in 0 ..< header.opCount {
                 guard let kind = Kind(rawValue: try kinds.next()) else { preconditionFailure() }

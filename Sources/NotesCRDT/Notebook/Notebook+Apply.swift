@@ -148,15 +148,17 @@ extension Notebook {
         var seq = change.startSeq
         /// The insert made earlier in this change that holds `seq` of the change's replica.
         func ownInsert(_ note: NoteID, _ replica: ReplicaID, _ seq: UInt64) -> (start: UInt64, count: UInt64)? {
-            guard replica == change.replica, let inserts = ownInserts.first(where: { $0.note == note })?.inserts else { return nil }
-            var low = 0
-            var high = inserts.count
-            while low < high {
-                let mid = (low + high) / 2
-                if inserts[mid].start <= seq { low = mid + 1 } else { high = mid }
+            guard replica == change.replica, let n = ownInserts.firstIndex(where: { $0.note == note }) else { return nil }
+            return ownInserts[n].inserts.withUnsafeBufferPointer { inserts in
+                var low = 0
+                var high = inserts.count
+                while low < high {
+                    let mid = (low + high) / 2
+                    if inserts[mid].start <= seq { low = mid + 1 } else { high = mid }
+                }
+                guard low > 0, seq < inserts[low - 1].start + inserts[low - 1].count else { return nil }
+                return inserts[low - 1]
             }
-            guard low > 0, seq < inserts[low - 1].start + inserts[low - 1].count else { return nil }
-            return inserts[low - 1]
         }
         /// Whether every character of `range` exists: in the note's text or earlier in this change
         /// (a range may span both, when the log joined consecutive edits).

@@ -136,8 +136,10 @@ public struct RGAText: @unchecked Sendable {  // a value with copy-on-write stor
     ///
     /// - Complexity: O(log *n* + runs in the range).
     public func identities(of range: Range<Int>) -> [OpIDRange] {
-        tree.visibleRanges(start: range.lowerBound, count: range.count).map {
-            OpIDRange(replica: tree.agents[Int($0.agent)], seq: $0.seq, count: $0.count)
+        // The agent table is taken first: a closure that read `tree` would copy the whole tree.
+        let agents = tree.agents
+        return tree.visibleRanges(start: range.lowerBound, count: range.count).map {
+            OpIDRange(replica: agents[Int($0.agent)], seq: $0.seq, count: $0.count)
         }
     }
 
