@@ -85,12 +85,7 @@ public struct SyncBundle: Hashable, Sendable {
         writer.byte(SyncBundle.formatVersion)
         writer.byte(flags)
         writer.raw(sender.raw.bytes)
-        let entries = senderVersion.sortedEntries
-        writer.varint(UInt64(entries.count))
-        for (replica, seq) in entries {
-            writer.raw(replica.raw.bytes)
-            writer.varint(seq)
-        }
+        writer.versionVector(senderVersion)
         writer.varint(UInt64(body.count))
         writer.raw(body)
         var bytes = writer.bytes
@@ -121,12 +116,7 @@ public struct SyncBundle: Hashable, Sendable {
             let knownFlags = version == 1 ? 0 : deflatedFlag
             guard flags & ~knownFlags == 0 else { throw SyncError(.malformed, "unknown flags \(flags) in a version \(version) bundle") }
             let sender = ReplicaID(Identifier128(bytes: try reader.raw(16))!)
-            let entryCount = try reader.count(max: reader.remaining / 17, "the version vector's length")
-            var senderVersion = VersionVector()
-            for _ in 0 ..< entryCount {
-                let replica = ReplicaID(Identifier128(bytes: try reader.raw(16))!)
-                senderVersion[replica] = try reader.varint()
-            }
+            let senderVersion = try reader.versionVector()
             let bodyLength = try reader.count(max: reader.remaining, "the body length")
             guard bodyLength == reader.remaining else {
                 throw SyncError(.malformed, "the body length says \(bodyLength) bytes but \(reader.remaining) follow")

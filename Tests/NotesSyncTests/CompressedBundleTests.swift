@@ -36,15 +36,6 @@ struct CompressedBundleTests {
         return 8 + 1 + 1 + 16 + header.bytes.count
     }
 
-    func expectError(_ bytes: [UInt8], _ code: SyncError.Code, _ words: String) {
-        #expect {
-            _ = try SyncBundle.decode(bytes)
-        } throws: { error in
-            guard let error = error as? SyncError else { return false }
-            return error.code == code && error.message.contains(words)
-        }
-    }
-
     @Test func largeBodiesAreCompressedAndRoundTrip() throws {
         let nb = try Self.largeNotebook()
         let bundle = Self.bundle(nb)

@@ -31,6 +31,17 @@ func sampleNotebooks() throws -> (Notebook, Notebook) {
     return (a, b)
 }
 
+/// Expects decoding `bytes` to fail with this code and a message that contains `words`.
+func expectError(_ bytes: [UInt8], _ code: SyncError.Code, _ words: String,
+                 sourceLocation: SourceLocation = #_sourceLocation) {
+    #expect(sourceLocation: sourceLocation) {
+        _ = try SyncBundle.decode(bytes)
+    } throws: { error in
+        guard let error = error as? SyncError else { return false }
+        return error.code == code && error.message.contains(words)
+    }
+}
+
 struct SyncBundleTests {
     @Test func roundTripKeepsEverything() throws {
         let (a, b) = try sampleNotebooks()
@@ -45,15 +56,6 @@ struct SyncBundleTests {
     func validBytes() throws -> [UInt8] {
         let (_, b) = try sampleNotebooks()
         return SyncBundle(sender: b.replicaID, senderVersion: b.versionVector, changes: b.changes(since: VersionVector())).encoded()
-    }
-
-    func expectError(_ bytes: [UInt8], _ code: SyncError.Code, _ words: String) {
-        #expect {
-            _ = try SyncBundle.decode(bytes)
-        } throws: { error in
-            guard let error = error as? SyncError else { return false }
-            return error.code == code && error.message.contains(words)
-        }
     }
 
     @Test func flippedByteIsAChecksumMismatch() throws {

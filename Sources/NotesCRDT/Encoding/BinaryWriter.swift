@@ -135,3 +135,29 @@ public struct BinaryReader: Sendable {
         return s
     }
 }
+
+extension BinaryWriter {
+    /// Appends a version vector: a varint count, then per entry (sorted by replica) 16 bytes and a
+    /// varint seq. Bundles, snapshots and the store's peer table all write it this way.
+    public mutating func versionVector(_ vector: VersionVector) {
+        let entries = vector.sortedEntries
+        varint(UInt64(entries.count))
+        for (replica, seq) in entries {
+            raw(replica.raw.bytes)
+            varint(seq)
+        }
+    }
+}
+
+extension BinaryReader {
+    /// Reads what `BinaryWriter.versionVector(_:)` wrote, checking the count against the bytes left.
+    public mutating func versionVector() throws -> VersionVector {
+        let count = try self.count(max: remaining / 17, "the version vector's length")
+        var vector = VersionVector()
+        for _ in 0 ..< count {
+            let replica = ReplicaID(Identifier128(bytes: try raw(16))!)
+            vector[replica] = try varint()
+        }
+        return vector
+    }
+}

@@ -29,12 +29,7 @@ extension Notebook {
         writer.raw(replicaID.raw.bytes)
         writer.varint(clock.last.rawValue)
         writer.varint(clock.maxForwardDrift)
-        let entries = versionVector.sortedEntries
-        writer.varint(UInt64(entries.count))
-        for (replica, seq) in entries {
-            writer.raw(replica.raw.bytes)
-            writer.varint(seq)
-        }
+        writer.versionVector(versionVector)
         writer.varint(UInt64(history.count))
         writer.varint(UInt64(pending.count))
         // The state, so that a replica opened with `deferringLog` can show it without the log.
@@ -113,11 +108,7 @@ extension Notebook {
             clock.witnessLocal(last)
             return
         }
-        var vector = VersionVector()
-        for _ in 0 ..< (try reader.count(max: reader.remaining / 17, "the version vector's length")) {
-            let replica = ReplicaID(Identifier128(bytes: try reader.raw(16))!)
-            vector[replica] = try reader.varint()
-        }
+        let vector = try reader.versionVector()
         let historyCount = try reader.count(max: reader.remaining, "the log's length")
         let pendingCount = try reader.count(max: reader.remaining, "the number of waiting changes")
         var notes: [NoteID: NoteRecord] = [:]
