@@ -251,6 +251,17 @@ public final class NoteStore: @unchecked Sendable {
         }
     }
 
+    /// Drops the CRDT state held in memory and reads it back from the database (the snapshot, the
+    /// log rows after it, the pending changes), as a process that restarts would.
+    ///
+    /// Nothing committed is lost by this, and nothing uncommitted survives it. A simulator uses it
+    /// to restart a device whose store lives in memory (an in-memory database cannot be reopened).
+    public func reload() throws {
+        lock.lock(); defer { lock.unlock() }
+        loaded = nil
+        _ = try loadedState()
+    }
+
     func loadedState() throws -> Loaded {
         if let loaded { return loaded }
         do {
