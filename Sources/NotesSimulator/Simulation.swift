@@ -544,8 +544,7 @@ public final class Simulation: @unchecked Sendable {
     /// The materialized row of one note against the CRDT.
     func compare(_ device: SimDevice, _ notebook: Notebook, _ id: NoteID) throws {
         let stored = try device.store.note(id)
-        let note = notebook.note(id)
-        guard let note, note.state != .deleted else {
+        guard let note = Self.crdtNote(notebook, id), note.state != .deleted else {
             if stored != nil { violation("device \(device.index): note \(id) is deleted (or unknown) but still has a row") }
             return
         }
@@ -560,7 +559,7 @@ public final class Simulation: @unchecked Sendable {
 
     func compareAll(_ device: SimDevice, _ notebook: Notebook) throws {
         let rows = try device.store.list(.all, includeBody: true)
-        let notes = notebook.allNotes
+        let notes = notebook.noteIDs.compactMap { Self.crdtNote(notebook, $0) }.filter { $0.state != .deleted }
         let byID = Dictionary(rows.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
         if rows.count != notes.count {
             violation("device \(device.index): \(rows.count) materialized notes, \(notes.count) in the CRDT")
@@ -574,6 +573,14 @@ public final class Simulation: @unchecked Sendable {
                 violation("device \(device.index): note \(note.id): the materialized \(difference) differs from the CRDT")
             }
         }
+    }
+
+    /// `notebook.note(id)`, with the body built in one UTF-8 buffer (`RGAText.utf8String`, the
+    /// same value as the scalar-by-scalar `string` that `note(_:)` uses, several times faster).
+    static func crdtNote(_ notebook: Notebook, _ id: NoteID) -> Note? {
+        guard var note = notebook.noteFields(id) else { return nil }
+        note.body = notebook.body(of: id)?.utf8String ?? ""
+        return note
     }
 
     static func difference(_ stored: StoredNote, _ note: Note) -> String? {
