@@ -98,6 +98,7 @@ public final class Simulation: @unchecked Sendable {
     /// Prepares a run: devices (with identities from the seed), hubs, and the schedule.
     public init(scenario: Scenario, seed: UInt64) throws {
         try scenario.validate()
+        SQLiteTuning.prepare()
         self.scenario = scenario
         self.seed = seed
         schedule = ScheduleGenerator.events(for: scenario, seed: seed)
