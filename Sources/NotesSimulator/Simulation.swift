@@ -10,6 +10,9 @@ final class SimDevice {
     var lastVersion = VersionVector()
     /// How many times it was reinstalled.
     var incarnation = 0
+    /// The store's materialized notes (`list(.all)`, without bodies) as last read, by identity; nil
+    /// when unknown. See `Simulation.currentNotes(_:)`.
+    var notes: [NoteID: StoredNote]?
 
     init(index: Int, store: NoteStore) {
         self.index = index
@@ -86,6 +89,8 @@ public final class Simulation: @unchecked Sendable {
     var eventRandom = SimRandom(seed: 0)
     /// Off during the final healing, so that the end state is reached in bounded time.
     var faultsOn = true
+    /// Compare the note list kept from the checks with `list(.all)` before every edit (tests).
+    public var verifyNoteLists = false
     var stats = RunStats()
     var reference = ReferenceModel()
     var violations: [String] = []
@@ -98,6 +103,7 @@ public final class Simulation: @unchecked Sendable {
     /// Prepares a run: devices (with identities from the seed), hubs, and the schedule.
     public init(scenario: Scenario, seed: UInt64) throws {
         try scenario.validate()
+        SQLiteTuning.prepare()
         self.scenario = scenario
         self.seed = seed
         schedule = ScheduleGenerator.events(for: scenario, seed: seed)
@@ -205,7 +211,7 @@ public final class Simulation: @unchecked Sendable {
         do {
             let before = try store.versionVector
             var rng = SimRandom(seed: payload)
-            let notes = try store.list(.all).sorted { $0.id < $1.id }
+            let notes = try currentNotes(device)
             var touched: NoteID?
             func pick(_ candidates: [StoredNote]) -> StoredNote? {
                 candidates.isEmpty ? nil : candidates[rng.below(candidates.count)]
@@ -273,8 +279,11 @@ public final class Simulation: @unchecked Sendable {
             let after = try store.versionVector
             trace.add(elapsed, d, .edit, Int64(Trace.code(effective)), Int64(after[device.replicaID]), Int64(produced.count))
             noteStateChange()
-            try checkAfterStep(device, notes: [note], all: false)
+            // Tagging with a tag the device did not know names the tag, and that re-materializes
+            // every note in it: check them all then.
+            try checkAfterStep(device, notes: [note], all: Self.namesATag(produced))
         } catch {
+            device.notes = nil
             violation("device \(d): a \(kind.rawValue) edit failed: \(error)")
         }
     }
@@ -316,18 +325,18 @@ public final class Simulation: @unchecked Sendable {
             if notebook.versionVector != before {
                 noteStateChange()
                 var touched: Set<NoteID> = []
-                var all = false
-                for change in notebook.changes(since: before) {
+                let changes = notebook.changes(since: before)
+                for change in changes {
                     for op in change.operations {
                         if let note = op.note { touched.insert(note) }
-                        if case .setTagField(_, .name, _) = op { all = true }
                     }
                 }
-                try checkAfterStep(device, notes: touched.sorted(), all: all)
+                try checkAfterStep(device, notes: touched.sorted(), all: Self.namesATag(changes))
             } else {
                 try checkAfterStep(device, notes: [], all: false)
             }
         } catch {
+            device.notes = nil
             violation("device \(d): cannot check the store after a sync: \(error)")
         }
     }
@@ -473,6 +482,7 @@ public final class Simulation: @unchecked Sendable {
         do {
             let before = try device.store.notebook
             try StoreReload.reload(device.store)
+            device.notes = nil
             let after = try device.store.notebook
             if after.versionVector != before.versionVector || after.digest() != before.digest() {
                 violation("device \(d): after a restart the store differs from before the crash")
@@ -514,6 +524,7 @@ public final class Simulation: @unchecked Sendable {
             try? device.store.close()
             device.store = try NoteStore.openInMemory(replicaID: id, options: StoreOptions(wallClock: DeviceClock(clocks: clocks, device: d)))
             device.lastVersion = VersionVector()
+            device.notes = nil
             noteStateChange()
         } catch {
             violation("device \(d): reinstall failed: \(error)")
@@ -527,6 +538,14 @@ public final class Simulation: @unchecked Sendable {
 
     /// Safety after a step: the version vector only grew, and the materialized rows of the notes
     /// the step touched (every note when `all`) equal the CRDT state.
+    ///
+    /// Why the touched notes are enough: a store re-materializes, in the transaction of an edit or
+    /// a batch, exactly the notes its changes name and every note of a tag they rename; no other
+    /// row moves. The step's changes are `changes(since:)` the version vector before it, so every
+    /// note a step could have re-materialized is compared, and `all` (a tag was named) compares
+    /// every note. Crashes and the end compare every note too.
+    ///
+    /// The rows read here also bring the device's note list (`SimDevice.notes`) up to date.
     func checkAfterStep(_ device: SimDevice, notes: [NoteID], all: Bool) throws {
         let notebook = try device.store.notebook
         let version = notebook.versionVector
@@ -541,11 +560,56 @@ public final class Simulation: @unchecked Sendable {
         }
     }
 
+    /// Whether changes name a tag (and so re-materialize every note in it).
+    static func namesATag(_ changes: [Change]) -> Bool {
+        changes.contains { change in
+            change.operations.contains { op in
+                if case .setTagField(_, .name, _) = op { return true }
+                return false
+            }
+        }
+    }
+
+    /// The device's materialized notes, sorted by identity: what `store.list(.all)` returns.
+    ///
+    /// Read with `list(.all)` when unknown, then kept up to date from the rows the safety check
+    /// reads after every step (the rows of every note the step could have changed; see
+    /// `checkAfterStep`), instead of listing every note again before every edit. A step whose
+    /// check did not run to the end (an error) forgets the list. With `verifyNoteLists` on (tests),
+    /// every use is compared with a fresh `list(.all)`.
+    func currentNotes(_ device: SimDevice) throws -> [StoredNote] {
+        if let notes = device.notes {
+            let sorted = notes.values.sorted { $0.id < $1.id }
+            if verifyNoteLists {
+                let listed = try device.store.list(.all).sorted { $0.id < $1.id }
+                if listed != sorted {
+                    violation("device \(device.index): the note list kept from the checks differs from list(.all)")
+                    return listed
+                }
+            }
+            return sorted
+        }
+        let listed = try device.store.list(.all)
+        device.notes = Dictionary(listed.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
+        return listed.sorted { $0.id < $1.id }
+    }
+
     /// The materialized row of one note against the CRDT.
     func compare(_ device: SimDevice, _ notebook: Notebook, _ id: NoteID) throws {
-        let stored = try device.store.note(id)
-        let note = notebook.note(id)
-        guard let note, note.state != .deleted else {
+        let stored: StoredNote?
+        do {
+            stored = try device.store.note(id)
+        } catch {
+            device.notes = nil
+            throw error
+        }
+        if var row = stored {
+            row.body = nil  // as list(.all) has it
+            device.notes?[id] = row
+        } else {
+            device.notes?[id] = nil
+        }
+        guard let note = Self.crdtNote(notebook, id), note.state != .deleted else {
             if stored != nil { violation("device \(device.index): note \(id) is deleted (or unknown) but still has a row") }
             return
         }
@@ -559,8 +623,14 @@ public final class Simulation: @unchecked Sendable {
     }
 
     func compareAll(_ device: SimDevice, _ notebook: Notebook) throws {
+        device.notes = nil
         let rows = try device.store.list(.all, includeBody: true)
-        let notes = notebook.allNotes
+        device.notes = Dictionary(rows.map { row in
+            var row = row
+            row.body = nil
+            return (row.id, row)
+        }, uniquingKeysWith: { a, _ in a })
+        let notes = notebook.noteIDs.compactMap { Self.crdtNote(notebook, $0) }.filter { $0.state != .deleted }
         let byID = Dictionary(rows.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
         if rows.count != notes.count {
             violation("device \(device.index): \(rows.count) materialized notes, \(notes.count) in the CRDT")
@@ -574,6 +644,14 @@ public final class Simulation: @unchecked Sendable {
                 violation("device \(device.index): note \(note.id): the materialized \(difference) differs from the CRDT")
             }
         }
+    }
+
+    /// `notebook.note(id)`, with the body built in one UTF-8 buffer (`RGAText.utf8String`, the
+    /// same value as the scalar-by-scalar `string` that `note(_:)` uses, several times faster).
+    static func crdtNote(_ notebook: Notebook, _ id: NoteID) -> Note? {
+        guard var note = notebook.noteFields(id) else { return nil }
+        note.body = notebook.body(of: id)?.utf8String ?? ""
+        return note
     }
 
     static func difference(_ stored: StoredNote, _ note: Note) -> String? {

@@ -25,6 +25,10 @@ public enum Simulator {
         /// Simulated time, over all runs.
         public var simulatedSeconds: Double
         public var wallSeconds: Double
+        /// Runs per wall-clock second.
+        public var runsPerSecond: Double
+        /// Simulated seconds per wall-clock second, over all runs.
+        public var simulatedSecondsPerWallSecond: Double
         /// SHA-256 of the runs' trace hashes in seed order (the trace hash itself for one run).
         public var traceHash: String
         public var stats: RunStats
@@ -104,6 +108,7 @@ public enum Simulator {
             stats.partitions += s.partitions; stats.forgottenOperations += s.forgottenOperations
             stats.healRounds = max(stats.healRounds, s.healRounds)
         }
+        let simulated = Double(results.reduce(0) { $0 + $1.simulatedMilliseconds }) / 1000
         let hash = results.count == 1 ? results[0].traceHash : SHA256.hex(Array(results.map(\.traceHash).joined().utf8))
         return Summary(
             scenario: scenario.name, seed: seed, runs: results.count,
@@ -111,8 +116,10 @@ public enum Simulator {
             lostEdits: results.reduce(0) { $0 + $1.lostEdits }, stuckPending: results.reduce(0) { $0 + $1.stuckPending },
             unsafe: results.filter { !$0.safetyViolations.isEmpty }.count, failed: results.filter(\.failed).count,
             events: results.reduce(0) { $0 + $1.events },
-            simulatedSeconds: Double(results.reduce(0) { $0 + $1.simulatedMilliseconds }) / 1000,
-            wallSeconds: wallSeconds, traceHash: hash, stats: stats, failures: failures)
+            simulatedSeconds: simulated, wallSeconds: wallSeconds,
+            runsPerSecond: wallSeconds > 0 ? Double(results.count) / wallSeconds : 0,
+            simulatedSecondsPerWallSecond: wallSeconds > 0 ? simulated / wallSeconds : 0,
+            traceHash: hash, stats: stats, failures: failures)
     }
 
     /// Shrinks a failing run by delta debugging over its schedule: the smallest subset of events

@@ -26,7 +26,7 @@ extension NoteStore {
             }
         }
         for tag in renamedTags {
-            for hex in try String.fetchAll(db, sql: "SELECT note FROM note_tags WHERE tag = ?", arguments: [tag]) {
+            for hex in try String.fetchAll(db.cachedStatement(sql: "SELECT note FROM note_tags WHERE tag = ?"), arguments: [tag]) {
                 if let id = NoteID(hex: hex), touched[id] == nil { touched[id] = false }
             }
         }
@@ -37,46 +37,63 @@ extension NoteStore {
     }
 
     /// Writes one note's materialized row, tag rows, title and body chunks from the notebook.
+    ///
+    /// Only what differs from the stored row is written: the row itself (every edit moves
+    /// `updated_at`), the tag rows when the tag list changed, the title row when the title
+    /// changed, and, when the body was touched, the body chunks that differ (`syncChunks`).
+    /// Every statement is compiled once per connection.
     func materialize(_ id: NoteID, bodyTouched: Bool, _ db: Database) throws {
         let hex = id.description
         guard let note = loaded!.notebook.noteFields(id), note.state != .deleted else {
-            try db.execute(sql: "DELETE FROM notes WHERE id = ?", arguments: [hex])
-            try db.execute(sql: "DELETE FROM note_tags WHERE note = ?", arguments: [hex])
-            try db.execute(sql: "DELETE FROM note_text WHERE note = ?", arguments: [hex])
+            try db.cachedStatement(sql: "DELETE FROM notes WHERE id = ?").execute(arguments: [hex])
+            try db.cachedStatement(sql: "DELETE FROM note_tags WHERE note = ?").execute(arguments: [hex])
+            try db.cachedStatement(sql: "DELETE FROM note_text WHERE note = ?").execute(arguments: [hex])
             return
         }
-        let isNew = try Int.fetchOne(db, sql: "SELECT 1 FROM notes WHERE id = ?", arguments: [hex]) == nil
+        let old = try Row.fetchOne(db.cachedStatement(sql: "SELECT title, tags FROM notes WHERE id = ?"), arguments: [hex])
+        let isNew = old == nil
         let tags = note.tags.joined(separator: "\u{1F}")
-        let body = isNew || bodyTouched ? loaded!.notebook.body(of: id)?.utf8String ?? "" : ""
+        var body = ""
         if isNew || bodyTouched {
-            try db.execute(sql: """
+            let text = loaded!.notebook.body(of: id)
+            body = text?.utf8String ?? ""
+            try db.cachedStatement(sql: """
                 INSERT INTO notes (id, title, pinned, archived, color, state, tags, created_at, updated_at, body_length, preview)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (id) DO UPDATE SET title = excluded.title, pinned = excluded.pinned,
                     archived = excluded.archived, color = excluded.color, state = excluded.state,
                     tags = excluded.tags, created_at = excluded.created_at, updated_at = excluded.updated_at,
                     body_length = excluded.body_length, preview = excluded.preview
-                """, arguments: [hex, note.title, note.pinned, note.archived, note.color, note.state.rawValue, tags,
-                                 Int64(note.createdAt), Int64(note.updatedAt), loaded!.notebook.body(of: id)?.count ?? 0,
-                                 NoteStore.preview(of: body)])
+                """).execute(arguments: [hex, note.title, note.pinned, note.archived, note.color, note.state.rawValue, tags,
+                                         Int64(note.createdAt), Int64(note.updatedAt), text?.count ?? 0,
+                                         NoteStore.preview(of: body)])
         } else {
-            try db.execute(sql: """
+            try db.cachedStatement(sql: """
                 UPDATE notes SET title = ?, pinned = ?, archived = ?, color = ?, state = ?, tags = ?,
                     created_at = ?, updated_at = ? WHERE id = ?
-                """, arguments: [note.title, note.pinned, note.archived, note.color, note.state.rawValue, tags,
-                                 Int64(note.createdAt), Int64(note.updatedAt), hex])
+                """).execute(arguments: [note.title, note.pinned, note.archived, note.color, note.state.rawValue, tags,
+                                         Int64(note.createdAt), Int64(note.updatedAt), hex])
         }
-        try db.execute(sql: "DELETE FROM note_tags WHERE note = ?", arguments: [hex])
-        for name in note.tags {
-            try db.execute(sql: "INSERT OR IGNORE INTO note_tags (tag, note) VALUES (?, ?)",
-                           arguments: [Notebook.tagKey(name), hex])
-        }
-        if let row = try Row.fetchOne(db, sql: "SELECT id, title FROM note_text WHERE note = ? AND ord = -1", arguments: [hex]) {
-            if (row["title"] as String) != note.title {
-                try db.execute(sql: "UPDATE note_text SET title = ? WHERE id = ?", arguments: [note.title, row["id"] as Int64])
+        // The tag rows follow the row's tag list, the title row its title (both are written in the
+        // same transactions as the row), so they are rewritten only when those changed.
+        if isNew || (old![1] as String) != tags {
+            try db.cachedStatement(sql: "DELETE FROM note_tags WHERE note = ?").execute(arguments: [hex])
+            let insertTag = try db.cachedStatement(sql: "INSERT OR IGNORE INTO note_tags (tag, note) VALUES (?, ?)")
+            for name in note.tags {
+                try insertTag.execute(arguments: [Notebook.tagKey(name), hex])
             }
-        } else {
-            try db.execute(sql: "INSERT INTO note_text (note, ord, title) VALUES (?, -1, ?)", arguments: [hex, note.title])
+        }
+        if isNew {
+            if let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT id, title FROM note_text WHERE note = ? AND ord = -1"),
+                                          arguments: [hex]) {
+                if (row["title"] as String) != note.title {
+                    try db.cachedStatement(sql: "UPDATE note_text SET title = ? WHERE id = ?").execute(arguments: [note.title, row["id"] as Int64])
+                }
+            } else {
+                try db.cachedStatement(sql: "INSERT INTO note_text (note, ord, title) VALUES (?, -1, ?)").execute(arguments: [hex, note.title])
+            }
+        } else if (old![0] as String) != note.title {
+            try db.cachedStatement(sql: "UPDATE note_text SET title = ? WHERE note = ? AND ord = -1").execute(arguments: [note.title, hex])
         }
         if isNew || bodyTouched {
             try syncChunks(hex, body: body, db)
@@ -86,8 +103,8 @@ extension NoteStore {
     /// Brings a note's body chunks in line with `body`, writing only the chunks that differ.
     func syncChunks(_ hex: String, body: String, _ db: Database) throws {
         let new = TextChunker.chunks(body)
-        let old = try Row.fetchAll(db, sql: "SELECT id, ord, body FROM note_text WHERE note = ? AND ord >= 0 ORDER BY ord",
-                                   arguments: [hex]).map { (id: $0["id"] as Int64, ord: $0["ord"] as Int64, body: $0["body"] as String) }
+        let old = try Row.fetchAll(db.cachedStatement(sql: "SELECT id, ord, body FROM note_text WHERE note = ? AND ord >= 0 ORDER BY ord"),
+                                   arguments: [hex]).map { (id: $0[0] as Int64, ord: $0[1] as Int64, body: $0[2] as String) }
         var prefix = 0
         let limit = min(old.count, new.count)
         while prefix < limit, old[prefix].body == new[prefix] { prefix += 1 }
@@ -96,12 +113,13 @@ extension NoteStore {
         let oldMiddle = old[prefix ..< old.count - suffix]
         let newMiddle = new[prefix ..< new.count - suffix]
         let updated = min(oldMiddle.count, newMiddle.count)
+        let update = try db.cachedStatement(sql: "UPDATE note_text SET body = ? WHERE id = ?")
         for i in 0 ..< updated {
-            try db.execute(sql: "UPDATE note_text SET body = ? WHERE id = ?",
-                           arguments: [newMiddle[prefix + i], oldMiddle[prefix + i].id])
+            try update.execute(arguments: [newMiddle[prefix + i], oldMiddle[prefix + i].id])
         }
+        let delete = try db.cachedStatement(sql: "DELETE FROM note_text WHERE id = ?")
         for row in oldMiddle.dropFirst(updated) {
-            try db.execute(sql: "DELETE FROM note_text WHERE id = ?", arguments: [row.id])
+            try delete.execute(arguments: [row.id])
         }
         let extra = Array(newMiddle.dropFirst(updated))
         guard !extra.isEmpty else { return }
@@ -112,24 +130,24 @@ extension NoteStore {
         } else {
             step = NoteStore.chunkOrderGap
         }
+        let insert = try db.cachedStatement(sql: "INSERT INTO note_text (note, ord, body) VALUES (?, ?, ?)")
         if step < 1 {
             // No room between the neighbours: number the whole body afresh.
-            try db.execute(sql: "DELETE FROM note_text WHERE note = ? AND ord >= 0", arguments: [hex])
+            try db.cachedStatement(sql: "DELETE FROM note_text WHERE note = ? AND ord >= 0").execute(arguments: [hex])
             for (index, chunk) in new.enumerated() {
-                try db.execute(sql: "INSERT INTO note_text (note, ord, body) VALUES (?, ?, ?)",
-                               arguments: [hex, Int64(index + 1) * NoteStore.chunkOrderGap, chunk])
+                try insert.execute(arguments: [hex, Int64(index + 1) * NoteStore.chunkOrderGap, chunk])
             }
             return
         }
         for (index, chunk) in extra.enumerated() {
-            try db.execute(sql: "INSERT INTO note_text (note, ord, body) VALUES (?, ?, ?)",
-                           arguments: [hex, low + Int64(index + 1) * step, chunk])
+            try insert.execute(arguments: [hex, low + Int64(index + 1) * step, chunk])
         }
     }
 
     /// The body's first non-empty line, at most 80 scalars.
     static func preview(of body: String) -> String {
         var result = String.UnicodeScalarView()
+        var count = 0  // result.count walks the view: counted here instead
         var started = false
         for scalar in body.unicodeScalars {
             if scalar == "\n" || scalar == "\r" {
@@ -138,7 +156,8 @@ extension NoteStore {
             if !started, scalar.properties.isWhitespace { continue }
             started = true
             result.append(scalar)
-            if result.count >= 80 { break }
+            count += 1
+            if count >= 80 { break }
         }
         return String(result)
     }

@@ -79,26 +79,47 @@ public struct StoreStatus: Hashable, Sendable {
 }
 
 extension NoteStore {
+    /// The columns `storedNote(_:body:)` reads, in this order.
     static let noteColumns = "id, title, pinned, archived, color, state, tags, created_at, updated_at, body_length, preview"
+    static let noteByIDSQL = "SELECT \(noteColumns) FROM notes WHERE id = ?"
 
+    /// A row of `noteColumns`, read by position (a lookup by name lowercases and compares column
+    /// names for every value; this runs for every note of every `list`).
     static func storedNote(_ row: Row, body: String? = nil) throws -> StoredNote {
-        let hex: String = row["id"]
+        let hex: String = row[0]
         guard let id = NoteID(hex: hex) else { throw StoreError(.corrupt, "a materialized note has a bad id \(hex)") }
-        let tags: String = row["tags"]
+        let tags: String = row[6]
         return StoredNote(
-            id: id, title: row["title"], body: body, preview: row["preview"], bodyLength: row["body_length"],
-            pinned: row["pinned"], archived: row["archived"], color: row["color"],
-            state: NoteLifecycle(rawValue: row["state"]) ?? .active,
+            id: id, title: row[1], body: body, preview: row[10], bodyLength: row[9],
+            pinned: row[2], archived: row[3], color: row[4],
+            state: NoteLifecycle(rawValue: row[5]) ?? .active,
             tags: tags.isEmpty ? [] : tags.split(separator: "\u{1F}", omittingEmptySubsequences: false).map(String.init),
-            createdAt: UInt64(row["created_at"] as Int64), updatedAt: UInt64(row["updated_at"] as Int64))
+            createdAt: UInt64(row[7] as Int64), updatedAt: UInt64(row[8] as Int64))
     }
 
+    /// Runs `body` in one read transaction (so that its queries see one state even while another
+    /// process writes), with BEGIN and COMMIT compiled once per connection.
     func read<T>(_ what: @autoclosure () -> String, _ body: (Database) throws -> T) throws -> T {
-        do { return try queue.read(body) } catch { throw StoreError.wrap(error, what()) }
+        do {
+            return try queue.inDatabase { db in
+                try db.cachedStatement(sql: "BEGIN DEFERRED TRANSACTION").execute()
+                do {
+                    let result = try body(db)
+                    try db.cachedStatement(sql: "COMMIT TRANSACTION").execute()
+                    return result
+                } catch {
+                    if db.isInsideTransaction { try? db.rollback() }
+                    throw error
+                }
+            }
+        } catch {
+            throw StoreError.wrap(error, what())
+        }
     }
 
     static func body(of hex: String, _ db: Database) throws -> String {
-        try String.fetchAll(db, sql: "SELECT body FROM note_text WHERE note = ? AND ord >= 0 ORDER BY ord", arguments: [hex]).joined()
+        try String.fetchAll(db.cachedStatement(sql: "SELECT body FROM note_text WHERE note = ? AND ord >= 0 ORDER BY ord"),
+                            arguments: [hex]).joined()
     }
 
     /// Notes in `scope` (and in tag `tag`, if given): pinned first, then the most recently changed.
@@ -120,20 +141,36 @@ extension NoteStore {
         var sql = "SELECT \(NoteStore.noteColumns) FROM notes"
         if !conditions.isEmpty { sql += " WHERE " + conditions.joined(separator: " AND ") }
         sql += " ORDER BY pinned DESC, updated_at DESC, id"
-        if let limit { sql += " LIMIT \(max(0, limit))" }
+        if let limit {
+            sql += " LIMIT ?"
+            _ = arguments.append(contentsOf: [max(0, limit)])
+        }
         return try read("cannot list the notes") { db in
-            try Row.fetchAll(db, sql: sql, arguments: arguments).map { row in
-                try NoteStore.storedNote(row, body: includeBody ? NoteStore.body(of: row["id"], db) : nil)
+            // A handful of distinct statements (scope, tag or not, limit or not), each compiled once
+            // per connection. Rows are decoded as the cursor steps, without copying each one.
+            var notes: [StoredNote] = []
+            let rows = try Row.fetchCursor(db.cachedStatement(sql: sql), arguments: arguments)
+            try withExtendedLifetime(rows) {
+                while let row = try rows.next() { notes.append(try NoteStore.storedNote(row)) }
             }
+            if includeBody {
+                for i in notes.indices { notes[i].body = try NoteStore.body(of: notes[i].id.description, db) }
+            }
+            return notes
         }
     }
 
     /// The note with this identity, with its body, or nil (deleted notes included).
     public func note(_ id: NoteID) throws -> StoredNote? {
         try read("cannot read note \(id)") { db in
-            guard let row = try Row.fetchOne(db, sql: "SELECT \(NoteStore.noteColumns) FROM notes WHERE id = ?",
-                                             arguments: [id.description]) else { return nil }
-            return try NoteStore.storedNote(row, body: NoteStore.body(of: id.description, db))
+            let hex = id.description
+            let rows = try Row.fetchCursor(db.cachedStatement(sql: NoteStore.noteByIDSQL), arguments: [hex])
+            // The row is a view of the statement, valid while the cursor lives.
+            guard var note = try withExtendedLifetime(rows, { try rows.next().map { try NoteStore.storedNote($0) } }) else {
+                return nil
+            }
+            note.body = try NoteStore.body(of: hex, db)
+            return note
         }
     }
 
@@ -192,7 +229,8 @@ extension NoteStore {
         _ = arguments.append(contentsOf: [max(0, limit)])
         let anyTerm = terms.joined(separator: " OR ")
         return try read("cannot search the notes") { db in
-            try Row.fetchAll(db, sql: sql, arguments: arguments).map { row in
+            // A handful of distinct statements (scope, tag or not, limit or not), each compiled once per connection.
+            try Row.fetchAll(db.cachedStatement(sql: sql), arguments: arguments).map { row in
                 let note = try NoteStore.storedNote(row)
                 let snippet = try String.fetchOne(db, sql: """
                     SELECT snippet(note_fts, -1, '[', ']', '…', 12) FROM note_fts
@@ -235,7 +273,7 @@ extension NoteStore {
 
     /// The number of notes that are not deleted (from the materialized table).
     public func noteCount() throws -> Int {
-        try read("cannot count the notes") { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM notes") ?? 0 }
+        try read("cannot count the notes") { db in try Int.fetchOne(db.cachedStatement(sql: "SELECT count(*) FROM notes")) ?? 0 }
     }
 }
 

@@ -89,16 +89,22 @@ extension NoteStore {
         lock.lock(); defer { lock.unlock() }
         let now = seenAt ?? options.wallClock.milliseconds()
         do {
-            try queue.writeWithoutTransaction { db in try db.inTransaction(.immediate) {
-                var vector = versionVector
-                if let blob = try Data.fetchOne(db, sql: "SELECT version_vector FROM peers WHERE replica = ?",
-                                                arguments: [Data(replica.raw.bytes)]) {
-                    vector.merge(try VersionVector(storeBytes: [UInt8](blob)))
+            try queue.writeWithoutTransaction { db in
+                try db.cachedStatement(sql: "BEGIN IMMEDIATE TRANSACTION").execute()
+                do {
+                    var vector = versionVector
+                    if let blob = try Data.fetchOne(db.cachedStatement(sql: "SELECT version_vector FROM peers WHERE replica = ?"),
+                                                    arguments: [Data(replica.raw.bytes)]) {
+                        vector.merge(try VersionVector(storeBytes: [UInt8](blob)))
+                    }
+                    try db.cachedStatement(sql: "INSERT OR REPLACE INTO peers (replica, version_vector, last_seen) VALUES (?, ?, ?)")
+                        .execute(arguments: [Data(replica.raw.bytes), Data(vector.storeBytes), Int64(now)])
+                    try db.cachedStatement(sql: "COMMIT TRANSACTION").execute()
+                } catch {
+                    if db.isInsideTransaction { try? db.rollback() }
+                    throw error
                 }
-                try db.execute(sql: "INSERT OR REPLACE INTO peers (replica, version_vector, last_seen) VALUES (?, ?, ?)",
-                               arguments: [Data(replica.raw.bytes), Data(vector.storeBytes), Int64(now)])
-                return .commit
-            } }
+            }
         } catch {
             throw StoreError.wrap(error, "cannot record peer \(replica)")
         }
@@ -130,13 +136,14 @@ extension NoteStore {
 
     /// Rewrites the pending table from the notebook's waiting changes.
     func writePending(_ db: Database) throws {
-        try db.execute(sql: "DELETE FROM pending_changes")
+        try db.cachedStatement(sql: "DELETE FROM pending_changes").execute()
         let now = Int64(options.wallClock.milliseconds())
+        let insert = try db.cachedStatement(sql: """
+            INSERT INTO pending_changes (replica, start_seq, end_seq, received_at, payload) VALUES (?, ?, ?, ?, ?)
+            """)
         for change in loaded!.notebook.pendingChanges {
-            try db.execute(sql: """
-                INSERT INTO pending_changes (replica, start_seq, end_seq, received_at, payload) VALUES (?, ?, ?, ?, ?)
-                """, arguments: [Data(change.replica.raw.bytes), Int64(bitPattern: change.startSeq),
-                                 Int64(bitPattern: change.endSeq), now, Data(ChangeCodec.encode([change]))])
+            try insert.execute(arguments: [Data(change.replica.raw.bytes), Int64(bitPattern: change.startSeq),
+                                           Int64(bitPattern: change.endSeq), now, Data(ChangeCodec.encode([change]))])
         }
     }
 }

@@ -251,6 +251,17 @@ public final class NoteStore: @unchecked Sendable {
         }
     }
 
+    /// Drops the CRDT state held in memory and reads it back from the database (the snapshot, the
+    /// log rows after it, the pending changes), as a process that restarts would.
+    ///
+    /// Nothing committed is lost by this, and nothing uncommitted survives it. A simulator uses it
+    /// to restart a device whose store lives in memory (an in-memory database cannot be reopened).
+    public func reload() throws {
+        lock.lock(); defer { lock.unlock() }
+        loaded = nil
+        _ = try loadedState()
+    }
+
     func loadedState() throws -> Loaded {
         if let loaded { return loaded }
         do {
@@ -291,7 +302,7 @@ public final class NoteStore: @unchecked Sendable {
 
     /// Applies log rows after `row` and the stored pending changes.
     func applyLogRows(after row: Int64, to state: inout Loaded, _ db: Database) throws {
-        let rows = try Row.fetchCursor(db, sql: "SELECT row, payload FROM changes WHERE row > ? ORDER BY row", arguments: [row])
+        let rows = try Row.fetchCursor(db.cachedStatement(sql: "SELECT row, payload FROM changes WHERE row > ? ORDER BY row"), arguments: [row])
         while let row = try rows.next() {
             let payload: Data = row["payload"]
             let rowID: Int64 = row["row"]
@@ -303,7 +314,7 @@ public final class NoteStore: @unchecked Sendable {
             state.lastLogRow = rowID
             state.rowsSinceSnapshot += 1
         }
-        let pending = try Data.fetchAll(db, sql: "SELECT payload FROM pending_changes ORDER BY row")
+        let pending = try Data.fetchAll(db.cachedStatement(sql: "SELECT payload FROM pending_changes ORDER BY row"))
         for payload in pending {
             do {
                 try state.notebook.apply(contentsOf: ChangeCodec.decode([UInt8](payload)))
@@ -320,7 +331,7 @@ public final class NoteStore: @unchecked Sendable {
             loaded = try load(db)
             return
         }
-        guard let meta = try Row.fetchOne(db, sql: "SELECT revision, snapshot_generation FROM replica WHERE id = 1") else {
+        guard let meta = try Row.fetchOne(db.cachedStatement(sql: "SELECT revision, snapshot_generation FROM replica WHERE id = 1")) else {
             throw StoreError(.corrupt, "the replica row is missing")
         }
         let revision: Int64 = meta["revision"]
@@ -346,13 +357,18 @@ public final class NoteStore: @unchecked Sendable {
         dirty = false
         do {
             return try queue.writeWithoutTransaction { db in
-                var result: T?
-                try db.inTransaction(.immediate) {
+                // BEGIN and COMMIT are compiled once per connection, like every statement of the
+                // write path (GRDB's statement cache), rather than parsed at every edit.
+                try db.cachedStatement(sql: "BEGIN IMMEDIATE TRANSACTION").execute()
+                do {
                     try self.makeCurrent(db)
-                    result = try body(db)
-                    return .commit
+                    let result = try body(db)
+                    try db.cachedStatement(sql: "COMMIT TRANSACTION").execute()
+                    return result
+                } catch {
+                    if db.isInsideTransaction { try? db.rollback() }
+                    throw error
                 }
-                return result!
             }
         } catch {
             if dirty { loaded = nil }
@@ -363,8 +379,8 @@ public final class NoteStore: @unchecked Sendable {
 
     /// Marks the end of a write transaction that changed the log: bumps the revision.
     func bumpRevision(_ db: Database) throws {
-        try db.execute(sql: "UPDATE replica SET revision = revision + 1, clock = ? WHERE id = 1",
-                       arguments: [Int64(bitPattern: loaded!.notebook.clock.last.rawValue)])
+        try db.cachedStatement(sql: "UPDATE replica SET revision = revision + 1, clock = ? WHERE id = 1")
+            .execute(arguments: [Int64(bitPattern: loaded!.notebook.clock.last.rawValue)])
         loaded!.revision += 1
     }
 

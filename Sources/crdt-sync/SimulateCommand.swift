@@ -123,8 +123,8 @@ struct SimulateCommand: AsyncParsableCommand {
         let seeds = s.runs == 1 ? "seed \(s.seed)" : "seeds \(s.seed)...\(s.seed + UInt64(s.runs) - 1)"
         print("\(s.scenario): \(s.runs) run\(s.runs == 1 ? "" : "s") (\(seeds)): \(s.runs - s.failed) passed, \(s.failed) failed")
         print("  converged \(s.converged), divergent \(s.divergent), lost edits \(s.lostEdits), stuck pending \(s.stuckPending), unsafe runs \(s.unsafe)")
-        let rate = s.wallSeconds > 0 ? Double(s.runs) / s.wallSeconds : 0
-        let speed = s.wallSeconds > 0 ? s.simulatedSeconds / s.wallSeconds : 0
+        let rate = s.runsPerSecond
+        let speed = s.simulatedSecondsPerWallSecond
         print("  \(s.events) events, \(String(format: "%.0f", s.simulatedSeconds)) simulated seconds in \(String(format: "%.2f", s.wallSeconds)) s "
             + "(\(String(format: "%.1f", rate)) runs/s, \(String(format: "%.0f", speed)) simulated s per wall s)")
         let t = s.stats

@@ -151,3 +151,31 @@ import Testing
         #expect(firstFailure == nil, "\(firstFailure?.problems ?? [])")
     }
 }
+
+@Suite struct IncrementalCheckTests {
+    /// The simulator keeps each device's note list from the rows its per-step checks read instead
+    /// of listing every note before every edit; with `verifyNoteLists` every use is compared with
+    /// `list(.all)`, and the run is the same run (same trace) as without.
+    @Test(arguments: ["partition.json", "crash-reinstall.json", "shared-folder.json", "flaky-relay.json"])
+    func theNoteListKeptFromTheChecksIsWhatTheStoreLists(_ file: String) async throws {
+        let scenario = try SimulatorTestSupport.scenario(file)
+        for seed in UInt64(1) ... 3 {
+            let simulation = try Simulation(scenario: scenario, seed: seed)
+            simulation.verifyNoteLists = true
+            let verified = await simulation.run()
+            #expect(verified.safetyViolations.isEmpty, "\(file) seed \(seed): \(verified.safetyViolations.prefix(3))")
+            #expect(!verified.failed, "\(file) seed \(seed): \(verified.problems.prefix(3))")
+            let plain = try await Simulator.run(scenario, seed: seed)
+            #expect(plain.traceHash == verified.traceHash)
+        }
+    }
+
+    /// A crash reads the store back from its database (NoteStore.reload) and must find it unchanged.
+    @Test func crashesReadTheStoreBackUnchanged() async throws {
+        let scenario = try SimulatorTestSupport.scenario("crash-reinstall.json")
+        let results = try await Simulator.runMany(scenario, seed: 1, runs: 10)
+        #expect(results.reduce(0) { $0 + $1.stats.crashes } > 0)
+        let unsafe = results.filter { !$0.safetyViolations.isEmpty }
+        #expect(unsafe.isEmpty, "\(unsafe.first?.safetyViolations.prefix(3) ?? [])")
+    }
+}

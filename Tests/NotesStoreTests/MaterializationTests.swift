@@ -1,0 +1,161 @@
+import Foundation
+import GRDB
+import NotesCRDT
+@testable import NotesStore
+import Testing
+
+/// The materialized tables that edits and batches keep up to date piece by piece (only the rows,
+/// tag rows, title rows and body chunks that changed) must equal what materializing every note
+/// from nothing gives, and the full-text index must match its content.
+struct MaterializationTests {
+    /// Everything materialized, without row ids and chunk positions (which depend on history).
+    struct Tables: Equatable {
+        var notes: [[String]]
+        var tags: [[String]]
+        var text: [[String]]
+    }
+
+    static func tables(_ store: NoteStore) throws -> Tables {
+        try store.read("tables") { db in
+            func strings(_ sql: String) throws -> [[String]] {
+                try Row.fetchAll(db, sql: sql).map { row in
+                    (0 ..< row.count).map { (row[$0] as DatabaseValue).description }
+                }
+            }
+            return Tables(
+                notes: try strings("SELECT \(NoteStore.noteColumns) FROM notes ORDER BY id"),
+                tags: try strings("SELECT tag, note FROM note_tags ORDER BY tag, note"),
+                text: try strings("SELECT note, ord >= 0, title, body FROM note_text ORDER BY note, ord"))
+        }
+    }
+
+    /// FTS5's own check that the index holds exactly the content table's words.
+    static func checkIndex(_ store: NoteStore) throws {
+        try store.queue.writeWithoutTransaction { db in
+            try db.execute(sql: "INSERT INTO note_fts (note_fts) VALUES ('integrity-check')")
+        }
+    }
+
+    /// A random edit of `store`'s notes: typing, deleting, pasting long text (new chunks),
+    /// cutting much (chunks go), renaming, tagging, trashing, restoring, deleting for good.
+    static func randomEdit(_ store: NoteStore, _ rng: inout SplitMix64) throws {
+        let words = ["alpha ", "beta ", "gamma ", "café ", "日本 ", "🙂 ", "delta\n", "epsilon ", "zeta "]
+        let notes = try store.list(.all).sorted { $0.id < $1.id }
+        if notes.isEmpty || rng.next() % 20 == 0 {
+            try store.createNote(title: "note \(rng.next() % 100)", body: words[Int(rng.next() % 9)],
+                                 tags: rng.next() % 2 == 0 ? ["Work"] : [], id: NoteID.random(using: &rng))
+            return
+        }
+        let note = notes[Int(rng.next() % UInt64(notes.count))]
+        let length = note.bodyLength
+        func offset() -> Int { Int(rng.next() % UInt64(length + 1)) }
+        switch rng.next() % 12 {
+        case 0, 1, 2, 3:
+            try store.insertText(note.id, at: offset(), words[Int(rng.next() % 9)])
+        case 4:
+            // A paste of several kilobytes: new chunks in the middle of the body.
+            let paste = (0 ..< 300 + Int(rng.next() % 600)).map { _ in words[Int(rng.next() % 9)] }.joined()
+            try store.insertText(note.id, at: offset(), paste)
+        case 5, 6:
+            guard length > 0 else { return }
+            let at = Int(rng.next() % UInt64(length))
+            try store.deleteText(note.id, at: at, count: 1 + Int(rng.next() % UInt64(min(20, length - at))))
+        case 7:
+            // A big cut: whole chunks go.
+            guard length > 0 else { return }
+            let at = Int(rng.next() % UInt64(length))
+            try store.deleteText(note.id, at: at, count: Int(rng.next() % UInt64(length - at + 1)))
+        case 8:
+            try store.setTitle(note.id, "title \(rng.next() % 1000)")
+        case 9:
+            try store.setTag(note.id, ["Work", "home", "Later"][Int(rng.next() % 3)], member: rng.next() % 3 != 0)
+        case 10:
+            try store.setState(note.id, note.state == .trashed ? .active : .trashed)
+        default:
+            if rng.next() % 4 == 0, notes.count > 2 { try store.setState(note.id, .deleted) } else { try store.setPinned(note.id, rng.next() % 2 == 0) }
+        }
+    }
+
+    @Test(arguments: [UInt64(1), 2, 3, 4])
+    func editsKeepTheSameTablesAsMaterializingFromNothing(_ seed: UInt64) throws {
+        var rng = SplitMix64(seed: seed)
+        let store = try NoteStore.openInMemory(replicaID: ReplicaID.random(using: &rng))
+        for step in 0 ..< 300 {
+            try Self.randomEdit(store, &rng)
+            if step % 50 == 49 {
+                // A second replica gets everything in one batch: every note materialized once, from nothing.
+                let fresh = try NoteStore.openInMemory()
+                try fresh.apply(try store.changes(since: VersionVector()))
+                #expect(try Self.tables(fresh) == Self.tables(store), "seed \(seed), step \(step)")
+                try Self.checkIndex(store)
+            }
+        }
+        // Chunking was exercised: some note has several body chunks.
+        let chunked = try store.read("chunks") { db in
+            try Int.fetchOne(db, sql: "SELECT max(n) FROM (SELECT count(*) AS n FROM note_text WHERE ord >= 0 GROUP BY note)") ?? 0
+        }
+        #expect(chunked >= 2)
+    }
+
+    @Test(arguments: [UInt64(5), 6])
+    func batchesOfRemoteChangesKeepTheSameTablesAsMaterializingFromNothing(_ seed: UInt64) throws {
+        var rng = SplitMix64(seed: seed)
+        let author = try NoteStore.openInMemory(replicaID: ReplicaID.random(using: &rng))
+        let follower = try NoteStore.openInMemory(replicaID: ReplicaID.random(using: &rng))
+        for round in 0 ..< 12 {
+            for _ in 0 ..< 25 { try Self.randomEdit(author, &rng) }
+            for _ in 0 ..< 5 { try Self.randomEdit(follower, &rng) }
+            // Both ways, in batches: each batch re-materializes the notes it touched.
+            try follower.apply(try author.changes(since: try follower.versionVector))
+            try author.apply(try follower.changes(since: try author.versionVector))
+            let fresh = try NoteStore.openInMemory()
+            try fresh.apply(try author.changes(since: VersionVector()))
+            #expect(try Self.tables(follower) == Self.tables(fresh), "seed \(seed), round \(round)")
+            #expect(try Self.tables(author) == Self.tables(fresh), "seed \(seed), round \(round)")
+            try Self.checkIndex(follower)
+            try Self.checkIndex(author)
+        }
+    }
+}
+
+struct ReloadTests {
+    @Test(arguments: StoreKind.allCases)
+    func reloadReadsBackWhatWasCommitted(_ kind: StoreKind) throws {
+        let folder = TemporaryFolder()
+        let store = try makeStore(kind, folder, options: StoreOptions(snapshotInterval: 16))
+        var ids: [NoteID] = []
+        for i in 0 ..< 4 { ids.append(try store.createNote(title: "note \(i)", body: "body \(i)")) }
+        for i in 0 ..< 40 { try store.appendText(ids[i % 4], " more \(i)") }
+        // Some changes wait for a dependency: they must come back from the pending table.
+        let (_, remote) = SyntheticWorkload.notebook(seed: 11, notes: 2, operations: 40)
+        try store.apply(Array(remote.dropFirst()))
+        let before = try store.notebook
+        #expect(before.pendingCount > 0)
+
+        try store.reload()
+        let after = try store.notebook
+        #expect(after.versionVector == before.versionVector)
+        #expect(after.digest() == before.digest())
+        #expect(after.pendingCount == before.pendingCount)
+
+        // The store goes on as before: new edits get the next seq, the waiting changes are released.
+        try store.appendText(ids[0], " after")
+        #expect(try store.versionVector[store.replicaID] == before.versionVector[store.replicaID] + 6)  // a seq per character
+        try store.apply([remote[0]])
+        #expect(try store.pendingChanges.isEmpty)
+        #expect(try store.note(ids[0])?.body.map { $0.hasSuffix(" after") } == true)
+    }
+
+    @Test func aFailedBatchLeavesNothingInMemoryAfterReload() throws {
+        let store = try NoteStore.openInMemory()
+        let id = try store.createNote(title: "a", body: "xyz")
+        let digest = try store.digest()
+        let malformed = Change(
+            replica: ReplicaID(Identifier128(high: 0, low: 1)), startSeq: 1, timestamp: Timestamp(milliseconds: 1),
+            dependencies: VersionVector(),
+            operations: [.insertText(note: id, origin: OpID(replica: ReplicaID(Identifier128(high: 0, low: 2)), seq: 1), text: ["x"])])
+        #expect(throws: StoreError.self) { try store.apply([malformed]) }
+        try store.reload()
+        #expect(try store.digest() == digest)
+    }
+}
