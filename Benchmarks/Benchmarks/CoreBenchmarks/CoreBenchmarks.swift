@@ -71,4 +71,11 @@ let benchmarks: @Sendable () -> Void = {
             blackHole(try Notebook(snapshot: snapshot, wallClock: FixedWallClock(0)).noteCount)
         }
     }
+
+    Benchmark("open snapshot with the log deferred, read the text") { benchmark in
+        for _ in benchmark.scaledIterations {
+            let opened = try Notebook(snapshot: snapshot, wallClock: FixedWallClock(0), deferringLog: true)
+            blackHole(opened.allNotes.first?.body.count)
+        }
+    }
 }
