@@ -40,7 +40,16 @@ struct Seeded {
 
 let benchmarks: @Sendable () -> Void = {
     let metrics: [BenchmarkMetric] = [.instructions, .mallocCountTotal, .wallClock]
-    Benchmark.defaultConfiguration = .init(metrics: metrics, maxDuration: .seconds(5), maxIterations: 20)
+    // The gate is the allocation count (within 1%: it repeats to a few allocations). Wall time,
+    // and instructions where perf events exist, are printed but not checked: on a shared machine
+    // they move by tens of percent.
+    Benchmark.defaultConfiguration = .init(
+        metrics: metrics, maxDuration: .seconds(5), maxIterations: 20,
+        thresholds: [
+            .mallocCountTotal: BenchmarkThresholds(relative: [.p50: 1.0, .p90: 1.0]),
+            .wallClock: .none,
+            .instructions: .none,
+        ])
 
     Benchmark("local edits (20,000 keystrokes)") { benchmark in
         for _ in benchmark.scaledIterations {
