@@ -92,7 +92,11 @@ struct RelayServerTests {
     @Test func requestTooLargeGets413() async throws {
         try await withRelay(maxRequestBytes: 2048) { relay, client in
             let a = try NoteStore.openInMemory()
-            try a.createNote(title: "big", body: String(repeating: "lorem ipsum ", count: 1000))
+            // Text that does not compress (bundles deflate their bodies), so the request is large.
+            var rng = SplitMix64(seed: 413)
+            let alphabet = Array("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 .")
+            let body = String((0 ..< 8000).map { _ in alphabet[Int(rng.next() % UInt64(alphabet.count))] })
+            try a.createNote(title: "big", body: body)
             let bundle = SyncBundle(sender: a.replicaID, senderVersion: try a.versionVector, changes: try a.changes(since: VersionVector()))
             let response = try await rawRequest(client, "POST", "\(relay.url)/v1/spaces/notes/sync", token: notesToken, body: bundle.encoded())
             #expect(response.status == 413)
