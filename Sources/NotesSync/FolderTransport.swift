@@ -9,7 +9,8 @@ import NotesCRDT
 /// file is a bundle, written once: to a temporary name, fsynced, then renamed into place. A replica
 /// writes only in its own subfolder, never edits or deletes another's file, and reads everyone
 /// else's. A file that does not decode (still being copied in, cut short) is skipped and read on a
-/// later run. `compact` replaces a writer's many small files with one larger one, renaming the new
+/// later run; one of a replica's own files that no longer decodes is removed and written again at
+/// its next sync. `compact` replaces a writer's many small files with one larger one, renaming the new
 /// file in before deleting the old ones, so a reader never sees a gap.
 public struct FolderTransport: SyncTransport {
     public let folder: URL
@@ -60,9 +61,19 @@ public struct FolderTransport: SyncTransport {
     }
 
     /// Per author, the operations that the folder holds contiguously from seq 1.
+    ///
+    /// This replica's own files are read and checked: one that no longer decodes (a sync tool or a
+    /// disk broke it after it was written whole) is removed, so its range counts as missing and this
+    /// sync writes it again. Otherwise a damaged file would block its range for every reader for good.
     public func remoteVersion(for local: ReplicaID) async throws -> VersionVector {
         var byAuthor: [ReplicaID: [(UInt64, UInt64)]] = [:]
-        for entry in try entries() { byAuthor[entry.author, default: []].append((entry.first, entry.last)) }
+        for entry in try entries() {
+            if entry.writer == local, case .failure = read(entry) {
+                try? FileManager.default.removeItem(at: entry.url)
+                continue
+            }
+            byAuthor[entry.author, default: []].append((entry.first, entry.last))
+        }
         var version = VersionVector()
         for (author, ranges) in byAuthor {
             var covered: UInt64 = 0

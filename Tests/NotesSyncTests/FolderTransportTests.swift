@@ -78,6 +78,30 @@ struct FolderTransportTests {
         #expect(try b.digest() == a.digest())
     }
 
+    @Test func aDamagedFileIsWrittenAgainByItsWriter() async throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let transport = FolderTransport(folder: folder)
+        let a = try NoteStore.openInMemory()
+        let b = try NoteStore.openInMemory()
+        _ = try a.createNote(title: "Kept", body: "every edit survives")
+        _ = try await engine.sync(a, over: transport)
+        // Something damages a's file for good (not a copy in progress: it will not complete).
+        let sub = folder.appendingPathComponent(a.replicaID.description)
+        let name = try #require(try FileManager.default.contentsOfDirectory(atPath: sub.path).first)
+        var bytes = [UInt8](try Data(contentsOf: sub.appendingPathComponent(name)))
+        bytes[bytes.count / 2] ^= 0xFF
+        try Data(bytes).write(to: sub.appendingPathComponent(name))
+        let blocked = try await engine.sync(b, over: transport)
+        #expect(blocked.skipped.count == 1)
+        #expect(blocked.skipped.first?.contains("checksum") == true)
+        // a's next sync finds its own file damaged and writes the range again.
+        _ = try await engine.sync(a, over: transport)
+        let healed = try await engine.sync(b, over: transport)
+        #expect(healed.skipped.isEmpty)
+        #expect(try b.digest() == a.digest())
+    }
+
     @Test func syncingTwiceChangesNothingAndDuplicatesAreHarmless() async throws {
         let folder = try temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
