@@ -102,18 +102,24 @@ extension NoteStore {
     func read<T>(_ what: @autoclosure () -> String, _ body: (Database) throws -> T) throws -> T {
         do {
             return try queue.inDatabase { db in
-                try db.cachedStatement(sql: "BEGIN DEFERRED TRANSACTION").execute()
-                do {
-                    let result = try body(db)
-                    try db.cachedStatement(sql: "COMMIT TRANSACTION").execute()
-                    return result
-                } catch {
-                    if db.isInsideTransaction { try? db.rollback() }
-                    throw error
-                }
+                try NoteStore.transaction(db, begin: "BEGIN DEFERRED TRANSACTION") { try body(db) }
             }
         } catch {
             throw StoreError.wrap(error, what())
+        }
+    }
+
+    /// Runs `body` between `begin` and COMMIT, both compiled once per connection (GRDB's statement
+    /// cache), and rolls back when it throws.
+    static func transaction<T>(_ db: Database, begin: String, _ body: () throws -> T) throws -> T {
+        try db.cachedStatement(sql: begin).execute()
+        do {
+            let result = try body()
+            try db.cachedStatement(sql: "COMMIT TRANSACTION").execute()
+            return result
+        } catch {
+            if db.isInsideTransaction { try? db.rollback() }
+            throw error
         }
     }
 

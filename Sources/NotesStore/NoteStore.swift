@@ -359,15 +359,9 @@ public final class NoteStore: @unchecked Sendable {
             return try queue.writeWithoutTransaction { db in
                 // BEGIN and COMMIT are compiled once per connection, like every statement of the
                 // write path (GRDB's statement cache), rather than parsed at every edit.
-                try db.cachedStatement(sql: "BEGIN IMMEDIATE TRANSACTION").execute()
-                do {
+                try NoteStore.transaction(db, begin: "BEGIN IMMEDIATE TRANSACTION") {
                     try self.makeCurrent(db)
-                    let result = try body(db)
-                    try db.cachedStatement(sql: "COMMIT TRANSACTION").execute()
-                    return result
-                } catch {
-                    if db.isInsideTransaction { try? db.rollback() }
-                    throw error
+                    return try body(db)
                 }
             }
         } catch {
