@@ -65,8 +65,11 @@ struct RGATree: Sendable {
     var leafMap: [Int32] = []
     var totalCharacters = 0
 
-    static let pageShift: UInt64 = 8
-    static let pageSize = 1 << 8
+    /// Pages of 32 identities (128 bytes): small, because a note edited now and then over a long
+    /// life touches a new page at every session (its replica's seqs interleave with other notes'),
+    /// and large enough that a typed run fills a page or two.
+    static let pageShift: UInt64 = 5
+    static let pageSize = 1 << 5
 
     init() {}
 
