@@ -146,7 +146,7 @@ final class SimFolder: @unchecked Sendable {
 
     /// Writes (or replaces) a file in the writer's subfolder.
     func write(_ file: File) -> Int {
-        let key = "\(file.writer)/\(FolderNames.fileName(author: file.author, first: file.first, last: file.last))"
+        let key = "\(file.writer)/\(FolderTransport.fileName(author: file.author, first: file.first, last: file.last))"
         revision += 1
         if let existing = index[key] {
             files[existing] = file
@@ -169,7 +169,7 @@ final class SimFolder: @unchecked Sendable {
         files = keep
         index = [:]
         for (i, file) in files.enumerated() {
-            index["\(file.writer)/\(FolderNames.fileName(author: file.author, first: file.first, last: file.last))"] = i
+            index["\(file.writer)/\(FolderTransport.fileName(author: file.author, first: file.first, last: file.last))"] = i
         }
         revision += 1
     }
@@ -199,13 +199,6 @@ final class SimFolder: @unchecked Sendable {
             if view.twice { result.append((file, bytes)) }
         }
         return result
-    }
-}
-
-/// File names as FolderTransport writes them.
-enum FolderNames {
-    static func fileName(author: ReplicaID, first: UInt64, last: UInt64) -> String {
-        "\(author).\(first)-\(last).\(FolderTransport.fileExtension)"
     }
 }
 

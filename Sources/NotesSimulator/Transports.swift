@@ -69,20 +69,9 @@ struct SimFolderTransport: SyncTransport {
     private var folder: SimFolder { world.folders[hub]! }
 
     func remoteVersion(for local: ReplicaID) async throws -> VersionVector {
-        var byAuthor: [ReplicaID: [(UInt64, UInt64)]] = [:]
-        for (file, _) in folder.listing(device: device, local: local, now: world.clocks.now) {
-            byAuthor[file.author, default: []].append((file.first, file.last))
-        }
-        var version = VersionVector()
-        for (author, ranges) in byAuthor {
-            var covered: UInt64 = 0
-            for (first, last) in ranges.sorted(by: { $0.0 < $1.0 }) {
-                if first > covered + 1 { break }
-                covered = max(covered, last)
-            }
-            version[author] = covered
-        }
-        return version
+        FolderTransport.contiguousCoverage(folder.listing(device: device, local: local, now: world.clocks.now).map {
+            (author: $0.file.author, first: $0.file.first, last: $0.file.last)
+        })
     }
 
     func send(_ bundle: SyncBundle) async throws {
@@ -109,7 +98,7 @@ struct SimFolderTransport: SyncTransport {
         let name = world.scenario.hubs[hub].name
         for (file, bytes) in all.sorted(by: { ($0.file.author, $0.file.first) < ($1.file.author, $1.file.first) })
         where file.last > version[file.author] {
-            let source = "\(name)/\(file.writer)/\(FolderNames.fileName(author: file.author, first: file.first, last: file.last))"
+            let source = "\(name)/\(file.writer)/\(FolderTransport.fileName(author: file.author, first: file.first, last: file.last))"
             let damaged = bytes != file.bytes
             do {
                 let bundle = try SyncBundle.decode(bytes)

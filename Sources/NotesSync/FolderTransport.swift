@@ -27,7 +27,8 @@ public struct FolderTransport: SyncTransport {
         var url: URL
     }
 
-    static func fileName(author: ReplicaID, first: UInt64, last: UInt64) -> String {
+    /// The name of a file holding `author`'s changes with seqs `first ... last`.
+    public static func fileName(author: ReplicaID, first: UInt64, last: UInt64) -> String {
         "\(author).\(first)-\(last).\(fileExtension)"
     }
 
@@ -66,20 +67,28 @@ public struct FolderTransport: SyncTransport {
     /// disk broke it after it was written whole) is removed, so its range counts as missing and this
     /// sync writes it again. Otherwise a damaged file would block its range for every reader for good.
     public func remoteVersion(for local: ReplicaID) async throws -> VersionVector {
-        var byAuthor: [ReplicaID: [(UInt64, UInt64)]] = [:]
+        var ranges: [(author: ReplicaID, first: UInt64, last: UInt64)] = []
         for entry in try entries() {
             if entry.writer == local, case .failure = read(entry) {
                 try? FileManager.default.removeItem(at: entry.url)
                 continue
             }
-            byAuthor[entry.author, default: []].append((entry.first, entry.last))
+            ranges.append((entry.author, entry.first, entry.last))
         }
+        return FolderTransport.contiguousCoverage(ranges)
+    }
+
+    /// Per author, how far files holding these seq ranges cover the author's operations without a
+    /// gap from seq 1 (what a folder holding them can be said to have).
+    public static func contiguousCoverage(_ files: [(author: ReplicaID, first: UInt64, last: UInt64)]) -> VersionVector {
+        var byAuthor: [ReplicaID: [(first: UInt64, last: UInt64)]] = [:]
+        for file in files { byAuthor[file.author, default: []].append((file.first, file.last)) }
         var version = VersionVector()
         for (author, ranges) in byAuthor {
             var covered: UInt64 = 0
-            for (first, last) in ranges.sorted(by: { $0.0 < $1.0 }) {
-                if first > covered + 1 { break }
-                covered = max(covered, last)
+            for range in ranges.sorted(by: { $0.first < $1.first }) {
+                if range.first > covered + 1 { break }
+                covered = max(covered, range.last)
             }
             version[author] = covered
         }
