@@ -180,7 +180,7 @@ struct ReferenceModel {
             if missing.isEmpty, extra.isEmpty {
                 var text = String.UnicodeScalarView()
                 for opID in seen { text.append(chars[opID]!) }
-                if String(text) != body.utf8String { report("note \(id): the body text does not spell its characters") }
+                if String(text) != body.string { report("note \(id): the body text does not spell its characters") }
             }
         }
         // Tags.

@@ -609,7 +609,7 @@ public final class Simulation: @unchecked Sendable {
         } else {
             device.notes?[id] = nil
         }
-        guard let note = Self.crdtNote(notebook, id), note.state != .deleted else {
+        guard let note = notebook.note(id), note.state != .deleted else {
             if stored != nil { violation("device \(device.index): note \(id) is deleted (or unknown) but still has a row") }
             return
         }
@@ -630,7 +630,7 @@ public final class Simulation: @unchecked Sendable {
             row.body = nil
             return (row.id, row)
         }, uniquingKeysWith: { a, _ in a })
-        let notes = notebook.noteIDs.compactMap { Self.crdtNote(notebook, $0) }.filter { $0.state != .deleted }
+        let notes = notebook.noteIDs.compactMap { notebook.note($0) }.filter { $0.state != .deleted }
         let byID = Dictionary(rows.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
         if rows.count != notes.count {
             violation("device \(device.index): \(rows.count) materialized notes, \(notes.count) in the CRDT")
@@ -644,14 +644,6 @@ public final class Simulation: @unchecked Sendable {
                 violation("device \(device.index): note \(note.id): the materialized \(difference) differs from the CRDT")
             }
         }
-    }
-
-    /// `notebook.note(id)`, with the body built in one UTF-8 buffer (`RGAText.utf8String`, the
-    /// same value as the scalar-by-scalar `string` that `note(_:)` uses, several times faster).
-    static func crdtNote(_ notebook: Notebook, _ id: NoteID) -> Note? {
-        guard var note = notebook.noteFields(id) else { return nil }
-        note.body = notebook.body(of: id)?.utf8String ?? ""
-        return note
     }
 
     static func difference(_ stored: StoredNote, _ note: Note) -> String? {

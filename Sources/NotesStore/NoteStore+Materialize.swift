@@ -56,7 +56,7 @@ extension NoteStore {
         var body = ""
         if isNew || bodyTouched {
             let text = loaded!.notebook.body(of: id)
-            body = text?.utf8String ?? ""
+            body = text?.string ?? ""
             try db.cachedStatement(sql: """
                 INSERT INTO notes (id, title, pinned, archived, color, state, tags, created_at, updated_at, body_length, preview)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)

@@ -4,7 +4,7 @@ public struct VersionVector: Hashable, Sendable, CustomStringConvertible {
     /// The nonzero entries, sorted by replica. A handful of replicas is the common case, so a
     /// sorted array beats a hash table here: no hashing on the hot path of every edit, equality is
     /// a memory comparison, and a copy that is not changed shares its storage.
-    private var storage: [Entry]
+    private(set) var storage: [Entry]
 
     struct Entry: Hashable, Sendable {
         var replica: ReplicaID

@@ -105,13 +105,11 @@ extension Notebook {
         let have = versionVector[change.replica]
         if change.endSeq <= have { return .duplicate }
         if change.startSeq > have + 1 { return .blocked(change.replica) }
-        // Wait for the smallest missing replica, not the first one a dictionary happens to yield:
-        // dictionary order differs between processes, and a seed must replay the same way anywhere.
-        var blocker: ReplicaID? = nil
-        for (replica, seq) in change.dependencies.sortedEntries where versionVector[replica] < seq {
-            if blocker.map({ replica < $0 }) ?? true { blocker = replica }
+        // Wait for the smallest missing replica (entries are sorted by replica, so it is the first),
+        // so that a seed replays the same way in every process.
+        if let missing = change.dependencies.storage.first(where: { versionVector[$0.replica] < $0.seq }) {
+            return .blocked(missing.replica)
         }
-        if let blocker { return .blocked(blocker) }
         return .ready(change.suffix(from: have + 1)!)
     }
 

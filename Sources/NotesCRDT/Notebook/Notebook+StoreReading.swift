@@ -1,13 +1,5 @@
 // Small read helpers the store (NotesStore) needs on its per-keystroke path.
 
-extension RGAText {
-    /// The visible text; the same as `string` (kept for the store, which used it when `string` was
-    /// slower).
-    ///
-    /// - Complexity: O(*n*).
-    public var utf8String: String { string }
-}
-
 extension Notebook {
     /// The note with this identity with an empty `body`, or nil: every field without the O(*n*)
     /// cost of building the body's text (read it from `body(of:)` when needed).

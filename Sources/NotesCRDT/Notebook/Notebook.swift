@@ -68,12 +68,7 @@ public struct Notebook: Sendable {
     /// - Complexity: O(1); O(size of the log) in a replica whose log is deferred (see
     ///   `materialize()`).
     public func body(of id: NoteID) -> RGAText? {
-        if deferred != nil {
-            var copy = self
-            copy.materialize()
-            return copy.notes[id]?.body
-        }
-        return notes[id]?.body
+        deferred == nil ? notes[id]?.body : materialized.notes[id]?.body
     }
 
     /// The tags known, sorted by key.
