@@ -70,4 +70,27 @@ struct Identifier128Tests {
         #expect(OpID(replica: replica(1), seq: 1) < OpID(replica: replica(1), seq: 2))
         #expect(OpIDRange(replica: replica(1), seq: 5, count: 3).endSeq == 8)
     }
+
+    /// Identities hash with a keyed multiply-fold instead of SipHash. Identities chosen to share one
+    /// half (as a careless or hostile peer could make them) still spread over a table's buckets.
+    @Test func identitiesThatShareAHalfSpreadOverBuckets() {
+        let seeds = [0, 1, Int.min, 0x1234_5678_9ABC_DEF0]
+        let families: [[Identifier128]] = [
+            (0 ..< 4096).map { Identifier128(high: 0, low: UInt64($0)) },
+            (0 ..< 4096).map { Identifier128(high: UInt64($0), low: 0) },
+            (0 ..< 4096).map { Identifier128(high: 0xD6E8_FEB8_6659_FD93, low: UInt64($0) << 32) },
+        ]
+        for seed in seeds {
+            for family in families {
+                // The low 12 bits pick one of 4,096 buckets: random placement fills about 63% of them.
+                let buckets = Set(family.map { $0._rawHashValue(seed: seed) & 4095 })
+                #expect(buckets.count > 2400, "seed \(seed): \(buckets.count) of 4096 buckets used")
+            }
+        }
+        // Equal identities hash equally, through every wrapper.
+        let id = Identifier128(high: 42, low: 7)
+        #expect(id.hashValue == Identifier128(high: 42, low: 7).hashValue)
+        #expect(NoteID(id).hashValue == NoteID(Identifier128(high: 42, low: 7)).hashValue)
+        #expect(Set(families[0].map(ReplicaID.init)).count == 4096)
+    }
 }
