@@ -74,14 +74,40 @@ public struct TraceReplayer {
         var consumed = Array(repeating: Array(repeating: 0, count: trace.numAgents), count: trace.numAgents)
         var patchCount = 0
 
+        // The patches of a sequential trace in one list, as the peers' replay takes them.
+        let patches = trace.kind == .sequential ? trace.transactions.flatMap(\.patches) : []
         #if os(Linux)
         _ = glibcMallocTrim(0)  // give back what parsing the trace freed, so the growth below is the replay's
         #endif
         let memoryBefore = peakResidentMB()
         let start = DispatchTime.now().uptimeNanoseconds
-        for (index, txn) in trace.transactions.enumerated() {
-            let a = txn.agent
-            if trace.kind == .concurrent {
+        /// Applies one transaction's patches to `body`, checking each against the text first.
+        func edit(_ body: inout BodyEditor, _ txn: EditingTrace.Transaction, _ index: Int) throws {
+            patchCount += txn.patches.count
+            for patch in txn.patches {
+                guard patch.position + patch.deleteCount <= body.count else {
+                    throw TraceError("transaction \(index): patch at \(patch.position) deleting \(patch.deleteCount) is past the end of the text (\(body.count))")
+                }
+                if patch.deleteCount > 0 { try body.delete(patch.position ..< patch.position + patch.deleteCount) }
+                if !patch.insert.isEmpty { try body.insert(patch.insert, at: patch.position) }
+            }
+        }
+        if trace.kind == .sequential {
+            // One batch, as the peers replay it in one transaction.
+            try replicas[0].editBody(noteID) { body in
+                for index in patches.indices {
+                    let patch = patches[index]
+                    guard patch.position + patch.deleteCount <= body.count else {
+                        throw TraceError("patch \(index) at \(patch.position) deleting \(patch.deleteCount) is past the end of the text (\(body.count))")
+                    }
+                    if patch.deleteCount > 0 { try body.delete(patch.position ..< patch.position + patch.deleteCount) }
+                    if !patch.insert.isEmpty { try body.insert(patch.insert, at: patch.position) }
+                }
+            }
+            patchCount = patches.count
+        } else {
+            for (index, txn) in trace.transactions.enumerated() {
+                let a = txn.agent
                 var target = baseVersion
                 for parent in txn.parents { target.merge(versionAfter[parent]) }
                 for b in 0 ..< trace.numAgents where b != a {
@@ -94,24 +120,10 @@ public struct TraceReplayer {
                 guard replicas[a].versionVector == target else {
                     throw TraceError("transaction \(index) of agent \(a) cannot be replayed: the agent has seen history outside its parents")
                 }
+                // Each transaction is one batch, whose changes the other agents receive later.
+                authored[a] += try replicas[a].editBody(noteID) { body in try edit(&body, txn, index) }
+                versionAfter.append(replicas[a].versionVector)
             }
-            for patch in txn.patches {
-                patchCount += 1
-                let length = replicas[a].body(of: noteID)!.count
-                guard patch.position + patch.deleteCount <= length else {
-                    throw TraceError("transaction \(index): patch at \(patch.position) deleting \(patch.deleteCount) is past the end of the text (\(length))")
-                }
-                // Only a concurrent trace needs each change kept apart, to deliver it to the others.
-                if patch.deleteCount > 0, let change = try replicas[a].deleteText(noteID, patch.position ..< patch.position + patch.deleteCount),
-                   trace.kind == .concurrent {
-                    authored[a].append(change)
-                }
-                if !patch.insert.isEmpty, let change = try replicas[a].insertText(noteID, at: patch.position, patch.insert),
-                   trace.kind == .concurrent {
-                    authored[a].append(change)
-                }
-            }
-            if trace.kind == .concurrent { versionAfter.append(replicas[a].versionVector) }
         }
         let localNanos = DispatchTime.now().uptimeNanoseconds - start
         let peakMemory = peakResidentMB() - memoryBefore

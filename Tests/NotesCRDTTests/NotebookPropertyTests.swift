@@ -48,6 +48,12 @@ struct NotebookPropertyTests {
                     #expect(nb.pendingCount == 0, "seed \(seed)")
                     #expect(nb.digest() == reference.digest(), "seed \(seed)")
                     #expect(nb.bodies == reference.bodies, "seed \(seed)")
+                    // Not only the same strings: the same characters, keys and origins, tombstones
+                    // included (a local edit applied differently from its change would show here).
+                    for id in nb.noteIDs {
+                        let difference = nb.body(of: id)!.structureDifference(from: reference.body(of: id)!)
+                        #expect(difference == nil, "seed \(seed), note \(id)")
+                    }
                 }
             }
         }

@@ -123,9 +123,27 @@ struct Simulation {
         let note = rng.pick(known)
         let length = replicas[i].body(of: note)!.count
         switch roll {
-        case 4 ..< 40:  // insert a few scalars anywhere
+        case 4 ..< 32:  // insert a few scalars anywhere
             let at = rng.int(0 ... length)
             record(try replicas[i].insertText(note, at: at, randomText(rng.int(1 ... 6), using: &rng)))
+        case 32 ..< 40:  // a burst of edits in one batch: typing, backspaces, a jump
+            var r = rng
+            record(try replicas[i].editBody(note) { body in
+                var cursor = r.int(0 ... body.count)
+                for _ in 0 ..< r.int(1 ... 8) {
+                    if r.chance(0.25), cursor > 0 {
+                        try body.delete(cursor - 1 ..< cursor)
+                        cursor -= 1
+                    } else if r.chance(0.1) {
+                        cursor = r.int(0 ... body.count)
+                    } else {
+                        let text = randomText(r.int(1 ... 2), using: &r)
+                        try body.insert(text, at: cursor)
+                        cursor += text.unicodeScalars.count
+                    }
+                }
+            })
+            rng = r
         case 40 ..< 52:  // type a word one scalar at a time, then maybe select back over it and delete
             var note = note
             var start = rng.int(0 ... length)

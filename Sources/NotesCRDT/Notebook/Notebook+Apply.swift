@@ -290,7 +290,7 @@ extension Notebook {
     }
 
     /// Appends a change to the log, joining it to the previous one when it directly follows it.
-    private mutating func record(_ change: Change) {
+    mutating func record(_ change: Change) {
         // In place: the last change's operations stay uniquely referenced, so joining is amortized O(1).
         if let lastIndex = history.indices.last, history[lastIndex].replica == change.replica,
            history[lastIndex].append(change) {

@@ -163,19 +163,19 @@ extension Notebook {
     }
 
     mutating func commit(_ ops: [Operation], timestamp: Timestamp) -> Change {
-        let dependencies: VersionVector
-        if let cached = cachedDependencies {
-            dependencies = cached
-        } else {
-            var vector = versionVector
-            vector[replicaID] = 0
-            cachedDependencies = vector
-            dependencies = vector
-        }
         let change = Change(replica: replicaID, startSeq: versionVector[replicaID] + 1, timestamp: timestamp,
-                            dependencies: dependencies, operations: ops)
+                            dependencies: localDependencies(), operations: ops)
         applyValidated(change)
         return change
+    }
+
+    /// The dependencies of the next local change: the version vector without this replica's entry.
+    mutating func localDependencies() -> VersionVector {
+        if let cached = cachedDependencies { return cached }
+        var vector = versionVector
+        vector[replicaID] = 0
+        cachedDependencies = vector
+        return vector
     }
 
     /// A local insert. Its characters must sort before every existing child of their origin, so the

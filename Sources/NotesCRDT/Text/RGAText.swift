@@ -41,6 +41,10 @@ public struct RGAText: @unchecked Sendable {  // a value with copy-on-write stor
     /// An empty text.
     public init() { box = Box.make(RGATree()) }
 
+    /// An empty text shared by every user, to hold a record's place while its text is edited
+    /// elsewhere (never written: a write would copy it first).
+    static let placeholder = RGAText()
+
     /// A text known only by its visible content (see `deferredText`).
     init(deferredText: String, count: Int) {
         self.init()
@@ -73,6 +77,9 @@ public struct RGAText: @unchecked Sendable {  // a value with copy-on-write stor
         var origin: OpID?
         var originKey: UInt64?
         var firstChildKey: UInt64?
+        /// Where the origin is in the tree (valid until the text changes).
+        var originPosition: RGATree.Position?
+        var originAgent: Int32 = -1
     }
 
     func insertContext(at position: Int) -> InsertContext {
@@ -89,7 +96,17 @@ public struct RGAText: @unchecked Sendable {  // a value with copy-on-write stor
             childKey = tree.key(at: next)
         }
         return InsertContext(origin: OpID(replica: tree.agents[Int(run.agent)], seq: originSeq),
-                             originKey: run.key + UInt64(at.offset), firstChildKey: childKey)
+                             originKey: run.key + UInt64(at.offset), firstChildKey: childKey,
+                             originPosition: at, originAgent: run.agent)
+    }
+
+    /// Inserts new characters where `context` (just computed, the text unchanged since) says:
+    /// exactly what `integrate(id:origin:key:scalars:)` does with its origin, without looking the
+    /// origin up again.
+    mutating func integrate(id: OpID, context: InsertContext, key: UInt64, scalars: some Collection<Unicode.Scalar>) {
+        let agent = tree.agent(for: id.replica)
+        tree.integrate(agent: agent, seq: id.seq, key: key, originAgent: context.originAgent,
+                       originSeq: context.origin?.seq ?? 0, originPosition: context.originPosition, scalars: scalars)
     }
 
     /// Whether the character with this identity is in the text (visible or deleted).
@@ -136,11 +153,18 @@ public struct RGAText: @unchecked Sendable {  // a value with copy-on-write stor
     ///
     /// - Complexity: O(log *n* + runs in the range).
     public func identities(of range: Range<Int>) -> [OpIDRange] {
-        // The agent table is taken first: a closure that read `tree` would copy the whole tree.
-        let agents = tree.agents
-        return tree.visibleRanges(start: range.lowerBound, count: range.count).map {
-            OpIDRange(replica: agents[Int($0.agent)], seq: $0.seq, count: $0.count)
-        }
+        let ranges = tree.visibleRanges(start: range.lowerBound, count: range.count)
+        var result: [OpIDRange] = []
+        result.reserveCapacity(ranges.count)
+        for r in ranges { result.append(OpIDRange(replica: tree.agents[Int(r.agent)], seq: r.seq, count: r.count)) }
+        return result
+    }
+
+    /// Deletes the visible characters in `range` and returns their identities.
+    ///
+    /// - Complexity: O(log *n* + runs in the range).
+    mutating func deleteVisible(_ range: Range<Int>) -> [OpIDRange] {
+        tree.deleteVisible(start: range.lowerBound, count: range.count)
     }
 
     /// The identity of the visible character at `position`.

@@ -152,21 +152,24 @@ struct RGATree: Sendable {
         var remaining = visibleIndex
         var node = root
         var isLeaf = rootIsLeaf
+        // Indexes into the node arrays, not copies of nodes: a copy would retain their arrays.
         while !isLeaf {
-            let inner = inners[Int(node)]
-            var chosen = inner.children[inner.children.count - 1]
-            for child in inner.children {
-                let count = inner.leafChildren ? leaves[Int(child)].visible : inners[Int(child)].visible
+            let leafChildren = inners[Int(node)].leafChildren
+            let childCount = inners[Int(node)].children.count
+            var chosen = inners[Int(node)].children[childCount - 1]
+            for i in 0 ..< childCount {
+                let child = inners[Int(node)].children[i]
+                let count = leafChildren ? leaves[Int(child)].visible : inners[Int(child)].visible
                 if remaining < count { chosen = child; break }
                 remaining -= count
             }
             node = chosen
-            isLeaf = inner.leafChildren
+            isLeaf = leafChildren
         }
-        let runs = leaves[Int(node)].runs
-        for (i, run) in runs.enumerated() where !run.deleted {
-            if remaining < Int(run.length) { return Position(leaf: node, run: i, offset: remaining) }
-            remaining -= Int(run.length)
+        for i in 0 ..< leaves[Int(node)].runs.count where !leaves[Int(node)].runs[i].deleted {
+            let length = Int(leaves[Int(node)].runs[i].length)
+            if remaining < length { return Position(leaf: node, run: i, offset: remaining) }
+            remaining -= length
         }
         preconditionFailure("visible index out of range")
     }
@@ -231,8 +234,10 @@ struct RGATree: Sendable {
     /// new characters continue it.
     ///
     /// - Complexity: O(log *n*) plus the concurrent items skipped.
+    /// - Parameter originPosition: where the origin is, when the caller knows (a local insert
+    ///   found it by visible offset); otherwise it is looked up by identity.
     mutating func integrate(agent: Int32, seq: UInt64, key: UInt64, originAgent: Int32, originSeq: UInt64,
-                   scalars: some Collection<Unicode.Scalar>) {
+                            originPosition: Position? = nil, scalars: some Collection<Unicode.Scalar>) {
         let length = scalars.count
         guard length > 0 else { return }
         var leaf: Int32
@@ -241,7 +246,7 @@ struct RGATree: Sendable {
         if originAgent < 0 {
             leaf = 0; run = 0; offset = 0
         } else {
-            let origin = find(agent: originAgent, seq: originSeq)!
+            let origin = originPosition ?? find(agent: originAgent, seq: originSeq)!
             leaf = origin.leaf
             if origin.offset + 1 < Int(leaves[Int(leaf)].runs[origin.run].length) {
                 run = origin.run; offset = origin.offset + 1
@@ -325,6 +330,19 @@ struct RGATree: Sendable {
             remaining -= take
         }
         return removed
+    }
+
+    /// Deletes the visible characters in `start ..< start + count` and returns their identities.
+    /// (One method of the tree, so the caller's access to it is one in-place modification.)
+    mutating func deleteVisible(start: Int, count: Int) -> [OpIDRange] {
+        let ranges = visibleRanges(start: start, count: count)
+        var result: [OpIDRange] = []
+        result.reserveCapacity(ranges.count)
+        for r in ranges {
+            result.append(OpIDRange(replica: agents[Int(r.agent)], seq: r.seq, count: r.count))
+            delete(agent: r.agent, seq: r.seq, count: r.count)
+        }
+        return result
     }
 
     /// The identities of the visible characters in `start ..< start + count`, as ranges.

@@ -1,0 +1,163 @@
+/// Many edits of one note's body in one batch: what an editor sends when it saves a burst of
+/// typing, or what a replay of a recorded session does (the counterpart of a Yrs transaction or a
+/// Loro commit).
+///
+/// Obtained from `Notebook.editBody(_:_:)`. Each edit takes effect at once (positions of the next
+/// edit refer to the text after the previous one), but the edits are stamped, logged and counted
+/// as one change: no `Change` value per keystroke, no lookup of the note per keystroke.
+public struct BodyEditor {
+    /// The text being edited, moved out of the note's record for the batch (so it is uniquely
+    /// referenced and edited in place).
+    var text: RGAText
+    let note: NoteID
+    let replica: ReplicaID
+    /// The sequence number and key the next edit takes.
+    var nextSeq: UInt64
+    var nextKey: UInt64
+    /// Where the change being built starts (nil before the first edit).
+    var changeStart: (seq: UInt64, key: UInt64)?
+    var operations: [Operation] = []
+    /// The insert being built: consecutive typing joins into one operation.
+    var runOrigin: OpID?
+    var runText: [Unicode.Scalar] = []
+    /// The changes finished so far (a batch splits only when an edit must jump its key above
+    /// characters stamped by a clock that ran far ahead).
+    var finished: [(start: (seq: UInt64, key: UInt64), operations: [Operation])] = []
+    /// The replica's clock and wall time, to stamp the first edit of the batch.
+    let clock: HybridLogicalClock
+    let wallMilliseconds: UInt64
+
+    /// The number of visible Unicode scalars.
+    public var count: Int { text.count }
+
+    /// The visible text.
+    ///
+    /// - Complexity: O(*n*).
+    public var string: String { text.string }
+
+    /// Inserts text at a Unicode-scalar offset.
+    ///
+    /// - Complexity: O(log *n*) in the body's length, plus the inserted text.
+    public mutating func insert(_ string: String, at offset: Int) throws {
+        guard offset >= 0, offset <= text.count else {
+            throw CRDTError(.outOfBounds, "offset \(offset) is outside the body (0...\(text.count))")
+        }
+        // A keystroke is usually one ASCII character: no scalar decoding, no array.
+        let utf8 = string.utf8
+        if utf8.count == 1, let byte = utf8.first, byte < 0x80 {
+            insert(CollectionOfOne(Unicode.Scalar(byte)), at: offset)
+        } else if !utf8.isEmpty {
+            insert(Array(string.unicodeScalars), at: offset)
+        }
+    }
+
+    /// Inserts scalars at an offset already checked.
+    private mutating func insert(_ scalars: some Collection<Unicode.Scalar>, at offset: Int) {
+        let length = UInt64(scalars.count)
+        let context = text.insertContext(at: offset)
+        // The characters must sort before every existing child of their origin, so they land where
+        // they were typed: keys above the origin's and its first child's.
+        let floor = max(context.originKey.map { $0 + 1 } ?? 0, context.firstChildKey.map { $0 + 1 } ?? 0)
+        startChange(floor: floor)
+        let id = OpID(replica: replica, seq: nextSeq)
+        text.integrate(id: id, context: context, key: nextKey, scalars: scalars)
+        if !runText.isEmpty, context.origin == OpID(replica: replica, seq: nextSeq - 1) {
+            runText.append(contentsOf: scalars)
+        } else {
+            flushRun()
+            runOrigin = context.origin
+            runText.append(contentsOf: scalars)
+        }
+        nextSeq += length
+        nextKey += length
+    }
+
+    /// Deletes the Unicode scalars in `range`.
+    ///
+    /// - Complexity: O(log *n* + runs in the range).
+    public mutating func delete(_ range: Range<Int>) throws {
+        guard range.lowerBound >= 0, range.upperBound <= text.count else {
+            throw CRDTError(.outOfBounds, "range \(range) is outside the body (0..<\(text.count))")
+        }
+        guard !range.isEmpty else { return }
+        startChange(floor: 0)
+        flushRun()
+        let targets = text.deleteVisible(range)
+        operations.append(.deleteText(note: note, targets: targets))
+        nextSeq += 1
+        nextKey += 1
+    }
+
+    /// Replaces the scalars in `range` by `string`: a delete, then an insert where the range was.
+    public mutating func replace(_ range: Range<Int>, with string: String) throws {
+        try delete(range)
+        try insert(string, at: range.lowerBound)
+    }
+
+    /// Makes sure a change is open whose next key is at least `floor`, finishing the open one and
+    /// starting another at `floor` when it is below.
+    private mutating func startChange(floor: UInt64) {
+        if changeStart == nil {
+            var clock = self.clock
+            nextKey = max(clock.tick(wallMilliseconds: wallMilliseconds).rawValue, floor)
+            changeStart = (nextSeq, nextKey)
+        } else if nextKey < floor {
+            finishChange()
+            nextKey = floor
+            changeStart = (nextSeq, nextKey)
+        }
+    }
+
+    private mutating func flushRun() {
+        guard !runText.isEmpty else { return }
+        operations.append(.insertText(note: note, origin: runOrigin, text: runText))
+        runText = []
+        runOrigin = nil
+    }
+
+    mutating func finishChange() {
+        flushRun()
+        guard let start = changeStart, !operations.isEmpty else { return }
+        finished.append((start, operations))
+        operations = []
+        changeStart = nil
+    }
+}
+
+extension Notebook {
+    /// Edits a note's body in one batch: `edits` inserts and deletes through the editor, each at
+    /// once, and they are logged as one change (two, rarely: see `BodyEditor`).
+    ///
+    /// An edit that throws (an offset outside the text) changes nothing; the edits before it stay
+    /// made and logged, and the error is rethrown.
+    ///
+    /// - Returns: the changes made (none when the batch made no edit).
+    @discardableResult
+    public mutating func editBody(_ note: NoteID, _ edits: (inout BodyEditor) throws -> Void) throws -> [Change] {
+        materialize()
+        guard notes[note] != nil else { throw CRDTError(.notFound, "no note \(note)") }
+        // Move the text out, so the editor holds the only reference and edits it in place.
+        var text = RGAText.placeholder
+        swap(&text, &notes[note]!.body)
+        var editor = BodyEditor(text: consume text, note: note, replica: replicaID,
+                                nextSeq: versionVector[replicaID] + 1, nextKey: 0,
+                                clock: clock, wallMilliseconds: wallClock.milliseconds())
+        var failure: (any Error)?
+        do { try edits(&editor) } catch { failure = error }
+        editor.finishChange()
+        let dependencies = localDependencies()
+        var changes: [Change] = []
+        for (start, operations) in editor.finished {
+            let change = Change(replica: replicaID, startSeq: start.seq, timestamp: Timestamp(rawValue: start.key),
+                                dependencies: dependencies, operations: operations)
+            versionVector[replicaID] = change.endSeq
+            clock.witnessLocal(change.timestamp(ofSeq: change.endSeq))
+            record(change)
+            changes.append(change)
+        }
+        notes[note]!.body = editor.text
+        if let last = changes.last { notes[note]!.touch(last.timestamp(ofSeq: last.endSeq)) }
+        if let failure { throw failure }
+        return changes
+    }
+}
