@@ -18,7 +18,7 @@ extension NoteStore {
                 switch op {
                 case .setNoteField(let note, _, _):
                     if touched[note] == nil { touched[note] = false }
-                case .insertText(let note, _, _), .deleteText(let note, _):
+                case .insertText(let note, _, _), .deleteText(let note, _), .deleteEach(let note, _):
                     touched[note] = true
                 case .setTagField(let tag, let field, _):
                     if field == .name { renamedTags.insert(tag) }

@@ -8,19 +8,34 @@ public enum Operation: Hashable, Sendable {
     case insertText(note: NoteID, origin: OpID?, text: [Unicode.Scalar])
     /// Deletes the characters with these identities from a note's body.
     case deleteText(note: NoteID, targets: [OpIDRange])
+    /// Consecutive deletes of one range each, held as one value: the *i*-th deletes `targets[i]`
+    /// and has the *i*-th sequence number, exactly as *k* `deleteText`s of one target each would.
+    /// A change joins such deletes (backspacing makes thousands of them), so the log, the decoder
+    /// and the merge do not handle one value, with one array, per deleted character. Always at
+    /// least two targets: a change never holds one of a single target (that is a `deleteText`).
+    case deleteEach(note: NoteID, targets: [OpIDRange])
     /// Writes a field of a tag entity, by tag key.
     case setTagField(tag: String, field: TagField, value: FieldValue)
 
     /// How many sequence numbers the operation consumes.
     public var seqCount: UInt64 {
-        if case .insertText(_, _, let text) = self { return UInt64(text.count) }
-        return 1
+        switch self {
+        case .insertText(_, _, let text): UInt64(text.count)
+        case .deleteEach(_, let targets): UInt64(targets.count)
+        case .setNoteField, .deleteText, .setTagField: 1
+        }
+    }
+
+    /// The range a delete of exactly one target removes (nil for anything else).
+    var singleDeleteTarget: (note: NoteID, target: OpIDRange)? {
+        if case .deleteText(let note, let targets) = self, targets.count == 1 { return (note, targets[0]) }
+        return nil
     }
 
     /// The note the operation touches, if any.
     public var note: NoteID? {
         switch self {
-        case .setNoteField(let note, _, _), .insertText(let note, _, _), .deleteText(let note, _): note
+        case .setNoteField(let note, _, _), .insertText(let note, _, _), .deleteText(let note, _), .deleteEach(let note, _): note
         case .setTagField: nil
         }
     }
@@ -54,8 +69,23 @@ public struct Change: Hashable, Sendable {
         var deps = dependencies
         deps[replica] = 0
         self.dependencies = deps
-        self.operations = operations
-        self.seqCount = operations.reduce(0) { $0 + $1.seqCount }
+        self.operations = []
+        self.seqCount = 0
+        self.operations.reserveCapacity(operations.count)
+        for op in operations { appendJoining(op) }  // joined, so equal changes are equal values
+    }
+
+    /// An empty change, filled by `appendJoining(_:)` (the decoder builds changes so, in one pass).
+    init(replica: ReplicaID, startSeq: UInt64, timestamp: Timestamp, dependencies: VersionVector, capacity: Int) {
+        self.replica = replica
+        self.startSeq = startSeq
+        self.timestamp = timestamp
+        var deps = dependencies
+        deps[replica] = 0
+        self.dependencies = deps
+        self.operations = []
+        self.operations.reserveCapacity(capacity)
+        self.seqCount = 0
     }
 
     /// The last sequence number the change covers.
@@ -91,9 +121,16 @@ public struct Change: Hashable, Sendable {
         ops.reserveCapacity(operations.count - index)
         for (offset, op) in operations[index...].enumerated() {
             if offset == 0, opSeq < seq {
-                guard case .insertText(let note, _, let text) = op else { continue }
                 let skip = Int(seq - opSeq)
-                ops.append(.insertText(note: note, origin: OpID(replica: replica, seq: seq - 1), text: Array(text[skip...])))
+                switch op {
+                case .insertText(let note, _, let text):
+                    ops.append(.insertText(note: note, origin: OpID(replica: replica, seq: seq - 1), text: Array(text[skip...])))
+                case .deleteEach(let note, let targets):
+                    ops.append(targets.count - skip == 1 ? .deleteText(note: note, targets: [targets[skip]])
+                                                         : .deleteEach(note: note, targets: Array(targets[skip...])))
+                default:
+                    continue
+                }
             } else {
                 ops.append(op)
             }
@@ -109,17 +146,38 @@ public struct Change: Hashable, Sendable {
     mutating func append(_ next: Change) -> Bool {
         guard next.replica == replica, next.startSeq == startSeq + seqCount,
               next.timestamp == timestamp.advanced(by: seqCount), next.dependencies == dependencies else { return false }
-        for op in next.operations {
-            let lastSeq = startSeq + seqCount - 1
-            if case .insertText(let note2, let origin2, let more) = op, origin2 == OpID(replica: replica, seq: lastSeq),
-               lastInsertNote == note2 {
-                extendLastInsert(with: more)
-            } else {
-                operations.append(op)
-            }
-            seqCount += op.seqCount
-        }
+        for op in next.operations { appendJoining(op) }
         return true
+    }
+
+    /// Appends one operation: an insert that continues the last insert extends it, and deletes of
+    /// one target each join into a `deleteEach`.
+    mutating func appendJoining(_ op: Operation) {
+        // Wrapping: a decoder builds changes before `Notebook.checkShape` rejects impossible seqs.
+        let lastSeq = startSeq &+ seqCount &- 1
+        if case .insertText(let note2, let origin2, let more) = op, origin2 == OpID(replica: replica, seq: lastSeq),
+           lastInsertNote == note2 {
+            extendLastInsert(with: more)
+        } else if let (note, target) = op.singleDeleteTarget, let last = operations.last, last.joinsDelete(on: note) {
+            extendLastDelete(with: target)
+        } else if case .deleteEach(let note, let targets) = op, let last = operations.last, last.joinsDelete(on: note) {
+            for target in targets { extendLastDelete(with: target) }
+        } else {
+            operations.append(op)
+        }
+        seqCount &+= op.seqCount
+    }
+
+    /// Turns the last operation (a delete of one target, or a `deleteEach`) into a `deleteEach`
+    /// with `target` appended, without copying its array.
+    private mutating func extendLastDelete(with target: OpIDRange) {
+        switch operations.removeLast() {
+        case .deleteText(let note, var targets), .deleteEach(let note, var targets):
+            targets.append(target)
+            operations.append(.deleteEach(note: note, targets: targets))
+        default:
+            preconditionFailure("only a delete is extended")
+        }
     }
 
     /// The note of the last operation when it is an insert.
@@ -134,5 +192,17 @@ public struct Change: Hashable, Sendable {
         guard case .insertText(let note, let origin, var text) = operations.removeLast() else { preconditionFailure() }
         text.append(contentsOf: more)
         operations.append(.insertText(note: note, origin: origin, text: text))
+    }
+}
+
+extension Operation {
+    /// Whether a delete of one target on `note` joins this operation (a delete of one target on
+    /// the same note, or a `deleteEach` there).
+    func joinsDelete(on note: NoteID) -> Bool {
+        switch self {
+        case .deleteText(let n, let targets): n == note && targets.count == 1
+        case .deleteEach(let n, _): n == note
+        default: false
+        }
     }
 }

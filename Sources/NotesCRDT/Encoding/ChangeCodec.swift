@@ -32,11 +32,25 @@ public enum ChangeCodec {
             if let first = targets.first { lastDeleted = OpID(replica: first.replica, seq: first.seq) }
         }
 
+        /// The range found last: predictions walk through the text just typed or deleted, so the
+        /// next lookup is usually in the same range or the next one.
+        var lastHit: (replica: Int, index: Int)?
+
         /// Where `id`'s replica is in `insertedBy`, and the index of the range that holds `id`
         /// among that replica's inserted ranges, or nil.
-        private func rangeIndex(of id: OpID) -> (replica: Int, index: Int)? {
+        private mutating func rangeIndex(of id: OpID) -> (replica: Int, index: Int)? {
+            if let hit = lastHit, insertedBy[hit.replica].replica == id.replica {
+                let count = insertedBy[hit.replica].ranges.count
+                for i in max(0, hit.index - 1) ... min(count - 1, hit.index + 1) {
+                    let range = insertedBy[hit.replica].ranges[i]
+                    if range.start <= id.seq, id.seq < range.start + range.count {
+                        lastHit = (hit.replica, i)
+                        return (hit.replica, i)
+                    }
+                }
+            }
             guard let r = insertedBy.firstIndex(where: { $0.replica == id.replica }) else { return nil }
-            return insertedBy[r].ranges.withUnsafeBufferPointer { ranges in
+            let found: (replica: Int, index: Int)? = insertedBy[r].ranges.withUnsafeBufferPointer { ranges in
                 var low = 0, high = ranges.count
                 while low < high {
                     let mid = (low + high) / 2
@@ -45,10 +59,12 @@ public enum ChangeCodec {
                 guard low > 0, id.seq < ranges[low - 1].start + ranges[low - 1].count else { return nil }
                 return (r, low - 1)
             }
+            if let found { lastHit = found }
+            return found
         }
 
         /// The character inserted (in this body) just before `id` by the same replica.
-        func predecessor(of id: OpID?) -> OpID? {
+        mutating func predecessor(of id: OpID?) -> OpID? {
             guard let id, let (r, index) = rangeIndex(of: id) else { return nil }
             let range = insertedBy[r].ranges[index]
             if id.seq > range.start { return OpID(replica: id.replica, seq: id.seq - 1) }
@@ -58,7 +74,7 @@ public enum ChangeCodec {
         }
 
         /// The character inserted (in this body) just after `id` by the same replica.
-        func successor(of id: OpID?) -> OpID? {
+        mutating func successor(of id: OpID?) -> OpID? {
             guard let id, let (r, index) = rangeIndex(of: id) else { return nil }
             let range = insertedBy[r].ranges[index]
             if id.seq + 1 < range.start + range.count { return OpID(replica: id.replica, seq: id.seq + 1) }
@@ -68,7 +84,7 @@ public enum ChangeCodec {
 
         /// Insert origin modes: 0 the start, 1 explicit, 2 the character inserted just before the
         /// last deleted one, 3 the last inserted character.
-        func insertMode(_ origin: OpID?) -> UInt8 {
+        mutating func insertMode(_ origin: OpID?) -> UInt8 {
             guard let origin else { return 0 }
             if origin == lastInsertEnd { return 3 }
             if origin == predecessor(of: lastDeleted) { return 2 }
@@ -77,7 +93,7 @@ public enum ChangeCodec {
 
         /// Delete modes (for a single character): 0 explicit, 1 the last inserted character,
         /// 2 the character inserted just before the last deleted one, 3 the one just after it.
-        func deleteMode(_ targets: [OpIDRange]) -> UInt8 {
+        mutating func deleteMode(_ targets: [OpIDRange]) -> UInt8 {
             guard targets.count == 1, targets[0].count == 1 else { return 0 }
             let id = OpID(replica: targets[0].replica, seq: targets[0].seq)
             if id == lastInsertEnd { return 1 }
@@ -106,7 +122,7 @@ public enum ChangeCodec {
                 if let n = op.note { note(n) }
                 switch op {
                 case .insertText(_, let origin?, _): replica(origin.replica)
-                case .deleteText(_, let targets): targets.forEach { replica($0.replica) }
+                case .deleteText(_, let targets), .deleteEach(_, let targets): targets.forEach { replica($0.replica) }
                 default: break
                 }
             }
@@ -136,8 +152,28 @@ public enum ChangeCodec {
                 writer.varint(UInt64(replicaIndex[r]!))
                 writer.varint(seq)
             }
-            writer.varint(UInt64(change.operations.count))
+            // On the wire a `deleteEach` is its deletes, one by one (the decoder joins them again).
+            writer.varint(UInt64(change.operations.reduce(0) { count, op in
+                if case .deleteEach(_, let targets) = op { return count + targets.count }
+                return count + 1
+            }))
             var seq = change.startSeq
+            /// Writes one delete operation.
+            func delete(_ n: NoteID, _ targets: [OpIDRange], at seq: UInt64) {
+                kinds.append(Kind.deleteText.rawValue)
+                noteColumn.append(UInt64(noteIndex[n]!))
+                let mode = predictor.deleteMode(targets)
+                deleteModes.append(mode)
+                if mode == 0 {
+                    explicit.varint(UInt64(targets.count))
+                    for t in targets {
+                        explicit.varint(UInt64(replicaIndex[t.replica]!))
+                        explicit.signedVarint(Int64(bitPattern: seq &- t.seq))
+                        explicit.varint(t.count)
+                    }
+                }
+                predictor.deleted(targets)
+            }
             for op in change.operations {
                 switch op {
                 case .setNoteField(let n, let field, let value):
@@ -158,19 +194,9 @@ public enum ChangeCodec {
                     for scalar in scalars { UTF8.encode(scalar) { text.byte($0) } }
                     predictor.inserted(OpID(replica: change.replica, seq: seq), count: UInt64(scalars.count))
                 case .deleteText(let n, let targets):
-                    kinds.append(Kind.deleteText.rawValue)
-                    noteColumn.append(UInt64(noteIndex[n]!))
-                    let mode = predictor.deleteMode(targets)
-                    deleteModes.append(mode)
-                    if mode == 0 {
-                        explicit.varint(UInt64(targets.count))
-                        for t in targets {
-                            explicit.varint(UInt64(replicaIndex[t.replica]!))
-                            explicit.signedVarint(Int64(bitPattern: seq &- t.seq))
-                            explicit.varint(t.count)
-                        }
-                    }
-                    predictor.deleted(targets)
+                    delete(n, targets, at: seq)
+                case .deleteEach(let n, let targets):
+                    for (i, target) in targets.enumerated() { delete(n, [target], at: seq + UInt64(i)) }
                 case .setTagField(let tag, let field, let value):
                     kinds.append(Kind.setTagField.rawValue)
                     explicit.string(tag)
@@ -257,9 +283,17 @@ public enum ChangeCodec {
         var changes: [Change] = []
         changes.reserveCapacity(changeCount)
         for header in headers {
-            var ops: [Operation] = []
-            ops.reserveCapacity(header.opCount)  // bounded by the bytes: checked against them above
+            // Bounded by the bytes: checked against them above.
+            var change = Change(replica: header.author, startSeq: header.startSeq, timestamp: header.timestamp,
+                                dependencies: header.deps, capacity: header.opCount)
             var seq = header.startSeq
+            // Deletes of one target each, gathered into one `deleteEach` (one array, not one per delete).
+            var run: (note: NoteID, targets: [OpIDRange])? = nil
+            func flushRun() {
+                guard let (note, targets) = run else { return }
+                change.appendJoining(targets.count == 1 ? .deleteText(note: note, targets: targets) : .deleteEach(note: note, targets: targets))
+                run = nil
+            }
             for _ in 0 ..< header.opCount {
                 guard let kind = Kind(rawValue: try kinds.next()) else { preconditionFailure() }
                 let op: Operation
@@ -297,31 +331,47 @@ public enum ChangeCodec {
                     predictor.inserted(OpID(replica: header.author, seq: seq), count: UInt64(count))
                 case .deleteText:
                     let n = try note()
-                    var targets: [OpIDRange] = []
+                    let single: OpIDRange
                     switch try deleteModes.next() {
                     case 0:
                         let targetCount = try explicit.count(max: explicit.remaining / 3, "a delete's target count")
+                        var targets: [OpIDRange] = []
                         for _ in 0 ..< targetCount {
                             let r = try replica(&explicit)
                             let targetSeq = seq &- UInt64(bitPattern: try explicit.signedVarint())
                             targets.append(OpIDRange(replica: r, seq: targetSeq, count: try explicit.varint()))
                         }
+                        guard targets.count == 1 else {
+                            if let first = targets.first { predictor.lastDeleted = OpID(replica: first.replica, seq: first.seq) }
+                            flushRun()
+                            change.appendJoining(.deleteText(note: n, targets: targets))
+                            seq &+= 1
+                            continue
+                        }
+                        single = targets[0]
                     case 1:
                         guard let last = predictor.lastInsertEnd else { throw CRDTError(.malformedEncoding, "a delete refers to an insert that is not there") }
-                        targets = [OpIDRange(replica: last.replica, seq: last.seq, count: 1)]
+                        single = OpIDRange(replica: last.replica, seq: last.seq, count: 1)
                     case 2:
                         guard let before = predictor.predecessor(of: predictor.lastDeleted) else {
                             throw CRDTError(.malformedEncoding, "a delete refers to a delete that is not there")
                         }
-                        targets = [OpIDRange(replica: before.replica, seq: before.seq, count: 1)]
+                        single = OpIDRange(replica: before.replica, seq: before.seq, count: 1)
                     default:
                         guard let after = predictor.successor(of: predictor.lastDeleted) else {
                             throw CRDTError(.malformedEncoding, "a delete refers to a delete that is not there")
                         }
-                        targets = [OpIDRange(replica: after.replica, seq: after.seq, count: 1)]
+                        single = OpIDRange(replica: after.replica, seq: after.seq, count: 1)
                     }
-                    op = .deleteText(note: n, targets: targets)
-                    predictor.deleted(targets)
+                    predictor.lastDeleted = OpID(replica: single.replica, seq: single.seq)
+                    if run?.note == n {
+                        run!.targets.append(single)
+                    } else {
+                        flushRun()
+                        run = (n, [single])
+                    }
+                    seq &+= 1
+                    continue
                 case .setTagField:
                     let tag = try explicit.string()
                     guard let field = TagField(rawValue: try explicit.byte()) else {
@@ -330,10 +380,10 @@ public enum ChangeCodec {
                     op = .setTagField(tag: tag, field: field, value: try decodeValue(&explicit))
                 }
                 seq &+= op.seqCount
-                ops.append(op)
+                flushRun()
+                change.appendJoining(op)
             }
-            let change = Change(replica: header.author, startSeq: header.startSeq, timestamp: header.timestamp,
-                                dependencies: header.deps, operations: ops)
+            flushRun()
             do { try Notebook.checkShape(change) } catch let error as CRDTError {
                 throw CRDTError(.malformedEncoding, "a change from \(header.author) is malformed: \(error.message)")
             }

@@ -126,7 +126,7 @@ extension Notebook {
             case .insertText(_, let origin, let text):
                 if text.isEmpty { throw CRDTError(.malformedChange, "an insert with no text") }
                 if let origin, origin.seq == 0 { throw CRDTError(.malformedChange, "an insert after seq 0") }
-            case .deleteText(_, let targets):
+            case .deleteText(_, let targets), .deleteEach(_, let targets):
                 if targets.isEmpty { throw CRDTError(.malformedChange, "a delete with no targets") }
                 for t in targets where t.count == 0 || t.seq == 0 || t.seq > UInt64.max - t.count {
                     throw CRDTError(.malformedChange, "a delete with an empty or overflowing range")
@@ -140,64 +140,20 @@ extension Notebook {
     /// Checks that every identity the change refers to exists, in the state or earlier in the
     /// change itself, so that applying it cannot fail half-way.
     func validate(_ change: Change) throws {
-        // The inserts made earlier in this change, per note (a change touches a few notes: searched
-        // linearly), in increasing seq order.
-        var ownInserts: [(note: NoteID, inserts: [(start: UInt64, count: UInt64)])] = []
+        var checker = ReferenceChecker(change: change)
         var seq = change.startSeq
-        /// The insert made earlier in this change that holds `seq` of the change's replica.
-        func ownInsert(_ note: NoteID, _ replica: ReplicaID, _ seq: UInt64) -> (start: UInt64, count: UInt64)? {
-            guard replica == change.replica, let n = ownInserts.firstIndex(where: { $0.note == note }) else { return nil }
-            return ownInserts[n].inserts.withUnsafeBufferPointer { inserts in
-                var low = 0
-                var high = inserts.count
-                while low < high {
-                    let mid = (low + high) / 2
-                    if inserts[mid].start <= seq { low = mid + 1 } else { high = mid }
-                }
-                guard low > 0, seq < inserts[low - 1].start + inserts[low - 1].count else { return nil }
-                return inserts[low - 1]
-            }
-        }
-        /// Whether every character of `range` exists: in the note's text or earlier in this change
-        /// (a range may span both, when the log joined consecutive edits).
-        // The body of the note looked up last (most operations of a change are on one note).
-        var lastBody: (note: NoteID, body: RGAText?)? = nil
-        func body(_ note: NoteID) -> RGAText? {
-            if let last = lastBody, last.note == note { return last.body }
-            let body = notes[note]?.body
-            lastBody = (note, body)
-            return body
-        }
-        func exists(_ note: NoteID, _ range: OpIDRange) -> Bool {
-            let body = body(note)
-            var seq = range.seq
-            while seq < range.endSeq {
-                if let own = ownInsert(note, range.replica, seq) {
-                    seq = own.start + own.count
-                } else if let runEnd = body?.runEnd(containing: OpID(replica: range.replica, seq: seq)) {
-                    seq = runEnd
-                } else {
-                    return false
-                }
-            }
-            return true
-        }
         for op in change.operations {
             switch op {
             case .insertText(let note, let origin, let text):
                 if let origin {
-                    guard exists(note, OpIDRange(replica: origin.replica, seq: origin.seq, count: 1)) else {
+                    guard checker.exists(note, OpIDRange(replica: origin.replica, seq: origin.seq, count: 1), before: seq, in: notes) else {
                         throw CRDTError(.unknownReference, "an insert into note \(note) follows \(origin), which does not exist")
                     }
                 }
-                if let i = ownInserts.firstIndex(where: { $0.note == note }) {
-                    ownInserts[i].inserts.append((start: seq, count: UInt64(text.count)))
-                } else {
-                    ownInserts.append((note, [(start: seq, count: UInt64(text.count))]))
-                }
-            case .deleteText(let note, let targets):
+                checker.inserted(note, start: seq, count: UInt64(text.count))
+            case .deleteText(let note, let targets), .deleteEach(let note, let targets):
                 for target in targets {
-                    guard exists(note, target) else {
+                    guard checker.exists(note, target, before: seq, in: notes) else {
                         throw CRDTError(.unknownReference, "a delete in note \(note) names characters that do not exist (\(target.replica)@\(target.seq)+\(target.count))")
                     }
                 }
@@ -255,6 +211,9 @@ extension Notebook {
                     case .deleteText(_, let targets):
                         for target in targets { delete(target) }
                         record.touch(timestamp)
+                    case .deleteEach(_, let targets):
+                        for target in targets { delete(target) }
+                        record.touch(timestamp.advanced(by: UInt64(targets.count) - 1))
                     case .setTagField:
                         preconditionFailure("a tag operation has no note")
                     }
@@ -351,4 +310,69 @@ struct PendingChanges: Sendable {
     }
 
     var all: [Change] { waiting.keys.sorted().flatMap { waiting[$0]! } }
+}
+
+/// What `Notebook.validate(_:)` remembers while it walks a change: the inserts made earlier in the
+/// change, per note, so a reference to one of them is found without the text.
+struct ReferenceChecker {
+    let change: Change
+    /// Per note (a change touches a few: searched linearly), its inserts in increasing seq order.
+    var ownInserts: [(note: NoteID, inserts: [(start: UInt64, count: UInt64)])] = []
+    /// The insert found last (note index, insert index): deletes walk through text just typed.
+    var lastHit: (note: Int, insert: Int)?
+    /// The text of the note looked at last, when a reference was not to this change.
+    var body: (note: NoteID, text: RGAText?)?
+
+    init(change: Change) { self.change = change }
+
+    mutating func inserted(_ note: NoteID, start: UInt64, count: UInt64) {
+        if let i = ownInserts.firstIndex(where: { $0.note == note }) {
+            ownInserts[i].inserts.append((start, count))
+        } else {
+            ownInserts.append((note, [(start, count)]))
+        }
+    }
+
+    /// The insert made earlier in this change, in `note`, that holds `seq` of the change's replica.
+    mutating func ownInsert(_ note: NoteID, _ seq: UInt64) -> (start: UInt64, count: UInt64)? {
+        if let hit = lastHit, ownInserts[hit.note].note == note {
+            let inserts = ownInserts[hit.note].inserts
+            for i in max(0, hit.insert - 1) ... min(inserts.count - 1, hit.insert + 1) {
+                if inserts[i].start <= seq, seq < inserts[i].start + inserts[i].count {
+                    lastHit = (hit.note, i)
+                    return inserts[i]
+                }
+            }
+        }
+        guard let n = ownInserts.firstIndex(where: { $0.note == note }) else { return nil }
+        let found: Int? = ownInserts[n].inserts.withUnsafeBufferPointer { inserts in
+            var low = 0
+            var high = inserts.count
+            while low < high {
+                let mid = (low + high) / 2
+                if inserts[mid].start <= seq { low = mid + 1 } else { high = mid }
+            }
+            guard low > 0, seq < inserts[low - 1].start + inserts[low - 1].count else { return nil }
+            return low - 1
+        }
+        guard let found else { return nil }
+        lastHit = (n, found)
+        return ownInserts[n].inserts[found]
+    }
+
+    /// Whether every character of `range` exists: in the note's text or inserted earlier in this
+    /// change, before `seq` (a range may span both, when the log joined consecutive edits).
+    mutating func exists(_ note: NoteID, _ range: OpIDRange, before seq: UInt64, in notes: [NoteID: NoteRecord]) -> Bool {
+        var at = range.seq
+        while at < range.endSeq {
+            if range.replica == change.replica, at >= change.startSeq, at < seq, let own = ownInsert(note, at) {
+                at = own.start + own.count
+                continue
+            }
+            if body?.note != note { body = (note, notes[note]?.body) }
+            guard let runEnd = body?.text?.runEnd(containing: OpID(replica: range.replica, seq: at)) else { return false }
+            at = runEnd
+        }
+        return true
+    }
 }

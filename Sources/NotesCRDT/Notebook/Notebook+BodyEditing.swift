@@ -20,6 +20,8 @@ public struct BodyEditor {
     /// The insert being built: consecutive typing joins into one operation.
     var runOrigin: OpID?
     var runText: [Unicode.Scalar] = []
+    /// The deletes of one target each being gathered into one `deleteEach`.
+    var deleteRun: [OpIDRange] = []
     /// The changes finished so far (a batch splits only when an edit must jump its key above
     /// characters stamped by a clock that ran far ahead).
     var finished: [(start: (seq: UInt64, key: UInt64), operations: [Operation])] = []
@@ -81,9 +83,14 @@ public struct BodyEditor {
         }
         guard !range.isEmpty else { return }
         startChange(floor: 0)
-        flushRun()
+        flushInsert()
         let targets = text.deleteVisible(range)
-        operations.append(.deleteText(note: note, targets: targets))
+        if targets.count == 1 {
+            deleteRun.append(targets[0])
+        } else {
+            flushDeletes()
+            operations.append(.deleteText(note: note, targets: targets))
+        }
         nextSeq += 1
         nextKey += 1
     }
@@ -108,7 +115,19 @@ public struct BodyEditor {
         }
     }
 
+    private mutating func flushDeletes() {
+        guard !deleteRun.isEmpty else { return }
+        operations.append(deleteRun.count == 1 ? .deleteText(note: note, targets: deleteRun) : .deleteEach(note: note, targets: deleteRun))
+        deleteRun = []
+    }
+
+    /// Logs what is gathered (an insert or a run of deletes: never both, each flushes the other).
     private mutating func flushRun() {
+        flushDeletes()
+        flushInsert()
+    }
+
+    private mutating func flushInsert() {
         guard !runText.isEmpty else { return }
         operations.append(.insertText(note: note, origin: runOrigin, text: runText))
         runText = []

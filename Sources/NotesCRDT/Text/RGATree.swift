@@ -487,11 +487,11 @@ struct RGATree: Sendable {
     }
 
     private mutating func splitLeaf(_ leaf: Int32) {
-        let runs = leaves[Int(leaf)].runs
-        let mid = runs.count / 2
+        // No local copy of the runs array: it would make the removal below copy it.
+        let mid = leaves[Int(leaf)].runs.count / 2
         let newLeaf = Int32(leaves.count)
         var sibling = Leaf()
-        sibling.runs = Array(runs[mid...])
+        sibling.runs = Array(leaves[Int(leaf)].runs[mid...])
         sibling.next = leaves[Int(leaf)].next
         sibling.parent = leaves[Int(leaf)].parent
         leaves.append(sibling)
@@ -530,12 +530,11 @@ struct RGATree: Sendable {
     }
 
     private mutating func splitInner(_ node: Int32) {
-        let children = inners[Int(node)].children
-        let mid = children.count / 2
+        let mid = inners[Int(node)].children.count / 2
         let leafChildren = inners[Int(node)].leafChildren
         let newNode = Int32(inners.count)
         var sibling = Inner(leafChildren: leafChildren)
-        sibling.children = Array(children[mid...])
+        sibling.children = Array(inners[Int(node)].children[mid...])
         sibling.parent = inners[Int(node)].parent
         inners.append(sibling)
         inners[Int(node)].children.removeSubrange(mid...)
