@@ -178,7 +178,17 @@ extension Notebook {
                 continue
             }
             // The operations that follow on the same note, applied in one access to its record.
+            let start = index
             withRecord(note) { record in
+                // A large change (a whole history) reserves its text's room at once.
+                if operations.count - start > 64 {
+                    var characters = 0
+                    for op in operations[start...] {
+                        guard op.note == note else { break }
+                        if case .insertText(_, _, let text) = op { characters += text.count }
+                    }
+                    record.body.reserve(characters: characters, seqSpan: change.endSeq - seq + 1)
+                }
                 // Deletes only set flags, and where a character is inserted does not depend on
                 // them, so a delete can wait while the next ones extend its range (backspacing
                 // deletes one character after another, right to left).

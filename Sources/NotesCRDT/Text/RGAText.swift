@@ -139,6 +139,16 @@ public struct RGAText: @unchecked Sendable {  // a value with copy-on-write stor
         tree.integrate(agent: agent, seq: id.seq, key: key, originAgent: originAgent, originSeq: originSeq, scalars: scalars)
     }
 
+    /// Makes room for `characters` more inserted characters whose identities span `seqSpan`
+    /// sequence numbers of one replica, so a large change grows the arrays once instead of
+    /// doubling them (each doubling of a large array copies it into freshly faulted pages).
+    mutating func reserve(characters: Int, seqSpan: UInt64) {
+        guard characters > 1024 else { return }
+        tree.arena.reserveCapacity(tree.arena.count + characters)
+        let pages = Int(min(seqSpan, UInt64(Int32.max)) >> RGATree.pageShift) + 2
+        tree.leafMap.reserveCapacity(tree.leafMap.count + pages * RGATree.pageSize)
+    }
+
     /// Marks the characters of `range` deleted (all must be in the text).
     ///
     /// - Returns: how many of them were visible.

@@ -107,20 +107,24 @@ struct RGATree: Sendable {
     // MARK: Lookup
 
     /// Where the page of `page` is in the agent's page table, or where it would go.
+    ///
+    /// - Parameter hint: a slot to try first (the page after the one a caller found last).
     @inline(__always)
-    func pageSlot(agent: Int32, page: UInt64) -> (index: Int, found: Bool) {
-        let table = pageTables[Int(agent)]
-        if let last = table.last {
-            if last.page == page { return (table.count - 1, true) }
-            if last.page < page { return (table.count, false) }
+    func pageSlot(agent: Int32, page: UInt64, hint: Int = -1) -> (index: Int, found: Bool) {
+        pageTables[Int(agent)].withUnsafeBufferPointer { table in
+            if let last = table.last {
+                if last.page == page { return (table.count - 1, true) }
+                if last.page < page { return (table.count, false) }
+            }
+            if hint >= 0, hint < table.count, table[hint].page == page { return (hint, true) }
+            var low = 0
+            var high = table.count
+            while low < high {
+                let mid = (low + high) / 2
+                if table[mid].page < page { low = mid + 1 } else { high = mid }
+            }
+            return (low, low < table.count && table[low].page == page)
         }
-        var low = 0
-        var high = table.count
-        while low < high {
-            let mid = (low + high) / 2
-            if table[mid].page < page { low = mid + 1 } else { high = mid }
-        }
-        return (low, low < table.count && table[low].page == page)
     }
 
     /// The leaf that holds the character `(agent, seq)`, from the ID index.
@@ -138,11 +142,12 @@ struct RGATree: Sendable {
     /// - Complexity: O(log *n*) plus a scan of one leaf.
     func find(agent: Int32, seq: UInt64) -> Position? {
         guard let leaf = leafHolding(agent: agent, seq: seq) else { return nil }
-        let runs = leaves[Int(leaf)].runs
-        for (i, run) in runs.enumerated() where run.agent == agent && seq >= run.seq && seq < run.seq + UInt64(run.length) {
-            return Position(leaf: leaf, run: i, offset: Int(seq - run.seq))
+        return leaves[Int(leaf)].runs.withUnsafeBufferPointer { runs in
+            for i in runs.indices where runs[i].agent == agent && seq >= runs[i].seq && seq < runs[i].seq + UInt64(runs[i].length) {
+                return Position(leaf: leaf, run: i, offset: Int(seq - runs[i].seq))
+            }
+            return nil
         }
-        return nil
     }
 
     /// The position of the visible character at `visibleIndex` (which must be in range).
@@ -449,11 +454,15 @@ struct RGATree: Sendable {
     /// Records in the ID index that sequence numbers `from ..< to` of `agent` live in `leaf`.
     ///
     /// - Complexity: O(`to - from`) plus a page lookup per page touched.
-    private mutating func assignIndex(agent: Int32, from: UInt64, to: UInt64, leaf: Int32) {
+    ///
+    /// - Returns: the slot of the last page written (a hint for the caller's next run).
+    @discardableResult
+    private mutating func assignIndex(agent: Int32, from: UInt64, to: UInt64, leaf: Int32, hint: Int = -1) -> Int {
         var seq = from
+        var hint = hint
         while seq < to {
             let page = seq >> RGATree.pageShift
-            let (slot, found) = pageSlot(agent: agent, page: page)
+            let (slot, found) = pageSlot(agent: agent, page: page, hint: hint)
             if !found {
                 let start = Int32(leafMap.count)
                 leafMap.append(contentsOf: repeatElement(-1, count: RGATree.pageSize))
@@ -468,7 +477,9 @@ struct RGATree: Sendable {
                 for i in lo ..< hi { buffer[i] = leaf }
             }
             seq = end
+            hint = end < to ? slot + 1 : slot
         }
+        return hint
     }
 
     private mutating func recountLeaf(_ leaf: Int32) {
@@ -499,8 +510,15 @@ struct RGATree: Sendable {
         leaves[Int(leaf)].next = newLeaf
         recountLeaf(leaf)
         recountLeaf(newLeaf)
-        for run in leaves[Int(newLeaf)].runs {
-            assignIndex(agent: run.agent, from: run.seq, to: run.seq + UInt64(run.length), leaf: newLeaf)
+        // Runs next to each other are mostly next to each other in seq too: each run's page is
+        // tried at the slot where the previous run ended before searching.
+        var hint = -1
+        var hintAgent: Int32 = -1
+        for i in 0 ..< leaves[Int(newLeaf)].runs.count {
+            let run = leaves[Int(newLeaf)].runs[i]
+            hint = assignIndex(agent: run.agent, from: run.seq, to: run.seq + UInt64(run.length), leaf: newLeaf,
+                               hint: run.agent == hintAgent ? hint : -1)
+            hintAgent = run.agent
         }
         insertChild(newLeaf, after: leaf, isLeaf: true)
     }
