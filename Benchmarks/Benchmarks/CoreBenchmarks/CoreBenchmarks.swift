@@ -2,28 +2,41 @@ import Benchmark
 import NotesCRDT
 
 /// A deterministic editing session: typing runs, backspaces and cursor jumps, like the recorded
-/// traces but generated, so the benchmark needs no files.
-func editingSession(edits: Int, seed: UInt64) -> Notebook {
-    var rng = Seeded(seed)
+/// traces but generated, so the benchmark needs no files. Each edit is its own change, or (batched)
+/// all of them go through one `editBody`.
+func editingSession(edits: Int, seed: UInt64, batched: Bool = false) -> Notebook {
     var notebook = Notebook(replicaID: ReplicaID(Identifier128(high: 1, low: seed)), wallClock: FixedWallClock(1_700_000_000_000))
     let note = notebook.createNote(id: NoteID(Identifier128(high: 2, low: seed)), title: "bench").id
+    if batched {
+        _ = try? notebook.editBody(note) { body in
+            try script(edits: edits, seed: seed, insert: { try body.insert("e", at: $0) }, delete: { try body.delete($0) })
+        }
+    } else {
+        try? script(edits: edits, seed: seed, insert: { _ = try notebook.insertText(note, at: $0, "e") },
+                    delete: { _ = try notebook.deleteText(note, $0) })
+    }
+    return notebook
+}
+
+/// The edits of the session, as calls to `insert` (at an offset) and `delete` (a range).
+func script(edits: Int, seed: UInt64, insert: (Int) throws -> Void, delete: (Range<Int>) throws -> Void) rethrows {
+    var rng = Seeded(seed)
     var cursor = 0
     var length = 0
     for _ in 0 ..< edits {
         let roll = rng.next() % 100
         if roll < 70 || length == 0 {
-            _ = try? notebook.insertText(note, at: cursor, "e")
+            try insert(cursor)
             cursor += 1
             length += 1
         } else if roll < 90, cursor > 0 {
-            _ = try? notebook.deleteText(note, cursor - 1 ..< cursor)
+            try delete(cursor - 1 ..< cursor)
             cursor -= 1
             length -= 1
         } else {
             cursor = Int(rng.next() % UInt64(length + 1))
         }
     }
-    return notebook
 }
 
 struct Seeded {
@@ -54,6 +67,12 @@ let benchmarks: @Sendable () -> Void = {
     Benchmark("local edits (20,000 keystrokes)") { benchmark in
         for _ in benchmark.scaledIterations {
             blackHole(editingSession(edits: 20_000, seed: 7))
+        }
+    }
+
+    Benchmark("local edits in one batch (20,000 keystrokes, editBody)") { benchmark in
+        for _ in benchmark.scaledIterations {
+            blackHole(editingSession(edits: 20_000, seed: 7, batched: true))
         }
     }
 

@@ -173,6 +173,7 @@ public struct Change: Hashable, Sendable {
     private mutating func extendLastDelete(with target: OpIDRange) {
         switch operations.removeLast() {
         case .deleteText(let note, var targets), .deleteEach(let note, var targets):
+            if targets.count == 1 { targets.reserveCapacity(4) }  // a run begins: room for a few
             targets.append(target)
             operations.append(.deleteEach(note: note, targets: targets))
         default:

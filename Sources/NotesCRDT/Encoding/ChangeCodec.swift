@@ -289,11 +289,13 @@ public enum ChangeCodec {
                                 dependencies: header.deps, capacity: header.opCount)
             var seq = header.startSeq
             // Deletes of one target each, gathered into one `deleteEach` (one array, not one per delete).
-            var run: (note: NoteID, targets: [OpIDRange])? = nil
-            func flushRun() {
-                guard let (note, targets) = run else { return }
-                change.appendJoining(targets.count == 1 ? .deleteText(note: note, targets: targets) : .deleteEach(note: note, targets: targets))
-                run = nil
+            var runNote: NoteID? = nil
+            var runTargets: [OpIDRange] = []
+            func flushRun(_ change: inout Change, _ runNote: inout NoteID?, _ runTargets: inout [OpIDRange]) {
+                guard let note = runNote else { return }
+                change.appendJoining(runTargets.count == 1 ? .deleteText(note: note, targets: runTargets) : .deleteEach(note: note, targets: runTargets))
+                runNote = nil
+                runTargets = []
             }
             for _ in 0 ..< header.opCount {
                 guard let kind = Kind(rawValue: try kinds.next()) else { preconditionFailure() }
@@ -343,7 +345,7 @@ public enum ChangeCodec {
                         }
                         guard targets.count == 1 else {
                             if let first = targets.first { predictor.lastDeleted = OpID(replica: first.replica, seq: first.seq) }
-                            flushRun()
+                            flushRun(&change, &runNote, &runTargets)
                             change.appendJoining(.deleteText(note: n, targets: targets))
                             seq &+= 1
                             continue
@@ -364,12 +366,14 @@ public enum ChangeCodec {
                         single = OpIDRange(replica: after.replica, seq: after.seq, count: 1)
                     }
                     predictor.lastDeleted = OpID(replica: single.replica, seq: single.seq)
-                    if run?.note == n {
-                        run!.targets.append(single)
-                    } else {
-                        flushRun()
-                        run = (n, [single])
+                    if runNote != n {
+                        flushRun(&change, &runNote, &runTargets)
+                        runNote = n
+                    } else if runTargets.count == 1 {
+                        // A run of several: room for a few at once, not a reallocation per delete.
+                        runTargets.reserveCapacity(4)
                     }
+                    runTargets.append(single)
                     seq &+= 1
                     continue
                 case .setTagField:
@@ -380,10 +384,10 @@ public enum ChangeCodec {
                     op = .setTagField(tag: tag, field: field, value: try decodeValue(&explicit))
                 }
                 seq &+= op.seqCount
-                flushRun()
+                flushRun(&change, &runNote, &runTargets)
                 change.appendJoining(op)
             }
-            flushRun()
+            flushRun(&change, &runNote, &runTargets)
             do { try Notebook.checkShape(change) } catch let error as CRDTError {
                 throw CRDTError(.malformedEncoding, "a change from \(header.author) is malformed: \(error.message)")
             }

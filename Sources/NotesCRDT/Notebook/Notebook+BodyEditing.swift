@@ -86,6 +86,7 @@ public struct BodyEditor {
         flushInsert()
         let targets = text.deleteVisible(range)
         if targets.count == 1 {
+            if deleteRun.count == 1 { deleteRun.reserveCapacity(4) }
             deleteRun.append(targets[0])
         } else {
             flushDeletes()
