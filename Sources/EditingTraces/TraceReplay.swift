@@ -13,7 +13,9 @@ public struct TraceReplayResult: Sendable, Codable {
     public var expectedLength: Int
     public var transactions: Int
     public var patches: Int
-    /// Milliseconds to replay every patch as local edits through the public API.
+    /// Milliseconds to replay every patch as local edits through the public API: one
+    /// `Notebook.editBody` batch for a sequential trace (as the peers replay it in one transaction),
+    /// one per transaction of a concurrent trace.
     public var localReplayMs: Double
     /// Milliseconds to decompress and decode the whole history (one bundle body) and apply it to
     /// a fresh replica, up to reading its text.
@@ -43,10 +45,11 @@ public struct TraceReplayResult: Sendable, Codable {
 
 /// Replays an editing trace through the public `Notebook` API.
 ///
-/// Sequential traces run on one replica. Concurrent traces run one replica per agent: before each
-/// transaction, the agent's replica receives exactly the changes in its parents' history that it
-/// lacks (through `apply(_:)`, as a sync would deliver them), so the transaction's positions apply
-/// to the document they were recorded against. Every replica reads time from one fixed clock, so
+/// Sequential traces run on one replica, all patches in one `editBody` batch. Concurrent traces run
+/// one replica per agent, one batch per transaction: before each transaction, the agent's replica
+/// receives exactly the changes in its parents' history that it lacks (through `apply(_:)`, as a
+/// sync would deliver them), so the transaction's positions apply to the document they were
+/// recorded against. Every replica reads time from one fixed clock, so
 /// the run is deterministic (the hybrid logical clock then counts like a Lamport clock).
 public struct TraceReplayer {
     public let trace: EditingTrace

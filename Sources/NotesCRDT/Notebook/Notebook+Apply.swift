@@ -332,6 +332,10 @@ struct ReferenceChecker {
     var lastHit: (note: Int, insert: Int)?
     /// The text of the note looked at last, when a reference was not to this change.
     var body: (note: NoteID, text: RGAText?)?
+    /// Identities known to exist from the last lookup (in `verifiedNote`): a run of deletes names
+    /// characters next to each other, so most references fall in the range found for the one before.
+    var verified: (replica: ReplicaID, range: Range<UInt64>)?
+    var verifiedNote: NoteID?
 
     init(change: Change) { self.change = change }
 
@@ -373,14 +377,22 @@ struct ReferenceChecker {
     /// Whether every character of `range` exists: in the note's text or inserted earlier in this
     /// change, before `seq` (a range may span both, when the log joined consecutive edits).
     mutating func exists(_ note: NoteID, _ range: OpIDRange, before seq: UInt64, in notes: [NoteID: NoteRecord]) -> Bool {
+        if let known = verified, verifiedNote == note, range.seq >= known.range.lowerBound,
+           range.endSeq <= known.range.upperBound, known.replica == range.replica {
+            return true
+        }
         var at = range.seq
         while at < range.endSeq {
             if range.replica == change.replica, at >= change.startSeq, at < seq, let own = ownInsert(note, at) {
+                verified = (range.replica, own.start ..< own.start + own.count)
+                verifiedNote = note
                 at = own.start + own.count
                 continue
             }
             if body?.note != note { body = (note, notes[note]?.body) }
             guard let runEnd = body?.text?.runEnd(containing: OpID(replica: range.replica, seq: at)) else { return false }
+            verified = (range.replica, at ..< runEnd)
+            verifiedNote = note
             at = runEnd
         }
         return true
