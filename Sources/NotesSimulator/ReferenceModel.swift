@@ -119,8 +119,8 @@ struct ReferenceModel {
                                 deleted[note, default: []].insert(OpID(replica: target.replica, seq: s))
                             }
                         }
-                    case .deleteEach(let note, let targets):  // one delete per target, each with its own seq
-                        for (i, target) in targets.enumerated() where survives(replica, seq + UInt64(i)) {
+                    case .deleteEach(let note, let runs):  // one delete per target, each with its own seq
+                        for (i, target) in runs.flatMap(\.targets).enumerated() where survives(replica, seq + UInt64(i)) {
                             result.notes.insert(note)
                             for s in target.seq ..< target.seq + target.count {
                                 deleted[note, default: []].insert(OpID(replica: target.replica, seq: s))

@@ -315,9 +315,12 @@ extension HistoryEntry {
             case .insertText(let note, _, let text):
                 if inserted[note] == nil, deleted[note] == nil { order.append(note) }
                 inserted[note, default: 0] += text.count
-            case .deleteText(let note, let targets), .deleteEach(let note, let targets):
+            case .deleteText(let note, let targets):
                 if inserted[note] == nil, deleted[note] == nil { order.append(note) }
                 deleted[note, default: 0] += targets.reduce(0) { $0 + $1.count }
+            case .deleteEach(let note, let runs):
+                if inserted[note] == nil, deleted[note] == nil { order.append(note) }
+                deleted[note, default: 0] += runs.reduce(0) { $0 + $1.range.count }
             case .setTagField(let tag, let field, let value):
                 lines.append("tag \(tag): \(field == .name ? "name" : "color") \(value)")
             }

@@ -1,7 +1,7 @@
 import NotesCRDT
 import Testing
 
-/// `Operation.deleteEach`: consecutive deletes of one target each, held as one value.
+/// `Operation.deleteEach`: consecutive deletes of one target each, held as one value of runs.
 struct DeleteRunTests {
     static let a = replica(1)
     static let n = noteID(1)
@@ -15,7 +15,10 @@ struct DeleteRunTests {
         if splitDeletes {
             ops += deletes.map { .deleteText(note: n, targets: [$0]) }
         } else {
-            ops.append(.deleteEach(note: n, targets: deletes))
+            ops.append(.deleteEach(note: n, runs: [
+                DeleteRun(range: target(4, 3), order: .backward),  // f, e, d
+                DeleteRun(target(1, 2)),  // "ab" at once
+            ]))
         }
         return Change(replica: a, startSeq: 1, timestamp: Timestamp(milliseconds: baseTime), dependencies: VersionVector(), operations: ops)
     }
@@ -26,11 +29,12 @@ struct DeleteRunTests {
         #expect(split == joined, "a change joins its deletes, so both spellings are one value")
         #expect(split.operations.count == 2)
         #expect(split.seqCount == 10, "six characters and four deletes")
-        guard case .deleteEach(_, let targets) = split.operations[1] else {
+        guard case .deleteEach(_, let runs) = split.operations[1] else {
             Issue.record("expected a deleteEach, got \(split.operations[1])")
             return
         }
-        #expect(targets == [Self.target(6), Self.target(5), Self.target(4), Self.target(1, 2)])
+        #expect(runs.count == 2, "the three backspaces are one run")
+        #expect(runs.flatMap(\.targets) == [Self.target(6), Self.target(5), Self.target(4), Self.target(1, 2)])
     }
 
     @Test func aDeleteOfSeveralRangesStaysOneOperation() {
@@ -66,7 +70,11 @@ struct DeleteRunTests {
         // seqs: 1-6 insert, 7 del f, 8 del e, 9 del d, 10 del ab.
         let fromEight = try #require(change.suffix(from: 8))
         #expect(fromEight.startSeq == 8)
-        #expect(fromEight.operations == [.deleteEach(note: Self.n, targets: [Self.target(5), Self.target(4), Self.target(1, 2)])])
+        #expect(fromEight.operations == [.deleteEach(note: Self.n, runs: [DeleteRun(range: Self.target(4, 2), order: .backward),
+                                                                           DeleteRun(Self.target(1, 2))])])
+        let fromNine = try #require(change.suffix(from: 9))
+        #expect(fromNine.operations == [.deleteEach(note: Self.n, runs: [DeleteRun(Self.target(4)), DeleteRun(Self.target(1, 2))])],
+                "a run cut down to one character is a whole run")
         let last = try #require(change.suffix(from: 10))
         #expect(last.operations == [.deleteText(note: Self.n, targets: [Self.target(1, 2)])], "a run of one is a plain delete")
         // A replica that had the change up to seq 7 and receives the rest ends in the same state.
@@ -87,10 +95,29 @@ struct DeleteRunTests {
         var nb = makeNotebook(9)
         let bad = Change(replica: Self.a, startSeq: 1, timestamp: .zero, dependencies: VersionVector(), operations: [
             .insertText(note: Self.n, origin: nil, text: scalars("abc")),
-            .deleteEach(note: Self.n, targets: [Self.target(3), Self.target(40)]),
+            .deleteEach(note: Self.n, runs: [DeleteRun(Self.target(3)), DeleteRun(Self.target(40))]),
         ])
         #expect(throws: CRDTError.self) { try nb.apply(bad) }
         #expect(nb.versionVector == VersionVector())
         #expect(nb.noteCount == 0)
+    }
+
+    @Test func runsFollowBackspaceAndTheDeleteKey() {
+        var runs: [DeleteRun] = []
+        for seq in stride(from: 9 as UInt64, through: 5, by: -1) { runs.appendDelete(Self.target(seq)) }  // backspace
+        for seq in 20 as UInt64 ..< 23 { runs.appendDelete(Self.target(seq)) }  // delete key
+        runs.appendDelete(Self.target(30, 4))  // a selection
+        runs.appendDelete(Self.target(29))  // not joined to a selection
+        runs.appendDelete(OpIDRange(replica: replica(2), seq: 28, count: 1))  // another replica
+        #expect(runs == [
+            DeleteRun(range: Self.target(5, 5), order: .backward),
+            DeleteRun(range: Self.target(20, 3), order: .forward),
+            DeleteRun(Self.target(30, 4)),
+            DeleteRun(Self.target(29)),
+            DeleteRun(OpIDRange(replica: replica(2), seq: 28, count: 1)),
+        ])
+        #expect(runs.map(\.operationCount) == [5, 3, 1, 1, 1])
+        #expect(runs[0].targets.map(\.seq) == [9, 8, 7, 6, 5])
+        #expect(runs[1].targets.map(\.seq) == [20, 21, 22])
     }
 }

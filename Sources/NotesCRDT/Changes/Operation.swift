@@ -8,12 +8,13 @@ public enum Operation: Hashable, Sendable {
     case insertText(note: NoteID, origin: OpID?, text: [Unicode.Scalar])
     /// Deletes the characters with these identities from a note's body.
     case deleteText(note: NoteID, targets: [OpIDRange])
-    /// Consecutive deletes of one range each, held as one value: the *i*-th deletes `targets[i]`
-    /// and has the *i*-th sequence number, exactly as *k* `deleteText`s of one target each would.
-    /// A change joins such deletes (backspacing makes thousands of them), so the log, the decoder
-    /// and the merge do not handle one value, with one array, per deleted character. Always at
-    /// least two targets: a change never holds one of a single target (that is a `deleteText`).
-    case deleteEach(note: NoteID, targets: [OpIDRange])
+    /// Consecutive deletes of one range each, held as one value and run-length encoded: each run
+    /// stands for `operationCount` deletes with consecutive sequence numbers, exactly as that many
+    /// `deleteText`s of one target each would (see `DeleteRun`). A change joins such deletes
+    /// (backspacing makes thousands of them), so the log, the decoder and the merge do not handle
+    /// one value, with one array, per deleted character. A change never holds one that stands for a
+    /// single delete (that is a `deleteText`).
+    case deleteEach(note: NoteID, runs: [DeleteRun])
     /// Writes a field of a tag entity, by tag key.
     case setTagField(tag: String, field: TagField, value: FieldValue)
 
@@ -21,7 +22,7 @@ public enum Operation: Hashable, Sendable {
     public var seqCount: UInt64 {
         switch self {
         case .insertText(_, _, let text): UInt64(text.count)
-        case .deleteEach(_, let targets): UInt64(targets.count)
+        case .deleteEach(_, let runs): runs.operationCount
         case .setNoteField, .deleteText, .setTagField: 1
         }
     }
@@ -125,9 +126,20 @@ public struct Change: Hashable, Sendable {
                 switch op {
                 case .insertText(let note, _, let text):
                     ops.append(.insertText(note: note, origin: OpID(replica: replica, seq: seq - 1), text: Array(text[skip...])))
-                case .deleteEach(let note, let targets):
-                    ops.append(targets.count - skip == 1 ? .deleteText(note: note, targets: [targets[skip]])
-                                                         : .deleteEach(note: note, targets: Array(targets[skip...])))
+                case .deleteEach(let note, let runs):
+                    // Drop the first `skip` deletes: whole runs, then part of the run they end in.
+                    var remaining = UInt64(skip)
+                    var rest: [DeleteRun] = []
+                    for run in runs {
+                        if remaining >= run.operationCount {
+                            remaining -= run.operationCount
+                        } else {
+                            rest.append(remaining > 0 ? run.dropping(remaining) : run)
+                            remaining = 0
+                        }
+                    }
+                    ops.append(rest.operationCount == 1 ? .deleteText(note: note, targets: [rest[0].range])
+                                                        : .deleteEach(note: note, runs: rest))
                 default:
                     continue
                 }
@@ -160,8 +172,10 @@ public struct Change: Hashable, Sendable {
             extendLastInsert(with: more)
         } else if let (note, target) = op.singleDeleteTarget, let last = operations.last, last.joinsDelete(on: note) {
             extendLastDelete(with: target)
-        } else if case .deleteEach(let note, let targets) = op, let last = operations.last, last.joinsDelete(on: note) {
-            for target in targets { extendLastDelete(with: target) }
+        } else if case .deleteEach(let note, let runs) = op, let last = operations.last, last.joinsDelete(on: note) {
+            for run in runs {
+                for i in 0 ..< run.operationCount { extendLastDelete(with: run.target(i)) }
+            }
         } else {
             operations.append(op)
         }
@@ -169,13 +183,16 @@ public struct Change: Hashable, Sendable {
     }
 
     /// Turns the last operation (a delete of one target, or a `deleteEach`) into a `deleteEach`
-    /// with `target` appended, without copying its array.
+    /// with a delete of `target` after it, without copying its runs.
     private mutating func extendLastDelete(with target: OpIDRange) {
         switch operations.removeLast() {
-        case .deleteText(let note, var targets), .deleteEach(let note, var targets):
-            if targets.count == 1 { targets.reserveCapacity(4) }  // a run begins: room for a few
-            targets.append(target)
-            operations.append(.deleteEach(note: note, targets: targets))
+        case .deleteText(let note, let targets):
+            var runs = [DeleteRun(targets[0])]
+            runs.appendDelete(target)
+            operations.append(.deleteEach(note: note, runs: runs))
+        case .deleteEach(let note, var runs):
+            runs.appendDelete(target)
+            operations.append(.deleteEach(note: note, runs: runs))
         default:
             preconditionFailure("only a delete is extended")
         }

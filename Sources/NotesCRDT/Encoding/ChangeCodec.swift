@@ -28,7 +28,7 @@ public enum ChangeCodec {
             }
         }
 
-        mutating func deleted(_ targets: [OpIDRange]) {
+        mutating func deleted(_ targets: some Collection<OpIDRange>) {
             if let first = targets.first { lastDeleted = OpID(replica: first.replica, seq: first.seq) }
         }
 
@@ -93,9 +93,9 @@ public enum ChangeCodec {
 
         /// Delete modes (for a single character): 0 explicit, 1 the last inserted character,
         /// 2 the character inserted just before the last deleted one, 3 the one just after it.
-        mutating func deleteMode(_ targets: [OpIDRange]) -> UInt8 {
-            guard targets.count == 1, targets[0].count == 1 else { return 0 }
-            let id = OpID(replica: targets[0].replica, seq: targets[0].seq)
+        mutating func deleteMode(_ targets: some Collection<OpIDRange>) -> UInt8 {
+            guard targets.count == 1, let target = targets.first, target.count == 1 else { return 0 }
+            let id = OpID(replica: target.replica, seq: target.seq)
             if id == lastInsertEnd { return 1 }
             if id == predecessor(of: lastDeleted) { return 2 }
             if id == successor(of: lastDeleted) { return 3 }
@@ -122,7 +122,8 @@ public enum ChangeCodec {
                 if let n = op.note { note(n) }
                 switch op {
                 case .insertText(_, let origin?, _): replica(origin.replica)
-                case .deleteText(_, let targets), .deleteEach(_, let targets): targets.forEach { replica($0.replica) }
+                case .deleteText(_, let targets): targets.forEach { replica($0.replica) }
+                case .deleteEach(_, let runs): runs.forEach { replica($0.range.replica) }
                 default: break
                 }
             }
@@ -154,12 +155,12 @@ public enum ChangeCodec {
             }
             // On the wire a `deleteEach` is its deletes, one by one (the decoder joins them again).
             writer.varint(UInt64(change.operations.reduce(0) { count, op in
-                if case .deleteEach(_, let targets) = op { return count + targets.count }
+                if case .deleteEach(_, let runs) = op { return count + Int(runs.operationCount) }
                 return count + 1
             }))
             var seq = change.startSeq
             /// Writes one delete operation.
-            func delete(_ n: NoteID, _ targets: [OpIDRange], at seq: UInt64) {
+            func delete(_ n: NoteID, _ targets: some Collection<OpIDRange>, at seq: UInt64) {
                 kinds.append(Kind.deleteText.rawValue)
                 noteColumn.append(UInt64(noteIndex[n]!))
                 let mode = predictor.deleteMode(targets)
@@ -195,8 +196,14 @@ public enum ChangeCodec {
                     predictor.inserted(OpID(replica: change.replica, seq: seq), count: UInt64(scalars.count))
                 case .deleteText(let n, let targets):
                     delete(n, targets, at: seq)
-                case .deleteEach(let n, let targets):
-                    for (i, target) in targets.enumerated() { delete(n, [target], at: seq + UInt64(i)) }
+                case .deleteEach(let n, let runs):
+                    var at = seq
+                    for run in runs {
+                        for i in 0 ..< run.operationCount {
+                            delete(n, CollectionOfOne(run.target(i)), at: at)
+                            at += 1
+                        }
+                    }
                 case .setTagField(let tag, let field, let value):
                     kinds.append(Kind.setTagField.rawValue)
                     explicit.string(tag)
@@ -290,10 +297,11 @@ public enum ChangeCodec {
             var seq = header.startSeq
             // Deletes of one target each, gathered into one `deleteEach` (one array, not one per delete).
             var runNote: NoteID? = nil
-            var runTargets: [OpIDRange] = []
-            func flushRun(_ change: inout Change, _ runNote: inout NoteID?, _ runTargets: inout [OpIDRange]) {
+            var runTargets: [DeleteRun] = []
+            func flushRun(_ change: inout Change, _ runNote: inout NoteID?, _ runTargets: inout [DeleteRun]) {
                 guard let note = runNote else { return }
-                change.appendJoining(runTargets.count == 1 ? .deleteText(note: note, targets: runTargets) : .deleteEach(note: note, targets: runTargets))
+                change.appendJoining(runTargets.operationCount == 1 ? .deleteText(note: note, targets: [runTargets[0].range])
+                                                                    : .deleteEach(note: note, runs: runTargets))
                 runNote = nil
                 runTargets = []
             }
@@ -369,11 +377,8 @@ public enum ChangeCodec {
                     if runNote != n {
                         flushRun(&change, &runNote, &runTargets)
                         runNote = n
-                    } else if runTargets.count == 1 {
-                        // A run of several: room for a few at once, not a reallocation per delete.
-                        runTargets.reserveCapacity(4)
                     }
-                    runTargets.append(single)
+                    runTargets.appendDelete(single)
                     seq &+= 1
                     continue
                 case .setTagField:

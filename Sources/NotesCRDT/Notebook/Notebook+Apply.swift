@@ -126,9 +126,14 @@ extension Notebook {
             case .insertText(_, let origin, let text):
                 if text.isEmpty { throw CRDTError(.malformedChange, "an insert with no text") }
                 if let origin, origin.seq == 0 { throw CRDTError(.malformedChange, "an insert after seq 0") }
-            case .deleteText(_, let targets), .deleteEach(_, let targets):
+            case .deleteText(_, let targets):
                 if targets.isEmpty { throw CRDTError(.malformedChange, "a delete with no targets") }
                 for t in targets where t.count == 0 || t.seq == 0 || t.seq > UInt64.max - t.count {
+                    throw CRDTError(.malformedChange, "a delete with an empty or overflowing range")
+                }
+            case .deleteEach(_, let runs):
+                if runs.isEmpty { throw CRDTError(.malformedChange, "a delete with no targets") }
+                for run in runs where run.range.count == 0 || run.range.seq == 0 || run.range.seq > UInt64.max - run.range.count {
                     throw CRDTError(.malformedChange, "a delete with an empty or overflowing range")
                 }
             case .setNoteField, .setTagField:
@@ -151,9 +156,17 @@ extension Notebook {
                     }
                 }
                 checker.inserted(note, start: seq, count: UInt64(text.count))
-            case .deleteText(let note, let targets), .deleteEach(let note, let targets):
+            case .deleteText(let note, let targets):
                 for target in targets {
                     guard checker.exists(note, target, before: seq, in: notes) else {
+                        throw CRDTError(.unknownReference, "a delete in note \(note) names characters that do not exist (\(target.replica)@\(target.seq)+\(target.count))")
+                    }
+                }
+            case .deleteEach(let note, let runs):
+                // Every delete of a run names a character of its range (and nothing else).
+                for run in runs {
+                    guard checker.exists(note, run.range, before: seq, in: notes) else {
+                        let target = run.range
                         throw CRDTError(.unknownReference, "a delete in note \(note) names characters that do not exist (\(target.replica)@\(target.seq)+\(target.count))")
                     }
                 }
@@ -221,9 +234,9 @@ extension Notebook {
                     case .deleteText(_, let targets):
                         for target in targets { delete(target) }
                         record.touch(timestamp)
-                    case .deleteEach(_, let targets):
-                        for target in targets { delete(target) }
-                        record.touch(timestamp.advanced(by: UInt64(targets.count) - 1))
+                    case .deleteEach(_, let runs):
+                        for run in runs { delete(run.range) }
+                        record.touch(timestamp.advanced(by: runs.operationCount - 1))
                     case .setTagField:
                         preconditionFailure("a tag operation has no note")
                     }

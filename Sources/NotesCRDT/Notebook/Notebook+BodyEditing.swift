@@ -21,7 +21,7 @@ public struct BodyEditor {
     var runOrigin: OpID?
     var runText: [Unicode.Scalar] = []
     /// The deletes of one target each being gathered into one `deleteEach`.
-    var deleteRun: [OpIDRange] = []
+    var deleteRun: [DeleteRun] = []
     /// The changes finished so far (a batch splits only when an edit must jump its key above
     /// characters stamped by a clock that ran far ahead).
     var finished: [(start: (seq: UInt64, key: UInt64), operations: [Operation])] = []
@@ -86,8 +86,7 @@ public struct BodyEditor {
         flushInsert()
         let targets = text.deleteVisible(range)
         if targets.count == 1 {
-            if deleteRun.count == 1 { deleteRun.reserveCapacity(4) }
-            deleteRun.append(targets[0])
+            deleteRun.appendDelete(targets[0])
         } else {
             flushDeletes()
             operations.append(.deleteText(note: note, targets: targets))
@@ -118,7 +117,8 @@ public struct BodyEditor {
 
     private mutating func flushDeletes() {
         guard !deleteRun.isEmpty else { return }
-        operations.append(deleteRun.count == 1 ? .deleteText(note: note, targets: deleteRun) : .deleteEach(note: note, targets: deleteRun))
+        operations.append(deleteRun.operationCount == 1 ? .deleteText(note: note, targets: [deleteRun[0].range])
+                                                        : .deleteEach(note: note, runs: deleteRun))
         deleteRun = []
     }
 

@@ -1,0 +1,101 @@
+/// Consecutive deletes, run-length encoded: the element of `Operation.deleteEach`.
+///
+/// Backspacing through a typed word deletes its characters one by one, last first; each delete is
+/// an operation with its own sequence number. A run holds such a sequence as one range and an
+/// order, so a history of 77,000 backspaces is a few thousand runs (as Diamond types and Loro keep
+/// delete runs), and validating or applying it touches each range once.
+public struct DeleteRun: Hashable, Sendable {
+    /// How the run's characters were deleted.
+    public enum Order: UInt8, Hashable, Sendable {
+        /// One delete of the whole range: one sequence number.
+        case whole
+        /// One delete per character, the last character first (backspace): `range.count` sequence numbers.
+        case backward
+        /// One delete per character, the first character first (the delete key): `range.count` sequence numbers.
+        case forward
+    }
+
+    /// The characters deleted.
+    public var range: OpIDRange
+    /// How they were deleted.
+    public var order: Order
+
+    /// A run of one delete of `range` (`.whole`).
+    public init(_ range: OpIDRange) {
+        self.range = range
+        self.order = .whole
+    }
+
+    /// A run; `order` other than `.whole` needs a range of at least two characters (a run of one
+    /// character is `.whole`, so that one sequence of deletes has one spelling).
+    public init(range: OpIDRange, order: Order) {
+        self.range = range
+        self.order = range.count == 1 ? .whole : order
+    }
+
+    /// How many delete operations (sequence numbers) the run stands for.
+    public var operationCount: UInt64 { order == .whole ? 1 : range.count }
+
+    /// The range that the run's `index`-th delete removes.
+    public func target(_ index: UInt64) -> OpIDRange {
+        switch order {
+        case .whole: range
+        case .backward: OpIDRange(replica: range.replica, seq: range.seq + range.count - 1 - index, count: 1)
+        case .forward: OpIDRange(replica: range.replica, seq: range.seq + index, count: 1)
+        }
+    }
+
+    /// The ranges its deletes remove, in order.
+    public var targets: [OpIDRange] { (0 ..< operationCount).map(target) }
+
+    /// Adds the next delete, of `next`, when it continues the run (the character just before a
+    /// backward run, or just after a forward one, or either next to a run of one character).
+    ///
+    /// - Returns: false (and changes nothing) when it does not.
+    mutating func extend(with next: OpIDRange) -> Bool {
+        guard next.count == 1, next.replica == range.replica, range.count < UInt64(Int32.max) else { return false }
+        switch order {
+        case .whole where range.count == 1:
+            if next.seq &+ 1 == range.seq {
+                range = OpIDRange(replica: range.replica, seq: next.seq, count: 2)
+                order = .backward
+                return true
+            }
+            if next.seq == range.seq &+ 1 {
+                range.count = 2
+                order = .forward
+                return true
+            }
+            return false
+        case .backward where next.seq &+ 1 == range.seq:
+            range.seq = next.seq
+            range.count += 1
+            return true
+        case .forward where next.seq == range.seq &+ range.count:
+            range.count += 1
+            return true
+        default:
+            return false
+        }
+    }
+
+    /// The run without its first `count` deletes (which must leave at least one).
+    func dropping(_ count: UInt64) -> DeleteRun {
+        switch order {
+        case .whole: self
+        case .backward: DeleteRun(range: OpIDRange(replica: range.replica, seq: range.seq, count: range.count - count), order: .backward)
+        case .forward: DeleteRun(range: OpIDRange(replica: range.replica, seq: range.seq + count, count: range.count - count), order: .forward)
+        }
+    }
+}
+
+extension [DeleteRun] {
+    /// Adds one delete of `target`: to the last run when it continues it, as a new run otherwise.
+    public mutating func appendDelete(_ target: OpIDRange) {
+        if !isEmpty, self[count - 1].extend(with: target) { return }
+        append(DeleteRun(target))
+    }
+
+    /// The delete operations the runs stand for.
+    public var operationCount: UInt64 { reduce(0) { $0 + $1.operationCount } }
+}
