@@ -20,7 +20,9 @@ public struct BodyEditor {
     /// The insert being built: consecutive typing joins into one operation.
     var runOrigin: OpID?
     var runText: [Unicode.Scalar] = []
-    /// The deletes of one target each being gathered into one `deleteEach`.
+    /// The deletes of one target each being gathered into one `deleteEach`: the first one's
+    /// targets as they came (a lone delete is logged with them), the runs from the second on.
+    var firstDelete: [OpIDRange]?
     var deleteRun: [DeleteRun] = []
     /// The changes finished so far (a batch splits only when an edit must jump its key above
     /// characters stamped by a clock that ran far ahead).
@@ -86,7 +88,12 @@ public struct BodyEditor {
         flushInsert()
         let targets = text.deleteVisible(range)
         if targets.count == 1 {
-            deleteRun.appendDelete(targets[0])
+            if let first = firstDelete {
+                if deleteRun.isEmpty { deleteRun = [DeleteRun(first[0])] }
+                deleteRun.appendDelete(targets[0])
+            } else {
+                firstDelete = targets
+            }
         } else {
             flushDeletes()
             operations.append(.deleteText(note: note, targets: targets))
@@ -116,9 +123,9 @@ public struct BodyEditor {
     }
 
     private mutating func flushDeletes() {
-        guard !deleteRun.isEmpty else { return }
-        operations.append(deleteRun.operationCount == 1 ? .deleteText(note: note, targets: [deleteRun[0].range])
-                                                        : .deleteEach(note: note, runs: deleteRun))
+        guard let first = firstDelete else { return }
+        operations.append(deleteRun.isEmpty ? .deleteText(note: note, targets: first) : .deleteEach(note: note, runs: deleteRun))
+        firstDelete = nil
         deleteRun = []
     }
 
