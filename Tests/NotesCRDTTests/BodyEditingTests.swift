@@ -158,13 +158,7 @@ struct BodyEditingTests {
     /// Next to text stamped by a clock far ahead (that ours refused to follow), an insert must take
     /// keys above that text's to land where it was typed: the batch then starts a second change.
     @Test func aBatchNextToFarFutureTextLandsWhereTyped() throws {
-        var future = makeNotebook(1, at: baseTime + 10 * 86_400_000)
-        let id = future.createNote(id: noteID(1)).id
-        try future.insertText(id, at: 0, "z")
-        future.setWallTime(baseTime + 10 * 86_400_000 + 1)
-        try future.insertText(id, at: 0, "o")
-        var local = makeNotebook(2)
-        try local.apply(contentsOf: future.allChanges)
+        var (future, local, id) = try farFutureNote()
         let changes = try local.editBody(id) { body in
             try body.insert("a", at: 2)  // after z: nothing there, the clock's own key will do
             try body.insert("n", at: 1)  // between o and z: must go above z's key

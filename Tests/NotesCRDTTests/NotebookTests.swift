@@ -342,14 +342,8 @@ struct NotebookTests {
     /// A local insert lands where the user typed it, even when the text around it came from a replica
     /// whose clock is far ahead (beyond the drift bound, so our clock does not follow it).
     @Test func aLocalInsertLandsWhereTypedNextToFarFutureText() throws {
-        var future = makeNotebook(1, at: baseTime + 10 * 86_400_000)
-        let id = future.createNote(id: noteID(1)).id
-        try future.insertText(id, at: 0, "z")
-        future.setWallTime(baseTime + 10 * 86_400_000 + 1)
-        try future.insertText(id, at: 0, "o")
+        var (future, local, id) = try farFutureNote()
         #expect(future.note(id)?.body == "oz")
-        var local = makeNotebook(2)
-        try local.apply(contentsOf: future.allChanges)
         #expect(local.note(id)?.body == "oz")
         try local.insertText(id, at: 1, "n")
         #expect(local.note(id)?.body == "onz", "the user typed n between o and z")

@@ -227,3 +227,17 @@ func reportingErrors(_ context: @autoclosure () -> String, sourceLocation: Sourc
         Issue.record("\(context()): threw \(error)", sourceLocation: sourceLocation)
     }
 }
+
+/// A note typed into by a replica whose clock is ten days ahead ("o" then "z" before it: "oz"),
+/// and replica 2, at the normal time, that has received it. A local insert next to that text must
+/// take keys above the far-future ones to land where it is typed.
+func farFutureNote() throws -> (future: Notebook, local: Notebook, id: NoteID) {
+    var future = makeNotebook(1, at: baseTime + 10 * 86_400_000)
+    let id = future.createNote(id: noteID(1)).id
+    try future.insertText(id, at: 0, "z")
+    future.setWallTime(baseTime + 10 * 86_400_000 + 1)
+    try future.insertText(id, at: 0, "o")
+    var local = makeNotebook(2)
+    try local.apply(contentsOf: future.allChanges)
+    return (future, local, id)
+}

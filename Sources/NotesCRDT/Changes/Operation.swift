@@ -64,15 +64,8 @@ public struct Change: Hashable, Sendable {
     /// Creates a change. The operations must not be empty.
     public init(replica: ReplicaID, startSeq: UInt64, timestamp: Timestamp, dependencies: VersionVector,
                 operations: [Operation]) {
-        self.replica = replica
-        self.startSeq = startSeq
-        self.timestamp = timestamp
-        var deps = dependencies
-        deps[replica] = 0
-        self.dependencies = deps
-        self.operations = []
-        self.seqCount = 0
-        self.operations.reserveCapacity(operations.count)
+        self.init(replica: replica, startSeq: startSeq, timestamp: timestamp, dependencies: dependencies,
+                  capacity: operations.count)
         for op in operations { appendJoining(op) }  // joined, so equal changes are equal values
     }
 
