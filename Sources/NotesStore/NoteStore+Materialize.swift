@@ -2,6 +2,22 @@ import Foundation
 import GRDB
 import NotesCRDT
 
+/// One body chunk as stored in `note_text`.
+struct StoredChunk: Equatable {
+    var id: Int64
+    var ord: Int64
+    var body: String
+}
+
+/// What the materialized tables hold for one note, as the connection that wrote (or read) them
+/// in a write transaction knows it: no row, or the row's title and tag list and, when known, its
+/// body chunks in order. It saves reading them back before every re-materialization; it is only
+/// ever a copy of committed rows (see `NoteStore.Loaded.materialized`).
+enum MaterializedNote {
+    case absent
+    case present(title: String, tags: String, chunks: [StoredChunk]?)
+}
+
 extension NoteStore {
     /// Gap between the `ord` of consecutive body chunks, so a chunk can be inserted between two.
     static let chunkOrderGap: Int64 = 1 << 20
@@ -41,16 +57,18 @@ extension NoteStore {
     /// Only what differs from the stored row is written: the row itself (every edit moves
     /// `updated_at`), the tag rows when the tag list changed, the title row when the title
     /// changed, and, when the body was touched, the body chunks that differ (`syncChunks`).
-    /// Every statement is compiled once per connection.
+    /// What the tables hold is taken from `Loaded.materialized` when this connection knows it,
+    /// else read. Every statement is compiled once per connection.
     func materialize(_ id: NoteID, bodyTouched: Bool, _ db: Database) throws {
         let hex = id.description
         guard let note = loaded!.notebook.noteFields(id), note.state != .deleted else {
             try db.cachedStatement(sql: "DELETE FROM notes WHERE id = ?").execute(arguments: [hex])
             try db.cachedStatement(sql: "DELETE FROM note_tags WHERE note = ?").execute(arguments: [hex])
             try db.cachedStatement(sql: "DELETE FROM note_text WHERE note = ?").execute(arguments: [hex])
+            remember(id, .absent)
             return
         }
-        let old = try Row.fetchOne(db.cachedStatement(sql: "SELECT title, tags FROM notes WHERE id = ?"), arguments: [hex])
+        let old = try materializedRow(id, db)
         let isNew = old == nil
         let tags = note.tags.joined(separator: "\u{1F}")
         var body = ""
@@ -76,7 +94,7 @@ extension NoteStore {
         }
         // The tag rows follow the row's tag list, the title row its title (both are written in the
         // same transactions as the row), so they are rewritten only when those changed.
-        if isNew || (old![1] as String) != tags {
+        if isNew || old!.tags != tags {
             try db.cachedStatement(sql: "DELETE FROM note_tags WHERE note = ?").execute(arguments: [hex])
             let insertTag = try db.cachedStatement(sql: "INSERT OR IGNORE INTO note_tags (tag, note) VALUES (?, ?)")
             for name in note.tags {
@@ -92,19 +110,56 @@ extension NoteStore {
             } else {
                 try db.cachedStatement(sql: "INSERT INTO note_text (note, ord, title) VALUES (?, -1, ?)").execute(arguments: [hex, note.title])
             }
-        } else if (old![0] as String) != note.title {
+        } else if old!.title != note.title {
             try db.cachedStatement(sql: "UPDATE note_text SET title = ? WHERE note = ? AND ord = -1").execute(arguments: [note.title, hex])
         }
+        var chunks = old?.chunks
         if isNew || bodyTouched {
-            try syncChunks(hex, body: body, db)
+            chunks = try syncChunks(hex, body: body, old: isNew ? nil : old!.chunks, db)
+        }
+        remember(id, .present(title: note.title, tags: tags, chunks: chunks))
+    }
+
+    /// The stored title and tag list of a note (nil: it has no row), from what this connection
+    /// knows or from the table.
+    func materializedRow(_ id: NoteID, _ db: Database) throws -> (title: String, tags: String, chunks: [StoredChunk]?)? {
+        switch loaded!.materialized[id] {
+        case .present(let title, let tags, let chunks)?:
+            return (title, tags, chunks)
+        case .absent?:
+            return nil
+        case nil:
+            guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT title, tags FROM notes WHERE id = ?"),
+                                             arguments: [id.description]) else {
+                remember(id, .absent)
+                return nil
+            }
+            let known = (title: row[0] as String, tags: row[1] as String, chunks: [StoredChunk]?.none)
+            remember(id, .present(title: known.title, tags: known.tags, chunks: nil))
+            return known
         }
     }
 
+    /// Records what the tables hold for a note (in the transaction that wrote or read it).
+    /// The record is bounded: past `materializedLimit` notes it starts again from nothing.
+    func remember(_ id: NoteID, _ note: MaterializedNote) {
+        if loaded!.materialized.count >= NoteStore.materializedLimit, loaded!.materialized[id] == nil {
+            loaded!.materialized.removeAll(keepingCapacity: true)
+        }
+        loaded!.materialized[id] = note
+    }
+
+    /// The most notes whose materialized state a store keeps in memory.
+    static let materializedLimit = 512
+
     /// Brings a note's body chunks in line with `body`, writing only the chunks that differ.
-    func syncChunks(_ hex: String, body: String, _ db: Database) throws {
+    ///
+    /// - Parameter old: the stored chunks in order, when known (else they are read).
+    /// - Returns: the chunks stored now, in order.
+    func syncChunks(_ hex: String, body: String, old known: [StoredChunk]?, _ db: Database) throws -> [StoredChunk] {
         let new = TextChunker.chunks(body)
-        let old = try Row.fetchAll(db.cachedStatement(sql: "SELECT id, ord, body FROM note_text WHERE note = ? AND ord >= 0 ORDER BY ord"),
-                                   arguments: [hex]).map { (id: $0[0] as Int64, ord: $0[1] as Int64, body: $0[2] as String) }
+        let old = try known ?? Row.fetchAll(db.cachedStatement(sql: "SELECT id, ord, body FROM note_text WHERE note = ? AND ord >= 0 ORDER BY ord"),
+                                            arguments: [hex]).map { StoredChunk(id: $0[0], ord: $0[1], body: $0[2]) }
         var prefix = 0
         let limit = min(old.count, new.count)
         while prefix < limit, old[prefix].body == new[prefix] { prefix += 1 }
@@ -113,16 +168,23 @@ extension NoteStore {
         let oldMiddle = old[prefix ..< old.count - suffix]
         let newMiddle = new[prefix ..< new.count - suffix]
         let updated = min(oldMiddle.count, newMiddle.count)
+        var result = Array(old[..<prefix])
+        result.reserveCapacity(new.count)
         let update = try db.cachedStatement(sql: "UPDATE note_text SET body = ? WHERE id = ?")
         for i in 0 ..< updated {
-            try update.execute(arguments: [newMiddle[prefix + i], oldMiddle[prefix + i].id])
+            let row = oldMiddle[prefix + i]
+            try update.execute(arguments: [newMiddle[prefix + i], row.id])
+            result.append(StoredChunk(id: row.id, ord: row.ord, body: newMiddle[prefix + i]))
         }
         let delete = try db.cachedStatement(sql: "DELETE FROM note_text WHERE id = ?")
         for row in oldMiddle.dropFirst(updated) {
             try delete.execute(arguments: [row.id])
         }
         let extra = Array(newMiddle.dropFirst(updated))
-        guard !extra.isEmpty else { return }
+        guard !extra.isEmpty else {
+            result.append(contentsOf: old[(old.count - suffix)...])
+            return result
+        }
         let low: Int64 = prefix + updated > 0 ? old[prefix + updated - 1].ord : 0
         let step: Int64
         if suffix > 0 {
@@ -134,14 +196,21 @@ extension NoteStore {
         if step < 1 {
             // No room between the neighbours: number the whole body afresh.
             try db.cachedStatement(sql: "DELETE FROM note_text WHERE note = ? AND ord >= 0").execute(arguments: [hex])
+            result.removeAll(keepingCapacity: true)
             for (index, chunk) in new.enumerated() {
-                try insert.execute(arguments: [hex, Int64(index + 1) * NoteStore.chunkOrderGap, chunk])
+                let ord = Int64(index + 1) * NoteStore.chunkOrderGap
+                try insert.execute(arguments: [hex, ord, chunk])
+                result.append(StoredChunk(id: db.lastInsertedRowID, ord: ord, body: chunk))
             }
-            return
+            return result
         }
         for (index, chunk) in extra.enumerated() {
-            try insert.execute(arguments: [hex, low + Int64(index + 1) * step, chunk])
+            let ord = low + Int64(index + 1) * step
+            try insert.execute(arguments: [hex, ord, chunk])
+            result.append(StoredChunk(id: db.lastInsertedRowID, ord: ord, body: chunk))
         }
+        result.append(contentsOf: old[(old.count - suffix)...])
+        return result
     }
 
     /// The body's first non-empty line, at most 80 scalars.

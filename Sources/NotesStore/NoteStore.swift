@@ -67,6 +67,10 @@ public final class NoteStore: @unchecked Sendable {
         var revision: Int64
         var snapshotGeneration: Int64
         var rowsSinceSnapshot: Int
+        /// What the materialized tables hold for the notes this connection last wrote or read
+        /// in a write transaction (see `MaterializedNote`). Dropped with the rest of `Loaded`
+        /// (a failed transaction, a reload) and whenever another process has written.
+        var materialized: [NoteID: MaterializedNote] = [:]
     }
 
     var loaded: Loaded?
@@ -331,6 +335,8 @@ public final class NoteStore: @unchecked Sendable {
             loaded = try load(db)
             return
         }
+        // No other connection can reach an in-memory database: nobody else wrote.
+        if path == nil { return }
         guard let meta = try Row.fetchOne(db.cachedStatement(sql: "SELECT revision, snapshot_generation FROM replica WHERE id = 1")) else {
             throw StoreError(.corrupt, "the replica row is missing")
         }
@@ -345,6 +351,8 @@ public final class NoteStore: @unchecked Sendable {
         loaded = nil
         try applyLogRows(after: state.lastLogRow, to: &state, db)
         state.revision = revision
+        // The other process re-materialized notes too: what was known of the tables is stale.
+        state.materialized = [:]
         loaded = state
     }
 

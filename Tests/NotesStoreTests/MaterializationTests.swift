@@ -118,6 +118,67 @@ struct MaterializationTests {
     }
 }
 
+/// A store keeps in memory what the materialized tables hold for the notes it wrote
+/// (`NoteStore.Loaded.materialized`) instead of reading them back before every write. That record
+/// must never outlive the rows it describes: another process writing the same file, a failed
+/// transaction and a reload all drop it.
+struct MaterializedRecordTests {
+    @Test func twoProcessesEditingOneFileKeepTheTablesRight() throws {
+        let folder = TemporaryFolder()
+        let path = folder.file("shared.db")
+        let a = try NoteStore.open(path: path)
+        let b = try NoteStore.open(path: path)
+        var rng = SplitMix64(seed: 9)
+        let id = try a.createNote(title: "shared", body: "one two three ", id: NoteID.random(using: &rng))
+        let second = try b.createNote(title: "second", body: "four five ", id: NoteID.random(using: &rng))
+        for step in 0 ..< 60 {
+            // Both write the same note in turns: each must see what the other wrote to the tables.
+            let writer = step % 3 == 0 ? b : a
+            let length = try writer.note(id)?.bodyLength ?? 0
+            switch step % 4 {
+            case 0: try writer.insertText(id, at: Int(rng.next() % UInt64(length + 1)), "word\(step) ")
+            case 1: try writer.setTitle(id, "title \(step)")
+            case 2: try writer.setTag(id, ["Work", "home"][step % 2], member: step % 8 != 2)
+            default:
+                let paste = (0 ..< 200).map { "paste\(step)x\($0) " }.joined()
+                try writer.insertText(id, at: Int(rng.next() % UInt64(length + 1)), paste)
+            }
+            if step % 2 == 1 {
+                try (writer === a ? b : a).appendText(second, "more\(step) ")
+            }
+        }
+        // The other process types last: the first one's search finds it right away.
+        try b.appendText(id, " zebraword ")
+        try a.refresh()
+        let fresh = try NoteStore.openInMemory()
+        try fresh.apply(try a.changes(since: VersionVector()))
+        #expect(try MaterializationTests.tables(a) == MaterializationTests.tables(fresh))
+        #expect(try MaterializationTests.tables(b) == MaterializationTests.tables(fresh))
+        try MaterializationTests.checkIndex(a)
+        #expect(try a.search("zebraword").map(\.note.id) == [id])
+        #expect(try b.search("title").map(\.note.id).contains(id))
+    }
+
+    @Test func aFailedBatchLeavesTheTablesRight() throws {
+        let store = try NoteStore.openInMemory()
+        let id = try store.createNote(title: "a", body: "xyz ")
+        // Valid changes first in the batch, then a malformed one: the whole batch rolls back, and
+        // the store goes on from what is committed.
+        let (_, remote) = SyntheticWorkload.notebook(seed: 3, notes: 1, operations: 60)
+        let malformed = Change(
+            replica: ReplicaID(Identifier128(high: 0, low: 1)), startSeq: 1, timestamp: Timestamp(milliseconds: 1),
+            dependencies: VersionVector(),
+            operations: [.insertText(note: id, origin: OpID(replica: ReplicaID(Identifier128(high: 0, low: 2)), seq: 1), text: ["x"])])
+        #expect(throws: StoreError.self) { try store.apply(remote + [malformed]) }
+        try store.apply(remote)
+        try store.appendText(id, "more ")
+        let fresh = try NoteStore.openInMemory()
+        try fresh.apply(try store.changes(since: VersionVector()))
+        #expect(try MaterializationTests.tables(store) == MaterializationTests.tables(fresh))
+        try MaterializationTests.checkIndex(store)
+    }
+}
+
 struct ReloadTests {
     @Test(arguments: StoreKind.allCases)
     func reloadReadsBackWhatWasCommitted(_ kind: StoreKind) throws {
