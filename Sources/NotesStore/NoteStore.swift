@@ -386,21 +386,30 @@ public final class NoteStore: @unchecked Sendable {
         loaded!.revision += 1
     }
 
-    /// Appends changes to the op log, one row each.
+    /// Appends changes to the op log: one row per run of consecutive changes of one author whose
+    /// seq ranges follow each other (`ChangeCodec.encode` of the run), so a batch of remote
+    /// changes, which comes grouped by author, takes a row per author rather than per change.
     func log(_ changes: [Change], _ db: Database) throws {
         let now = Int64(options.wallClock.milliseconds())
         let statement = try db.cachedStatement(sql: """
             INSERT INTO changes (replica, start_seq, end_seq, timestamp, local, logged_at, payload)
             VALUES (?, ?, ?, ?, ?, ?, ?)
             """)
-        for change in changes {
+        var start = changes.startIndex
+        while start < changes.endIndex {
+            let first = changes[start]
+            var end = start + 1
+            while end < changes.endIndex, changes[end].replica == first.replica, changes[end].startSeq == changes[end - 1].endSeq &+ 1 {
+                end += 1
+            }
+            let payload = end == start + 1 ? ChangeCodec.encode([first]) : ChangeCodec.encode(Array(changes[start ..< end]))
             try statement.execute(arguments: [
-                Data(change.replica.raw.bytes), Int64(bitPattern: change.startSeq), Int64(bitPattern: change.endSeq),
-                Int64(bitPattern: change.timestamp.rawValue), change.replica == replicaID, now,
-                Data(ChangeCodec.encode([change])),
+                Data(first.replica.raw.bytes), Int64(bitPattern: first.startSeq), Int64(bitPattern: changes[end - 1].endSeq),
+                Int64(bitPattern: first.timestamp.rawValue), first.replica == replicaID, now, Data(payload),
             ])
             loaded!.lastLogRow = db.lastInsertedRowID
             loaded!.rowsSinceSnapshot += 1
+            start = end
         }
     }
 

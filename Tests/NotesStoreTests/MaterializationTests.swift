@@ -179,6 +179,34 @@ struct MaterializedRecordTests {
     }
 }
 
+/// The op log keeps a batch of remote changes as one row per run of one author's consecutive
+/// changes, and reads them back as they were.
+struct LogRowTests {
+    @Test(arguments: StoreKind.allCases)
+    func aBatchFromOneAuthorIsOneRowAndReadsBack(_ kind: StoreKind) throws {
+        let folder = TemporaryFolder()
+        let store = try makeStore(kind, folder)
+        let (author, remote) = SyntheticWorkload.notebook(seed: 21, notes: 3, operations: 300)
+        #expect(remote.count > 20)
+        try store.apply(remote)
+        #expect(try store.status().logRows == 1)
+        // Changes of two authors, interleaved in runs: a row per run.
+        let (_, other) = SyntheticWorkload.notebook(seed: 22, notes: 2, operations: 100)
+        let half = other.count / 2
+        try store.apply(Array(other[..<half]))
+        try store.apply(Array(other[half...]))
+        #expect(try store.status().logRows == 3)
+        let id = try store.createNote(title: "local", body: "mine ")
+        try store.appendText(id, "again ")
+        #expect(try store.status().logRows == 5)
+        let digest = try store.digest()
+        try store.reload()
+        #expect(try store.digest() == digest)
+        #expect(try store.versionVector[author.replicaID] == author.versionVector[author.replicaID])
+        #expect(try store.changes(since: VersionVector()).count > 0)
+    }
+}
+
 struct ReloadTests {
     @Test(arguments: StoreKind.allCases)
     func reloadReadsBackWhatWasCommitted(_ kind: StoreKind) throws {
