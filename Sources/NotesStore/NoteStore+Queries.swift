@@ -180,6 +180,23 @@ extension NoteStore {
         }
     }
 
+    /// The notes with these identities, with their bodies, in the same order (nil for a note
+    /// that has no row: unknown or deleted), read in one read transaction.
+    public func notes(_ ids: [NoteID]) throws -> [StoredNote?] {
+        try read("cannot read notes") { db in
+            let statement = try db.cachedStatement(sql: NoteStore.noteByIDSQL)
+            return try ids.map { id in
+                let hex = id.description
+                let rows = try Row.fetchCursor(statement, arguments: [hex])
+                guard var note = try withExtendedLifetime(rows, { try rows.next().map { try NoteStore.storedNote($0) } }) else {
+                    return nil
+                }
+                note.body = try NoteStore.body(of: hex, db)
+                return note
+            }
+        }
+    }
+
     /// The note whose id starts with `prefix` (hex digits, as git names commits).
     ///
     /// - Throws: `.invalidArgument` for a prefix that is not hex, `.notFound` when no note matches,

@@ -205,6 +205,18 @@ struct LogRowTests {
         #expect(try store.versionVector[author.replicaID] == author.versionVector[author.replicaID])
         #expect(try store.changes(since: VersionVector()).count > 0)
     }
+
+    @Test func notesReadsWhatNoteReads() throws {
+        let store = try NoteStore.openInMemory()
+        let a = try store.createNote(title: "a", body: "alpha ")
+        let b = try store.createNote(title: "b", body: String(repeating: "beta gamma ", count: 400))
+        let gone = try store.createNote(title: "c")
+        try store.setState(gone, .deleted)
+        let unknown = NoteID.random()
+        let read = try store.notes([b, unknown, a, gone])
+        #expect(read == [try store.note(b), nil, try store.note(a), nil])
+        #expect(read[0]?.body?.count == 4400)
+    }
 }
 
 struct ReloadTests {
