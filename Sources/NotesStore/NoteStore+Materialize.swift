@@ -18,6 +18,22 @@ enum MaterializedNote {
     case present(title: String, tags: String, chunks: [StoredChunk]?)
 }
 
+/// The full-text index entries a transaction removes and adds, in order, written to `note_fts`
+/// after the transaction's other statements (`NoteStore.writeIndex`).
+///
+/// FTS5 writes what it holds in memory to a new index segment at the end of every statement that
+/// opens a statement journal once it has pending data. The triggers that kept `note_fts` in step
+/// with `note_text` made every write of a title or a chunk such a statement, so a batch that
+/// touched twenty chunks wrote twenty segments (and merged them later). Single-row `INSERT`s into
+/// `note_fts` open no statement journal: the entries of one transaction go to one segment, at
+/// COMMIT.
+struct IndexWrites {
+    enum Kind { case delete, insert }
+    var entries: [(kind: Kind, row: Int64, title: String, body: String)] = []
+    mutating func delete(_ row: Int64, title: String, body: String) { entries.append((.delete, row, title, body)) }
+    mutating func insert(_ row: Int64, title: String, body: String) { entries.append((.insert, row, title, body)) }
+}
+
 extension NoteStore {
     /// Gap between the `ord` of consecutive body chunks, so a chunk can be inserted between two.
     static let chunkOrderGap: Int64 = 1 << 20
@@ -46,10 +62,26 @@ extension NoteStore {
                 if let id = NoteID(hex: hex), touched[id] == nil { touched[id] = false }
             }
         }
+        var index = IndexWrites()
         for (note, bodyTouched) in touched {
-            try materialize(note, bodyTouched: bodyTouched, db)
+            try materialize(note, bodyTouched: bodyTouched, &index, db)
         }
+        try writeIndex(index, db)
         return touched.count
+    }
+
+    /// Writes the index entries, in order: a delete names the row and the exact values it was
+    /// indexed with (FTS5's external-content rule), an insert the new values.
+    func writeIndex(_ index: IndexWrites, _ db: Database) throws {
+        guard !index.entries.isEmpty else { return }
+        // By row, keeping each row's entries in their order: FTS5 also writes out what it holds
+        // when a row id comes that is lower than the previous one.
+        let entries = index.entries.enumerated().sorted { ($0.element.row, $0.offset) < ($1.element.row, $1.offset) }.map(\.element)
+        let delete = try db.cachedStatement(sql: "INSERT INTO note_fts (note_fts, rowid, title, body) VALUES ('delete', ?, ?, ?)")
+        let insert = try db.cachedStatement(sql: "INSERT INTO note_fts (rowid, title, body) VALUES (?, ?, ?)")
+        for entry in entries {
+            try (entry.kind == .delete ? delete : insert).execute(arguments: [entry.row, entry.title, entry.body])
+        }
     }
 
     /// Writes one note's materialized row, tag rows, title and body chunks from the notebook.
@@ -59,11 +91,14 @@ extension NoteStore {
     /// changed, and, when the body was touched, the body chunks that differ (`syncChunks`).
     /// What the tables hold is taken from `Loaded.materialized` when this connection knows it,
     /// else read. Every statement is compiled once per connection.
-    func materialize(_ id: NoteID, bodyTouched: Bool, _ db: Database) throws {
+    func materialize(_ id: NoteID, bodyTouched: Bool, _ index: inout IndexWrites, _ db: Database) throws {
         let hex = id.description
         guard let note = loaded!.notebook.noteFields(id), note.state != .deleted else {
             try db.cachedStatement(sql: "DELETE FROM notes WHERE id = ?").execute(arguments: [hex])
             try db.cachedStatement(sql: "DELETE FROM note_tags WHERE note = ?").execute(arguments: [hex])
+            for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT id, title, body FROM note_text WHERE note = ?"), arguments: [hex]) {
+                index.delete(row[0], title: row[1], body: row[2])
+            }
             try db.cachedStatement(sql: "DELETE FROM note_text WHERE note = ?").execute(arguments: [hex])
             remember(id, .absent)
             return
@@ -102,22 +137,35 @@ extension NoteStore {
             }
         }
         if isNew {
-            if let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT id, title FROM note_text WHERE note = ? AND ord = -1"),
+            if let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT id, title, body FROM note_text WHERE note = ? AND ord = -1"),
                                           arguments: [hex]) {
-                if (row["title"] as String) != note.title {
-                    try db.cachedStatement(sql: "UPDATE note_text SET title = ? WHERE id = ?").execute(arguments: [note.title, row["id"] as Int64])
+                if (row[1] as String) != note.title {
+                    try retitle(row[0], from: row[1], to: note.title, body: row[2], &index, db)
                 }
             } else {
                 try db.cachedStatement(sql: "INSERT INTO note_text (note, ord, title) VALUES (?, -1, ?)").execute(arguments: [hex, note.title])
+                index.insert(db.lastInsertedRowID, title: note.title, body: "")
             }
         } else if old!.title != note.title {
-            try db.cachedStatement(sql: "UPDATE note_text SET title = ? WHERE note = ? AND ord = -1").execute(arguments: [note.title, hex])
+            // The title row holds the title (as the notes row does) and no body.
+            guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT id, title, body FROM note_text WHERE note = ? AND ord = -1"),
+                                             arguments: [hex]) else {
+                throw StoreError(.corrupt, "note \(hex) has no title row in note_text")
+            }
+            try retitle(row[0], from: row[1], to: note.title, body: row[2], &index, db)
         }
         var chunks = old?.chunks
         if isNew || bodyTouched {
-            chunks = try syncChunks(hex, body: body, old: isNew ? nil : old!.chunks, db)
+            chunks = try syncChunks(hex, body: body, old: isNew ? nil : old!.chunks, &index, db)
         }
         remember(id, .present(title: note.title, tags: tags, chunks: chunks))
+    }
+
+    /// Sets the title of a title row, and its index entry.
+    private func retitle(_ row: Int64, from old: String, to title: String, body: String, _ index: inout IndexWrites, _ db: Database) throws {
+        try db.cachedStatement(sql: "UPDATE note_text SET title = ? WHERE id = ?").execute(arguments: [title, row])
+        index.delete(row, title: old, body: body)
+        index.insert(row, title: title, body: body)
     }
 
     /// The stored title and tag list of a note (nil: it has no row), from what this connection
@@ -156,7 +204,8 @@ extension NoteStore {
     ///
     /// - Parameter old: the stored chunks in order, when known (else they are read).
     /// - Returns: the chunks stored now, in order.
-    func syncChunks(_ hex: String, body: String, old known: [StoredChunk]?, _ db: Database) throws -> [StoredChunk] {
+    func syncChunks(_ hex: String, body: String, old known: [StoredChunk]?, _ index: inout IndexWrites,
+                    _ db: Database) throws -> [StoredChunk] {
         let new = TextChunker.chunks(body)
         let old = try known ?? Row.fetchAll(db.cachedStatement(sql: "SELECT id, ord, body FROM note_text WHERE note = ? AND ord >= 0 ORDER BY ord"),
                                             arguments: [hex]).map { StoredChunk(id: $0[0], ord: $0[1], body: $0[2]) }
@@ -174,11 +223,14 @@ extension NoteStore {
         for i in 0 ..< updated {
             let row = oldMiddle[prefix + i]
             try update.execute(arguments: [newMiddle[prefix + i], row.id])
+            index.delete(row.id, title: "", body: row.body)
+            index.insert(row.id, title: "", body: newMiddle[prefix + i])
             result.append(StoredChunk(id: row.id, ord: row.ord, body: newMiddle[prefix + i]))
         }
         let delete = try db.cachedStatement(sql: "DELETE FROM note_text WHERE id = ?")
         for row in oldMiddle.dropFirst(updated) {
             try delete.execute(arguments: [row.id])
+            index.delete(row.id, title: "", body: row.body)
         }
         let extra = Array(newMiddle.dropFirst(updated))
         guard !extra.isEmpty else {
@@ -195,18 +247,24 @@ extension NoteStore {
         let insert = try db.cachedStatement(sql: "INSERT INTO note_text (note, ord, body) VALUES (?, ?, ?)")
         if step < 1 {
             // No room between the neighbours: number the whole body afresh.
+            // The rows still there are the prefix, the updated ones (with their new text) and the suffix.
+            for row in result + old[(old.count - suffix)...] {
+                index.delete(row.id, title: "", body: row.body)
+            }
             try db.cachedStatement(sql: "DELETE FROM note_text WHERE note = ? AND ord >= 0").execute(arguments: [hex])
             result.removeAll(keepingCapacity: true)
-            for (index, chunk) in new.enumerated() {
-                let ord = Int64(index + 1) * NoteStore.chunkOrderGap
+            for (position, chunk) in new.enumerated() {
+                let ord = Int64(position + 1) * NoteStore.chunkOrderGap
                 try insert.execute(arguments: [hex, ord, chunk])
+                index.insert(db.lastInsertedRowID, title: "", body: chunk)
                 result.append(StoredChunk(id: db.lastInsertedRowID, ord: ord, body: chunk))
             }
             return result
         }
-        for (index, chunk) in extra.enumerated() {
-            let ord = low + Int64(index + 1) * step
+        for (position, chunk) in extra.enumerated() {
+            let ord = low + Int64(position + 1) * step
             try insert.execute(arguments: [hex, ord, chunk])
+            index.insert(db.lastInsertedRowID, title: "", body: chunk)
             result.append(StoredChunk(id: db.lastInsertedRowID, ord: ord, body: chunk))
         }
         result.append(contentsOf: old[(old.count - suffix)...])

@@ -179,6 +179,59 @@ struct MaterializedRecordTests {
     }
 }
 
+/// A database written before the store kept the full-text index itself (migration
+/// `v2-fts-written-by-the-store`) had triggers doing it; opening it drops them, and the index
+/// stays right through the edits that follow.
+struct IndexUpgradeTests {
+    @Test func aDatabaseWithTheIndexTriggersIsUpgraded() throws {
+        let folder = TemporaryFolder()
+        let path = folder.file("old.db")
+        var rng = SplitMix64(seed: 31)
+        do {
+            let store = try NoteStore.open(path: path)
+            for _ in 0 ..< 40 { try MaterializationTests.randomEdit(store, &rng) }
+            try store.close()
+        }
+        // Make it what the previous version left: the v1 triggers, and no v2 migration.
+        do {
+            let queue = try DatabaseQueue(path: path)
+            try queue.write { db in
+                try db.execute(sql: """
+                    CREATE TRIGGER note_text_ai AFTER INSERT ON note_text BEGIN
+                        INSERT INTO note_fts (rowid, title, body) VALUES (new.id, new.title, new.body);
+                    END;
+                    CREATE TRIGGER note_text_ad AFTER DELETE ON note_text BEGIN
+                        INSERT INTO note_fts (note_fts, rowid, title, body) VALUES ('delete', old.id, old.title, old.body);
+                    END;
+                    CREATE TRIGGER note_text_au AFTER UPDATE ON note_text BEGIN
+                        INSERT INTO note_fts (note_fts, rowid, title, body) VALUES ('delete', old.id, old.title, old.body);
+                        INSERT INTO note_fts (rowid, title, body) VALUES (new.id, new.title, new.body);
+                    END;
+                    DELETE FROM grdb_migrations WHERE identifier = 'v2-fts-written-by-the-store';
+                    """)
+            }
+            try queue.close()
+        }
+        let store = try NoteStore.open(path: path)
+        let triggers = try store.read("triggers") { db in
+            try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'") ?? -1
+        }
+        #expect(triggers == 0)
+        for _ in 0 ..< 80 { try MaterializationTests.randomEdit(store, &rng) }
+        let note = try #require(try store.list(.all).first)
+        try store.appendText(note.id, " quokka ")
+        try store.setTitle(note.id, "wombat title")
+        try MaterializationTests.checkIndex(store)
+        let fresh = try NoteStore.openInMemory()
+        try fresh.apply(try store.changes(since: VersionVector()))
+        #expect(try MaterializationTests.tables(fresh) == MaterializationTests.tables(store))
+        if note.state == .active {
+            #expect(try store.search("quokka").map(\.note.id) == [note.id])
+            #expect(try store.search("wombat").map(\.note.id) == [note.id])
+        }
+    }
+}
+
 /// The op log keeps a batch of remote changes as one row per run of one author's consecutive
 /// changes, and reads them back as they were.
 struct LogRowTests {
