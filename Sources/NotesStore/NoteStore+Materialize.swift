@@ -107,7 +107,16 @@ extension NoteStore {
         let isNew = old == nil
         let tags = note.tags.joined(separator: "\u{1F}")
         var body = ""
-        if isNew || bodyTouched {
+        if !isNew, bodyTouched {
+            let text = loaded!.notebook.body(of: id)
+            body = text?.string ?? ""
+            try db.cachedStatement(sql: """
+                UPDATE notes SET title = ?, pinned = ?, archived = ?, color = ?, state = ?, tags = ?,
+                    created_at = ?, updated_at = ?, body_length = ?, preview = ? WHERE id = ?
+                """).execute(arguments: [note.title, note.pinned, note.archived, note.color, note.state.rawValue, tags,
+                                         Int64(note.createdAt), Int64(note.updatedAt), text?.count ?? 0,
+                                         NoteStore.preview(of: body), hex])
+        } else if isNew {
             let text = loaded!.notebook.body(of: id)
             body = text?.string ?? ""
             try db.cachedStatement(sql: """
