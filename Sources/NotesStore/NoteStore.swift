@@ -16,7 +16,8 @@ public struct StoreOptions: Sendable {
 
     /// Where wall-clock time comes from (passed to the notebook); a simulator passes a virtual clock.
     public var wallClock: any WallClock
-    /// After this many log rows past the snapshot, the snapshot is refreshed and those rows folded in.
+    /// After this many changes logged past the snapshot, the snapshot is refreshed and those log rows
+    /// folded in. (A row holds one change, or a run of one author's consecutive changes from a batch.)
     public var snapshotInterval: Int
     /// How long to wait for another process that holds the database before failing, in seconds.
     public var busyTimeout: Double
@@ -66,7 +67,8 @@ public final class NoteStore: @unchecked Sendable {
         var lastLogRow: Int64
         var revision: Int64
         var snapshotGeneration: Int64
-        var rowsSinceSnapshot: Int
+        /// Changes in the log rows after the snapshot (a row holds one change or a run of them).
+        var changesSinceSnapshot: Int
         /// What the materialized tables hold for the notes this connection last wrote or read
         /// in a write transaction (see `MaterializedNote`). Dropped with the rest of `Loaded`
         /// (a failed transaction, a reload) and whenever another process has written.
@@ -299,7 +301,7 @@ public final class NoteStore: @unchecked Sendable {
             notebook = Notebook(replicaID: replicaID, wallClock: options.wallClock)
         }
         var state = Loaded(notebook: notebook, lastLogRow: through, revision: meta["revision"],
-                           snapshotGeneration: meta["snapshot_generation"], rowsSinceSnapshot: 0)
+                           snapshotGeneration: meta["snapshot_generation"], changesSinceSnapshot: 0)
         try applyLogRows(after: through, to: &state, db)
         return state
     }
@@ -311,12 +313,13 @@ public final class NoteStore: @unchecked Sendable {
             let payload: Data = row["payload"]
             let rowID: Int64 = row["row"]
             do {
-                try state.notebook.apply(contentsOf: ChangeCodec.decode([UInt8](payload)))
+                let changes = try ChangeCodec.decode([UInt8](payload))
+                try state.notebook.apply(contentsOf: changes)
+                state.changesSinceSnapshot += changes.count
             } catch let error as CRDTError {
                 throw StoreError(.corrupt, "log row \(rowID) cannot be applied: \(error.message)")
             }
             state.lastLogRow = rowID
-            state.rowsSinceSnapshot += 1
         }
         let pending = try Data.fetchAll(db.cachedStatement(sql: "SELECT payload FROM pending_changes ORDER BY row"))
         for payload in pending {
@@ -408,20 +411,20 @@ public final class NoteStore: @unchecked Sendable {
                 Int64(bitPattern: first.timestamp.rawValue), first.replica == replicaID, now, Data(payload),
             ])
             loaded!.lastLogRow = db.lastInsertedRowID
-            loaded!.rowsSinceSnapshot += 1
+            loaded!.changesSinceSnapshot += end - start
             start = end
         }
     }
 
     /// Refreshes the snapshot when enough log rows have piled up since the last one.
     func compactIfDue() {
-        guard let state = loaded, state.rowsSinceSnapshot >= options.snapshotInterval else { return }
+        guard let state = loaded, state.changesSinceSnapshot >= options.snapshotInterval else { return }
         try? compactLocked()
     }
 
     /// Writes a fresh snapshot of the whole state and deletes the log rows it covers.
     ///
-    /// Done automatically every `StoreOptions.snapshotInterval` log rows; call it to fold the log now.
+    /// Done automatically every `StoreOptions.snapshotInterval` logged changes; call it to fold the log now.
     public func compact() throws {
         lock.lock(); defer { lock.unlock() }
         try compactLocked()
@@ -436,7 +439,7 @@ public final class NoteStore: @unchecked Sendable {
             try db.execute(sql: "UPDATE replica SET snapshot_generation = snapshot_generation + 1 WHERE id = 1")
             try bumpRevision(db)
             loaded!.snapshotGeneration += 1
-            loaded!.rowsSinceSnapshot = 0
+            loaded!.changesSinceSnapshot = 0
         }
     }
 }

@@ -259,6 +259,33 @@ struct LogRowTests {
         #expect(try store.changes(since: VersionVector()).count > 0)
     }
 
+    /// The snapshot is refreshed after `snapshotInterval` changes (as the notebook lists them),
+    /// however many log rows hold them.
+    @Test func aBigBatchStillBringsTheSnapshot() throws {
+        // Two replicas that edit in turns and exchange everything each time: their changes do
+        // not coalesce (each depends on the other's latest), so a history has many of them.
+        let x = try NoteStore.openInMemory()
+        let y = try NoteStore.openInMemory()
+        let note = try x.createNote(title: "t", body: "start ")
+        for i in 0 ..< 12 {
+            try y.apply(try x.changes(since: try y.versionVector))
+            try y.appendText(note, "y\(i) ")
+            try x.appendText(note, "x\(i) ")
+            try x.apply(try y.changes(since: try x.versionVector))
+        }
+        let history = try x.changes(since: VersionVector())
+        #expect(history.count >= 16)
+        let store = try NoteStore.openInMemory(options: StoreOptions(snapshotInterval: 16))
+        try store.apply(history)
+        let status = try store.status()
+        #expect(status.logRows == 0)
+        #expect(status.snapshotThroughRow > 0)
+        let digest = try store.digest()
+        try store.reload()
+        #expect(try store.digest() == digest)
+        #expect(digest == (try x.digest()))
+    }
+
     @Test func notesReadsWhatNoteReads() throws {
         let store = try NoteStore.openInMemory()
         let a = try store.createNote(title: "a", body: "alpha ")
