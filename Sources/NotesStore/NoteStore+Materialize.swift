@@ -156,12 +156,10 @@ extension NoteStore {
                 index.insert(db.lastInsertedRowID, title: note.title, body: "")
             }
         } else if old!.title != note.title {
-            // The title row holds the title (as the notes row does) and no body.
-            guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT id, title, body FROM note_text WHERE note = ? AND ord = -1"),
-                                             arguments: [hex]) else {
-                throw StoreError(.corrupt, "note \(hex) has no title row in note_text")
+            if let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT id, title, body FROM note_text WHERE note = ? AND ord = -1"),
+                                          arguments: [hex]) {
+                try retitle(row[0], from: row[1], to: note.title, body: row[2], &index, db)
             }
-            try retitle(row[0], from: row[1], to: note.title, body: row[2], &index, db)
         }
         var chunks = old?.chunks
         if isNew || bodyTouched {
