@@ -280,19 +280,17 @@ extension NoteStore {
 
     /// The body's first non-empty line, at most 80 scalars.
     static func preview(of body: String) -> String {
-        var result = String.UnicodeScalarView()
-        var count = 0  // result.count walks the view: counted here instead
-        var started = false
-        for scalar in body.unicodeScalars {
-            if scalar == "\n" || scalar == "\r" {
-                if started { break } else { continue }
-            }
-            if !started, scalar.properties.isWhitespace { continue }
-            started = true
-            result.append(scalar)
+        // One slice of the body: past the leading blank lines and whitespace, up to the line's
+        // end or 80 scalars.
+        let scalars = body.unicodeScalars
+        var start = scalars.startIndex
+        while start < scalars.endIndex, scalars[start].properties.isWhitespace { start = scalars.index(after: start) }
+        var end = start
+        var count = 0
+        while end < scalars.endIndex, count < 80, scalars[end] != "\n", scalars[end] != "\r" {
+            end = scalars.index(after: end)
             count += 1
-            if count >= 80 { break }
         }
-        return String(result)
+        return String(scalars[start ..< end])
     }
 }

@@ -340,3 +340,34 @@ struct ReloadTests {
         #expect(try store.digest() == digest)
     }
 }
+
+struct PreviewTests {
+    /// The preview as it was first written, a scalar at a time.
+    static func reference(_ body: String) -> String {
+        var result = String.UnicodeScalarView()
+        var count = 0
+        var started = false
+        for scalar in body.unicodeScalars {
+            if scalar == "\n" || scalar == "\r" {
+                if started { break } else { continue }
+            }
+            if !started, scalar.properties.isWhitespace { continue }
+            started = true
+            result.append(scalar)
+            count += 1
+            if count >= 80 { break }
+        }
+        return String(result)
+    }
+
+    @Test func thePreviewIsTheFirstNonEmptyLineCutAt80Scalars() {
+        let pieces = ["a", "word ", " ", "\n", "\r\n", "\t", "\u{A0}", "\u{2028}", "café", "🙂", "日本", "e\u{301}", "\u{85}", "  \n  "]
+        var rng = SplitMix64(seed: 5)
+        for _ in 0 ..< 2000 {
+            let body = (0 ..< Int(rng.next() % 60)).map { _ in pieces[Int(rng.next() % UInt64(pieces.count))] }.joined()
+            #expect(NoteStore.preview(of: body) == Self.reference(body), "\(body.debugDescription)")
+        }
+        #expect(NoteStore.preview(of: "\n\n  Title line\nsecond") == "Title line")
+        #expect(NoteStore.preview(of: String(repeating: "x", count: 100)).unicodeScalars.count == 80)
+    }
+}
