@@ -80,7 +80,7 @@ extension NoteStore {
         let delete = try db.cachedStatement(sql: "INSERT INTO note_fts (note_fts, rowid, title, body) VALUES ('delete', ?, ?, ?)")
         let insert = try db.cachedStatement(sql: "INSERT INTO note_fts (rowid, title, body) VALUES (?, ?, ?)")
         for entry in entries {
-            try (entry.kind == .delete ? delete : insert).execute(arguments: [entry.row, entry.title, entry.body])
+            try (entry.kind == .delete ? delete : insert).run(.int(entry.row), .text(entry.title), .text(entry.body))
         }
     }
 
@@ -113,9 +113,9 @@ extension NoteStore {
             try db.cachedStatement(sql: """
                 UPDATE notes SET title = ?, pinned = ?, archived = ?, color = ?, state = ?, tags = ?,
                     created_at = ?, updated_at = ?, body_length = ?, preview = ? WHERE id = ?
-                """).execute(arguments: [note.title, note.pinned, note.archived, note.color, note.state.rawValue, tags,
-                                         Int64(note.createdAt), Int64(note.updatedAt), text?.count ?? 0,
-                                         NoteStore.preview(of: body), hex])
+                """).run(.text(note.title), .bool(note.pinned), .bool(note.archived), .optionalText(note.color),
+                         .text(note.state.rawValue), .text(tags), .int(Int64(note.createdAt)), .int(Int64(note.updatedAt)),
+                         .int(Int64(text?.count ?? 0)), .text(NoteStore.preview(of: body)), .text(hex))
         } else if isNew {
             let text = loaded!.notebook.body(of: id)
             body = text?.string ?? ""
@@ -126,15 +126,16 @@ extension NoteStore {
                     archived = excluded.archived, color = excluded.color, state = excluded.state,
                     tags = excluded.tags, created_at = excluded.created_at, updated_at = excluded.updated_at,
                     body_length = excluded.body_length, preview = excluded.preview
-                """).execute(arguments: [hex, note.title, note.pinned, note.archived, note.color, note.state.rawValue, tags,
-                                         Int64(note.createdAt), Int64(note.updatedAt), text?.count ?? 0,
-                                         NoteStore.preview(of: body)])
+                """).run(.text(hex), .text(note.title), .bool(note.pinned), .bool(note.archived), .optionalText(note.color),
+                         .text(note.state.rawValue), .text(tags), .int(Int64(note.createdAt)), .int(Int64(note.updatedAt)),
+                         .int(Int64(text?.count ?? 0)), .text(NoteStore.preview(of: body)))
         } else {
             try db.cachedStatement(sql: """
                 UPDATE notes SET title = ?, pinned = ?, archived = ?, color = ?, state = ?, tags = ?,
                     created_at = ?, updated_at = ? WHERE id = ?
-                """).execute(arguments: [note.title, note.pinned, note.archived, note.color, note.state.rawValue, tags,
-                                         Int64(note.createdAt), Int64(note.updatedAt), hex])
+                """).run(.text(note.title), .bool(note.pinned), .bool(note.archived), .optionalText(note.color),
+                         .text(note.state.rawValue), .text(tags), .int(Int64(note.createdAt)), .int(Int64(note.updatedAt)),
+                         .text(hex))
         }
         // The tag rows follow the row's tag list, the title row its title (both are written in the
         // same transactions as the row), so they are rewritten only when those changed.
@@ -152,7 +153,7 @@ extension NoteStore {
                     try retitle(row[0], from: row[1], to: note.title, body: row[2], &index, db)
                 }
             } else {
-                try db.cachedStatement(sql: "INSERT INTO note_text (note, ord, title) VALUES (?, -1, ?)").execute(arguments: [hex, note.title])
+                try db.cachedStatement(sql: "INSERT INTO note_text (note, ord, title) VALUES (?, -1, ?)").run(.text(hex), .text(note.title))
                 index.insert(db.lastInsertedRowID, title: note.title, body: "")
             }
         } else if old!.title != note.title {
@@ -170,7 +171,7 @@ extension NoteStore {
 
     /// Sets the title of a title row, and its index entry.
     private func retitle(_ row: Int64, from old: String, to title: String, body: String, _ index: inout IndexWrites, _ db: Database) throws {
-        try db.cachedStatement(sql: "UPDATE note_text SET title = ? WHERE id = ?").execute(arguments: [title, row])
+        try db.cachedStatement(sql: "UPDATE note_text SET title = ? WHERE id = ?").run(.text(title), .int(row))
         index.delete(row, title: old, body: body)
         index.insert(row, title: title, body: body)
     }
@@ -229,14 +230,14 @@ extension NoteStore {
         let update = try db.cachedStatement(sql: "UPDATE note_text SET body = ? WHERE id = ?")
         for i in 0 ..< updated {
             let row = oldMiddle[prefix + i]
-            try update.execute(arguments: [newMiddle[prefix + i], row.id])
+            try update.run(.text(newMiddle[prefix + i]), .int(row.id))
             index.delete(row.id, title: "", body: row.body)
             index.insert(row.id, title: "", body: newMiddle[prefix + i])
             result.append(StoredChunk(id: row.id, ord: row.ord, body: newMiddle[prefix + i]))
         }
         let delete = try db.cachedStatement(sql: "DELETE FROM note_text WHERE id = ?")
         for row in oldMiddle.dropFirst(updated) {
-            try delete.execute(arguments: [row.id])
+            try delete.run(.int(row.id))
             index.delete(row.id, title: "", body: row.body)
         }
         let extra = Array(newMiddle.dropFirst(updated))
@@ -262,7 +263,7 @@ extension NoteStore {
             result.removeAll(keepingCapacity: true)
             for (position, chunk) in new.enumerated() {
                 let ord = Int64(position + 1) * NoteStore.chunkOrderGap
-                try insert.execute(arguments: [hex, ord, chunk])
+                try insert.run(.text(hex), .int(ord), .text(chunk))
                 index.insert(db.lastInsertedRowID, title: "", body: chunk)
                 result.append(StoredChunk(id: db.lastInsertedRowID, ord: ord, body: chunk))
             }
@@ -270,7 +271,7 @@ extension NoteStore {
         }
         for (position, chunk) in extra.enumerated() {
             let ord = low + Int64(position + 1) * step
-            try insert.execute(arguments: [hex, ord, chunk])
+            try insert.run(.text(hex), .int(ord), .text(chunk))
             index.insert(db.lastInsertedRowID, title: "", body: chunk)
             result.append(StoredChunk(id: db.lastInsertedRowID, ord: ord, body: chunk))
         }

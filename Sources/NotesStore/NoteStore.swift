@@ -385,7 +385,7 @@ public final class NoteStore: @unchecked Sendable {
     /// Marks the end of a write transaction that changed the log: bumps the revision.
     func bumpRevision(_ db: Database) throws {
         try db.cachedStatement(sql: "UPDATE replica SET revision = revision + 1, clock = ? WHERE id = 1")
-            .execute(arguments: [Int64(bitPattern: loaded!.notebook.clock.last.rawValue)])
+            .run(.int(Int64(bitPattern: loaded!.notebook.clock.last.rawValue)))
         loaded!.revision += 1
     }
 
@@ -406,10 +406,9 @@ public final class NoteStore: @unchecked Sendable {
                 end += 1
             }
             let payload = end == start + 1 ? ChangeCodec.encode([first]) : ChangeCodec.encode(Array(changes[start ..< end]))
-            try statement.execute(arguments: [
-                Data(first.replica.raw.bytes), Int64(bitPattern: first.startSeq), Int64(bitPattern: changes[end - 1].endSeq),
-                Int64(bitPattern: first.timestamp.rawValue), first.replica == replicaID, now, Data(payload),
-            ])
+            try statement.run(.blob(first.replica.raw.bytes), .int(Int64(bitPattern: first.startSeq)),
+                              .int(Int64(bitPattern: changes[end - 1].endSeq)), .int(Int64(bitPattern: first.timestamp.rawValue)),
+                              .bool(first.replica == replicaID), .int(now), .blob(payload))
             loaded!.lastLogRow = db.lastInsertedRowID
             loaded!.changesSinceSnapshot += end - start
             start = end

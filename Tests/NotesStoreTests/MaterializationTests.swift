@@ -371,3 +371,41 @@ struct PreviewTests {
         #expect(NoteStore.preview(of: String(repeating: "x", count: 100)).unicodeScalars.count == 80)
     }
 }
+
+/// The write path binds its values through the SQLite C API (`Statement.run`).
+struct RawStatementTests {
+    @Test func emptyTextsAndMissingValuesAreStoredAsTheyAre() throws {
+        let store = try NoteStore.openInMemory()
+        let id = try store.createNote(title: "", body: "")
+        var note = try #require(try store.note(id))
+        #expect(note.title == "" && note.body == "" && note.preview == "" && note.color == nil && !note.pinned)
+        try store.setColor(id, "red")
+        try store.setPinned(id, true)
+        try store.insertText(id, at: 0, "café 🙂 日本")
+        note = try #require(try store.note(id))
+        #expect(note.color == "red" && note.pinned && note.body == "café 🙂 日本" && note.bodyLength == 9)
+        try store.setColor(id, nil)
+        try store.setTitle(id, "")
+        note = try #require(try store.note(id))
+        #expect(note.color == nil && note.title == "")
+        #expect(try store.search("café").map(\.note.id) == [id])
+        try MaterializationTests.checkIndex(store)
+    }
+
+    @Test func aFailingStatementThrowsSQLitesErrorAndLeavesTheStatementUsable() throws {
+        let store = try NoteStore.openInMemory()
+        try store.queue.write { db in
+            let insert = try db.cachedStatement(sql: "INSERT INTO note_text (note, ord, body) VALUES (?, ?, ?)")
+            try insert.run(.text("n"), .int(1), .text("one"))
+            do {
+                try insert.run(.text("n"), .int(1), .text("again"))
+                Issue.record("a duplicate (note, ord) was accepted")
+            } catch let error as DatabaseError {
+                #expect(error.resultCode == .SQLITE_CONSTRAINT)
+                #expect(error.message?.contains("UNIQUE constraint failed") == true)
+            }
+            try insert.run(.text("n"), .int(2), .text("two"))
+            #expect(try String.fetchAll(db, sql: "SELECT body FROM note_text WHERE note = 'n' ORDER BY ord") == ["one", "two"])
+        }
+    }
+}
