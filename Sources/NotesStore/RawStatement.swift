@@ -27,6 +27,34 @@ extension Statement {
     ///
     /// - Throws: GRDB's `DatabaseError` with SQLite's code and message, as `execute` would.
     func run(_ values: SQLValue...) throws {
+        try start(values)
+        let handle = sqliteStatement
+        var code = sqlite3_step(handle)
+        while code == SQLITE_ROW { code = sqlite3_step(handle) }
+        try finish(code)
+    }
+
+    /// Runs a query with these values bound by position, through the SQLite C API, and calls
+    /// `body` with the statement for each row (read its columns with `SQLColumn`).
+    func forEachRow(_ values: SQLValue..., body: (OpaquePointer) throws -> Void) throws {
+        try start(values)
+        let handle = sqliteStatement
+        var code = sqlite3_step(handle)
+        while code == SQLITE_ROW {
+            do {
+                try body(handle)
+            } catch {
+                sqlite3_reset(handle)
+                sqlite3_clear_bindings(handle)
+                throw error
+            }
+            code = sqlite3_step(handle)
+        }
+        try finish(code)
+    }
+
+    /// Resets the statement and binds the values.
+    private func start(_ values: [SQLValue]) throws {
         let handle = sqliteStatement
         sqlite3_reset(handle)
         precondition(Int(sqlite3_bind_parameter_count(handle)) == values.count,
@@ -47,20 +75,22 @@ extension Statement {
                                    : sqlite3_bind_blob(handle, index, buffer.baseAddress, Int32(buffer.count), transient)
                 }
             }
-            guard code == SQLITE_OK else { throw failure(code) }
+            guard code == SQLITE_OK else {
+                let error = failure(code)
+                sqlite3_clear_bindings(handle)
+                throw error
+            }
         }
-        var code = sqlite3_step(handle)
-        while code == SQLITE_ROW { code = sqlite3_step(handle) }
-        guard code == SQLITE_DONE else {
-            let error = failure(code)
-            sqlite3_reset(handle)
-            sqlite3_clear_bindings(handle)
-            throw error
-        }
-        // Leave nothing bound (no copies of the values are kept longer than needed) and the
-        // statement ready for GRDB or the next run.
+    }
+
+    /// After the last step: the statement is reset and holds no values (no copies of them are kept
+    /// longer than needed, and it is ready for GRDB or the next run); an error is thrown as GRDB would.
+    private func finish(_ code: Int32) throws {
+        let handle = sqliteStatement
+        let error = code == SQLITE_DONE ? nil : failure(code)
         sqlite3_reset(handle)
         sqlite3_clear_bindings(handle)
+        if let error { throw error }
     }
 
     private static func bind(_ string: String, _ handle: OpaquePointer, _ index: Int32) -> Int32 {
@@ -77,5 +107,22 @@ extension Statement {
     private func failure(_ code: Int32) -> DatabaseError {
         let message = sqlite3_db_handle(sqliteStatement).flatMap { sqlite3_errmsg($0) }.map { String(cString: $0) }
         return DatabaseError(resultCode: ResultCode(rawValue: code), message: message, sql: sql)
+    }
+}
+
+/// Reading a column of the current row of a statement run by `Statement.forEachRow`, as GRDB
+/// reads it (text up to its first NUL, as `String(cString:)`).
+enum SQLColumn {
+    static func text(_ handle: OpaquePointer, _ index: Int32) -> String {
+        guard let text = sqlite3_column_text(handle, index) else { return "" }
+        return String(cString: text)
+    }
+
+    static func optionalText(_ handle: OpaquePointer, _ index: Int32) -> String? {
+        sqlite3_column_type(handle, index) == SQLITE_NULL ? nil : text(handle, index)
+    }
+
+    static func int(_ handle: OpaquePointer, _ index: Int32) -> Int64 {
+        sqlite3_column_int64(handle, index)
     }
 }

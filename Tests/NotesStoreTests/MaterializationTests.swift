@@ -392,6 +392,23 @@ struct RawStatementTests {
         try MaterializationTests.checkIndex(store)
     }
 
+    /// note(_:) and notes(_:) read their columns with the C API, list(_:) through GRDB's rows.
+    @Test func noteReadsTheRowAsListDoes() throws {
+        var rng = SplitMix64(seed: 41)
+        let store = try NoteStore.openInMemory(replicaID: ReplicaID.random(using: &rng))
+        for _ in 0 ..< 150 { try MaterializationTests.randomEdit(store, &rng) }
+        let first = try #require(try store.list(.all).first)
+        try store.setColor(first.id, "blue")
+        let listed = try store.list(.all, includeBody: true)
+        #expect(listed.count > 3)
+        #expect(listed.contains { $0.color != nil } && listed.contains { $0.color == nil })
+        #expect(listed.contains { !$0.tags.isEmpty } && listed.contains { $0.state == .trashed || $0.pinned })
+        for note in listed {
+            #expect(try store.note(note.id) == note)
+        }
+        #expect(try store.notes(listed.map(\.id)) == listed.map { Optional($0) })
+    }
+
     @Test func aFailingStatementThrowsSQLitesErrorAndLeavesTheStatementUsable() throws {
         let store = try NoteStore.openInMemory()
         try store.queue.write { db in
