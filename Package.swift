@@ -53,7 +53,10 @@ let package = Package(
         ),
         .target(
             name: "NotesStore",
-            dependencies: ["NotesCRDT", .product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: [
+                "NotesCRDT", .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+            ],
             swiftSettings: swiftSettings
         ),
         .target(

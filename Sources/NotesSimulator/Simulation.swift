@@ -555,8 +555,16 @@ public final class Simulation: @unchecked Sendable {
         device.lastVersion = version
         if all {
             try compareAll(device, notebook)
-        } else {
-            for id in notes { try compare(device, notebook, id) }
+        } else if !notes.isEmpty {
+            // The rows of every touched note, read in one transaction.
+            let stored: [StoredNote?]
+            do {
+                stored = try device.store.notes(notes)
+            } catch {
+                device.notes = nil
+                throw error
+            }
+            for (id, row) in zip(notes, stored) { compare(device, notebook, id, row) }
         }
     }
 
@@ -594,15 +602,8 @@ public final class Simulation: @unchecked Sendable {
         return listed.sorted { $0.id < $1.id }
     }
 
-    /// The materialized row of one note against the CRDT.
-    func compare(_ device: SimDevice, _ notebook: Notebook, _ id: NoteID) throws {
-        let stored: StoredNote?
-        do {
-            stored = try device.store.note(id)
-        } catch {
-            device.notes = nil
-            throw error
-        }
+    /// The materialized row of one note (`stored`, as `note(_:)` reads it) against the CRDT.
+    func compare(_ device: SimDevice, _ notebook: Notebook, _ id: NoteID, _ stored: StoredNote?) {
         if var row = stored {
             row.body = nil  // as list(.all) has it
             device.notes?[id] = row

@@ -19,7 +19,7 @@ extension NoteStore {
     func edit<T>(requiring note: NoteID?, _ body: (inout Notebook) throws -> T) throws -> T {
         lock.lock(); defer { lock.unlock() }
         let result = try writeTransaction("cannot save the edit") { db -> T in
-            if let note, try Int.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM notes WHERE id = ?"), arguments: [note.description]) == nil {
+            if let note, try materializedRow(note, db) == nil {
                 throw StoreError(.notFound, "there is no note \(note)")
             }
             let before = loaded!.notebook.versionVector[replicaID]

@@ -97,6 +97,29 @@ extension NoteStore {
             createdAt: UInt64(row[7] as Int64), updatedAt: UInt64(row[8] as Int64))
     }
 
+    /// `storedNote(_:body:)` for the current row of a statement stepped by `forEachRow`: the same
+    /// columns, read the same way, without a GRDB row.
+    static func storedNote(columnsOf handle: OpaquePointer) throws -> StoredNote {
+        let hex = SQLColumn.text(handle, 0)
+        guard let id = NoteID(hex: hex) else { throw StoreError(.corrupt, "a materialized note has a bad id \(hex)") }
+        let tags = SQLColumn.text(handle, 6)
+        return StoredNote(
+            id: id, title: SQLColumn.text(handle, 1), body: nil, preview: SQLColumn.text(handle, 10),
+            bodyLength: Int(SQLColumn.int(handle, 9)),
+            pinned: SQLColumn.int(handle, 2) != 0, archived: SQLColumn.int(handle, 3) != 0, color: SQLColumn.optionalText(handle, 4),
+            state: NoteLifecycle(rawValue: SQLColumn.text(handle, 5)) ?? .active,
+            tags: tags.isEmpty ? [] : tags.split(separator: "\u{1F}", omittingEmptySubsequences: false).map(String.init),
+            createdAt: UInt64(bitPattern: SQLColumn.int(handle, 7)), updatedAt: UInt64(bitPattern: SQLColumn.int(handle, 8)))
+    }
+
+    /// The materialized row of one note, with its body, or nil (read with `forEachRow`).
+    static func storedNote(_ hex: String, _ db: Database) throws -> StoredNote? {
+        var note: StoredNote?
+        try db.cachedStatement(sql: noteByIDSQL).forEachRow(.text(hex)) { note = try storedNote(columnsOf: $0) }
+        note?.body = try body(of: hex, db)
+        return note
+    }
+
     /// Runs `body` in one read transaction (so that its queries see one state even while another
     /// process writes), with BEGIN and COMMIT compiled once per connection.
     func read<T>(_ what: @autoclosure () -> String, _ body: (Database) throws -> T) throws -> T {
@@ -124,8 +147,11 @@ extension NoteStore {
     }
 
     static func body(of hex: String, _ db: Database) throws -> String {
-        try String.fetchAll(db.cachedStatement(sql: "SELECT body FROM note_text WHERE note = ? AND ord >= 0 ORDER BY ord"),
-                            arguments: [hex]).joined()
+        var body = ""
+        try db.cachedStatement(sql: "SELECT body FROM note_text WHERE note = ? AND ord >= 0 ORDER BY ord").forEachRow(.text(hex)) {
+            body += SQLColumn.text($0, 0)
+        }
+        return body
     }
 
     /// Notes in `scope` (and in tag `tag`, if given): pinned first, then the most recently changed.
@@ -168,16 +194,13 @@ extension NoteStore {
 
     /// The note with this identity, with its body, or nil (deleted notes included).
     public func note(_ id: NoteID) throws -> StoredNote? {
-        try read("cannot read note \(id)") { db in
-            let hex = id.description
-            let rows = try Row.fetchCursor(db.cachedStatement(sql: NoteStore.noteByIDSQL), arguments: [hex])
-            // The row is a view of the statement, valid while the cursor lives.
-            guard var note = try withExtendedLifetime(rows, { try rows.next().map { try NoteStore.storedNote($0) } }) else {
-                return nil
-            }
-            note.body = try NoteStore.body(of: hex, db)
-            return note
-        }
+        try read("cannot read note \(id)") { db in try NoteStore.storedNote(id.description, db) }
+    }
+
+    /// The notes with these identities, with their bodies, in the same order (nil for a note
+    /// that has no row: unknown or deleted), read in one read transaction.
+    public func notes(_ ids: [NoteID]) throws -> [StoredNote?] {
+        try read("cannot read notes") { db in try ids.map { try NoteStore.storedNote($0.description, db) } }
     }
 
     /// The note whose id starts with `prefix` (hex digits, as git names commits).

@@ -142,8 +142,8 @@ extension NoteStore {
             INSERT INTO pending_changes (replica, start_seq, end_seq, received_at, payload) VALUES (?, ?, ?, ?, ?)
             """)
         for change in loaded!.notebook.pendingChanges {
-            try insert.execute(arguments: [Data(change.replica.raw.bytes), Int64(bitPattern: change.startSeq),
-                                           Int64(bitPattern: change.endSeq), now, Data(ChangeCodec.encode([change]))])
+            try insert.run(.blob(change.replica.raw.bytes), .int(Int64(bitPattern: change.startSeq)),
+                           .int(Int64(bitPattern: change.endSeq)), .int(now), .blob(ChangeCodec.encode([change])))
         }
     }
 }

@@ -16,7 +16,8 @@ public struct StoreOptions: Sendable {
 
     /// Where wall-clock time comes from (passed to the notebook); a simulator passes a virtual clock.
     public var wallClock: any WallClock
-    /// After this many log rows past the snapshot, the snapshot is refreshed and those rows folded in.
+    /// After this many changes logged past the snapshot, the snapshot is refreshed and those log rows
+    /// folded in. (A row holds one change, or a run of one author's consecutive changes from a batch.)
     public var snapshotInterval: Int
     /// How long to wait for another process that holds the database before failing, in seconds.
     public var busyTimeout: Double
@@ -66,7 +67,12 @@ public final class NoteStore: @unchecked Sendable {
         var lastLogRow: Int64
         var revision: Int64
         var snapshotGeneration: Int64
-        var rowsSinceSnapshot: Int
+        /// Changes in the log rows after the snapshot (a row holds one change or a run of them).
+        var changesSinceSnapshot: Int
+        /// What the materialized tables hold for the notes this connection last wrote or read
+        /// in a write transaction (see `MaterializedNote`). Dropped with the rest of `Loaded`
+        /// (a failed transaction, a reload) and whenever another process has written.
+        var materialized: [NoteID: MaterializedNote] = [:]
     }
 
     var loaded: Loaded?
@@ -295,7 +301,7 @@ public final class NoteStore: @unchecked Sendable {
             notebook = Notebook(replicaID: replicaID, wallClock: options.wallClock)
         }
         var state = Loaded(notebook: notebook, lastLogRow: through, revision: meta["revision"],
-                           snapshotGeneration: meta["snapshot_generation"], rowsSinceSnapshot: 0)
+                           snapshotGeneration: meta["snapshot_generation"], changesSinceSnapshot: 0)
         try applyLogRows(after: through, to: &state, db)
         return state
     }
@@ -307,12 +313,13 @@ public final class NoteStore: @unchecked Sendable {
             let payload: Data = row["payload"]
             let rowID: Int64 = row["row"]
             do {
-                try state.notebook.apply(contentsOf: ChangeCodec.decode([UInt8](payload)))
+                let changes = try ChangeCodec.decode([UInt8](payload))
+                try state.notebook.apply(contentsOf: changes)
+                state.changesSinceSnapshot += changes.count
             } catch let error as CRDTError {
                 throw StoreError(.corrupt, "log row \(rowID) cannot be applied: \(error.message)")
             }
             state.lastLogRow = rowID
-            state.rowsSinceSnapshot += 1
         }
         let pending = try Data.fetchAll(db.cachedStatement(sql: "SELECT payload FROM pending_changes ORDER BY row"))
         for payload in pending {
@@ -331,6 +338,8 @@ public final class NoteStore: @unchecked Sendable {
             loaded = try load(db)
             return
         }
+        // No other connection can reach an in-memory database: nobody else wrote.
+        if path == nil { return }
         guard let meta = try Row.fetchOne(db.cachedStatement(sql: "SELECT revision, snapshot_generation FROM replica WHERE id = 1")) else {
             throw StoreError(.corrupt, "the replica row is missing")
         }
@@ -345,6 +354,8 @@ public final class NoteStore: @unchecked Sendable {
         loaded = nil
         try applyLogRows(after: state.lastLogRow, to: &state, db)
         state.revision = revision
+        // The other process re-materialized notes too: what was known of the tables is stale.
+        state.materialized = [:]
         loaded = state
     }
 
@@ -374,37 +385,45 @@ public final class NoteStore: @unchecked Sendable {
     /// Marks the end of a write transaction that changed the log: bumps the revision.
     func bumpRevision(_ db: Database) throws {
         try db.cachedStatement(sql: "UPDATE replica SET revision = revision + 1, clock = ? WHERE id = 1")
-            .execute(arguments: [Int64(bitPattern: loaded!.notebook.clock.last.rawValue)])
+            .run(.int(Int64(bitPattern: loaded!.notebook.clock.last.rawValue)))
         loaded!.revision += 1
     }
 
-    /// Appends changes to the op log, one row each.
+    /// Appends changes to the op log: one row per run of consecutive changes of one author whose
+    /// seq ranges follow each other (`ChangeCodec.encode` of the run), so a batch of remote
+    /// changes, which comes grouped by author, takes a row per author rather than per change.
     func log(_ changes: [Change], _ db: Database) throws {
         let now = Int64(options.wallClock.milliseconds())
         let statement = try db.cachedStatement(sql: """
             INSERT INTO changes (replica, start_seq, end_seq, timestamp, local, logged_at, payload)
             VALUES (?, ?, ?, ?, ?, ?, ?)
             """)
-        for change in changes {
-            try statement.execute(arguments: [
-                Data(change.replica.raw.bytes), Int64(bitPattern: change.startSeq), Int64(bitPattern: change.endSeq),
-                Int64(bitPattern: change.timestamp.rawValue), change.replica == replicaID, now,
-                Data(ChangeCodec.encode([change])),
-            ])
+        var start = changes.startIndex
+        while start < changes.endIndex {
+            let first = changes[start]
+            var end = start + 1
+            while end < changes.endIndex, changes[end].replica == first.replica, changes[end].startSeq == changes[end - 1].endSeq &+ 1 {
+                end += 1
+            }
+            let payload = end == start + 1 ? ChangeCodec.encode([first]) : ChangeCodec.encode(Array(changes[start ..< end]))
+            try statement.run(.blob(first.replica.raw.bytes), .int(Int64(bitPattern: first.startSeq)),
+                              .int(Int64(bitPattern: changes[end - 1].endSeq)), .int(Int64(bitPattern: first.timestamp.rawValue)),
+                              .bool(first.replica == replicaID), .int(now), .blob(payload))
             loaded!.lastLogRow = db.lastInsertedRowID
-            loaded!.rowsSinceSnapshot += 1
+            loaded!.changesSinceSnapshot += end - start
+            start = end
         }
     }
 
     /// Refreshes the snapshot when enough log rows have piled up since the last one.
     func compactIfDue() {
-        guard let state = loaded, state.rowsSinceSnapshot >= options.snapshotInterval else { return }
+        guard let state = loaded, state.changesSinceSnapshot >= options.snapshotInterval else { return }
         try? compactLocked()
     }
 
     /// Writes a fresh snapshot of the whole state and deletes the log rows it covers.
     ///
-    /// Done automatically every `StoreOptions.snapshotInterval` log rows; call it to fold the log now.
+    /// Done automatically every `StoreOptions.snapshotInterval` logged changes; call it to fold the log now.
     public func compact() throws {
         lock.lock(); defer { lock.unlock() }
         try compactLocked()
@@ -419,7 +438,7 @@ public final class NoteStore: @unchecked Sendable {
             try db.execute(sql: "UPDATE replica SET snapshot_generation = snapshot_generation + 1 WHERE id = 1")
             try bumpRevision(db)
             loaded!.snapshotGeneration += 1
-            loaded!.rowsSinceSnapshot = 0
+            loaded!.changesSinceSnapshot = 0
         }
     }
 }

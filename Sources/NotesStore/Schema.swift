@@ -113,6 +113,15 @@ enum Schema {
                 ) WITHOUT ROWID;
                 """)
         }
+        // NoteStore writes the index entries itself, after the rest of a transaction, so that one
+        // transaction makes one FTS5 segment rather than one per statement (see IndexWrites).
+        migrator.registerMigration("v2-fts-written-by-the-store") { db in
+            try db.execute(sql: """
+                DROP TRIGGER note_text_ai;
+                DROP TRIGGER note_text_ad;
+                DROP TRIGGER note_text_au;
+                """)
+        }
         return migrator
     }
 }

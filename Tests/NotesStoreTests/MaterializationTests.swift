@@ -118,6 +118,187 @@ struct MaterializationTests {
     }
 }
 
+/// A store keeps in memory what the materialized tables hold for the notes it wrote
+/// (`NoteStore.Loaded.materialized`) instead of reading them back before every write. That record
+/// must never outlive the rows it describes: another process writing the same file, a failed
+/// transaction and a reload all drop it.
+struct MaterializedRecordTests {
+    @Test func twoProcessesEditingOneFileKeepTheTablesRight() throws {
+        let folder = TemporaryFolder()
+        let path = folder.file("shared.db")
+        let a = try NoteStore.open(path: path)
+        let b = try NoteStore.open(path: path)
+        var rng = SplitMix64(seed: 9)
+        let id = try a.createNote(title: "shared", body: "one two three ", id: NoteID.random(using: &rng))
+        let second = try b.createNote(title: "second", body: "four five ", id: NoteID.random(using: &rng))
+        for step in 0 ..< 60 {
+            // Both write the same note in turns: each must see what the other wrote to the tables.
+            let writer = step % 3 == 0 ? b : a
+            let length = try writer.note(id)?.bodyLength ?? 0
+            switch step % 4 {
+            case 0: try writer.insertText(id, at: Int(rng.next() % UInt64(length + 1)), "word\(step) ")
+            case 1: try writer.setTitle(id, "title \(step)")
+            case 2: try writer.setTag(id, ["Work", "home"][step % 2], member: step % 8 != 2)
+            default:
+                let paste = (0 ..< 200).map { "paste\(step)x\($0) " }.joined()
+                try writer.insertText(id, at: Int(rng.next() % UInt64(length + 1)), paste)
+            }
+            if step % 2 == 1 {
+                try (writer === a ? b : a).appendText(second, "more\(step) ")
+            }
+        }
+        // The other process types last: the first one's search finds it right away.
+        try b.appendText(id, " zebraword ")
+        try a.refresh()
+        let fresh = try NoteStore.openInMemory()
+        try fresh.apply(try a.changes(since: VersionVector()))
+        #expect(try MaterializationTests.tables(a) == MaterializationTests.tables(fresh))
+        #expect(try MaterializationTests.tables(b) == MaterializationTests.tables(fresh))
+        try MaterializationTests.checkIndex(a)
+        #expect(try a.search("zebraword").map(\.note.id) == [id])
+        #expect(try b.search("title").map(\.note.id).contains(id))
+    }
+
+    @Test func aFailedBatchLeavesTheTablesRight() throws {
+        let store = try NoteStore.openInMemory()
+        let id = try store.createNote(title: "a", body: "xyz ")
+        // Valid changes first in the batch, then a malformed one: the whole batch rolls back, and
+        // the store goes on from what is committed.
+        let (_, remote) = SyntheticWorkload.notebook(seed: 3, notes: 1, operations: 60)
+        let malformed = Change(
+            replica: ReplicaID(Identifier128(high: 0, low: 1)), startSeq: 1, timestamp: Timestamp(milliseconds: 1),
+            dependencies: VersionVector(),
+            operations: [.insertText(note: id, origin: OpID(replica: ReplicaID(Identifier128(high: 0, low: 2)), seq: 1), text: ["x"])])
+        #expect(throws: StoreError.self) { try store.apply(remote + [malformed]) }
+        try store.apply(remote)
+        try store.appendText(id, "more ")
+        let fresh = try NoteStore.openInMemory()
+        try fresh.apply(try store.changes(since: VersionVector()))
+        #expect(try MaterializationTests.tables(store) == MaterializationTests.tables(fresh))
+        try MaterializationTests.checkIndex(store)
+    }
+}
+
+/// A database written before the store kept the full-text index itself (migration
+/// `v2-fts-written-by-the-store`) had triggers doing it; opening it drops them, and the index
+/// stays right through the edits that follow.
+struct IndexUpgradeTests {
+    @Test func aDatabaseWithTheIndexTriggersIsUpgraded() throws {
+        let folder = TemporaryFolder()
+        let path = folder.file("old.db")
+        var rng = SplitMix64(seed: 31)
+        do {
+            let store = try NoteStore.open(path: path)
+            for _ in 0 ..< 40 { try MaterializationTests.randomEdit(store, &rng) }
+            try store.close()
+        }
+        // Make it what the previous version left: the v1 triggers, and no v2 migration.
+        do {
+            let queue = try DatabaseQueue(path: path)
+            try queue.write { db in
+                try db.execute(sql: """
+                    CREATE TRIGGER note_text_ai AFTER INSERT ON note_text BEGIN
+                        INSERT INTO note_fts (rowid, title, body) VALUES (new.id, new.title, new.body);
+                    END;
+                    CREATE TRIGGER note_text_ad AFTER DELETE ON note_text BEGIN
+                        INSERT INTO note_fts (note_fts, rowid, title, body) VALUES ('delete', old.id, old.title, old.body);
+                    END;
+                    CREATE TRIGGER note_text_au AFTER UPDATE ON note_text BEGIN
+                        INSERT INTO note_fts (note_fts, rowid, title, body) VALUES ('delete', old.id, old.title, old.body);
+                        INSERT INTO note_fts (rowid, title, body) VALUES (new.id, new.title, new.body);
+                    END;
+                    DELETE FROM grdb_migrations WHERE identifier = 'v2-fts-written-by-the-store';
+                    """)
+            }
+            try queue.close()
+        }
+        let store = try NoteStore.open(path: path)
+        let triggers = try store.read("triggers") { db in
+            try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'") ?? -1
+        }
+        #expect(triggers == 0)
+        for _ in 0 ..< 80 { try MaterializationTests.randomEdit(store, &rng) }
+        let note = try #require(try store.list(.all).first)
+        try store.appendText(note.id, " quokka ")
+        try store.setTitle(note.id, "wombat title")
+        try MaterializationTests.checkIndex(store)
+        let fresh = try NoteStore.openInMemory()
+        try fresh.apply(try store.changes(since: VersionVector()))
+        #expect(try MaterializationTests.tables(fresh) == MaterializationTests.tables(store))
+        if note.state == .active {
+            #expect(try store.search("quokka").map(\.note.id) == [note.id])
+            #expect(try store.search("wombat").map(\.note.id) == [note.id])
+        }
+    }
+}
+
+/// The op log keeps a batch of remote changes as one row per run of one author's consecutive
+/// changes, and reads them back as they were.
+struct LogRowTests {
+    @Test(arguments: StoreKind.allCases)
+    func aBatchFromOneAuthorIsOneRowAndReadsBack(_ kind: StoreKind) throws {
+        let folder = TemporaryFolder()
+        let store = try makeStore(kind, folder)
+        let (author, remote) = SyntheticWorkload.notebook(seed: 21, notes: 3, operations: 300)
+        #expect(remote.count > 20)
+        try store.apply(remote)
+        #expect(try store.status().logRows == 1)
+        // Changes of two authors, interleaved in runs: a row per run.
+        let (_, other) = SyntheticWorkload.notebook(seed: 22, notes: 2, operations: 100)
+        let half = other.count / 2
+        try store.apply(Array(other[..<half]))
+        try store.apply(Array(other[half...]))
+        #expect(try store.status().logRows == 3)
+        let id = try store.createNote(title: "local", body: "mine ")
+        try store.appendText(id, "again ")
+        #expect(try store.status().logRows == 5)
+        let digest = try store.digest()
+        try store.reload()
+        #expect(try store.digest() == digest)
+        #expect(try store.versionVector[author.replicaID] == author.versionVector[author.replicaID])
+        #expect(try store.changes(since: VersionVector()).count > 0)
+    }
+
+    /// The snapshot is refreshed after `snapshotInterval` changes (as the notebook lists them),
+    /// however many log rows hold them.
+    @Test func aBigBatchStillBringsTheSnapshot() throws {
+        // Two replicas that edit in turns and exchange everything each time: their changes do
+        // not coalesce (each depends on the other's latest), so a history has many of them.
+        let x = try NoteStore.openInMemory()
+        let y = try NoteStore.openInMemory()
+        let note = try x.createNote(title: "t", body: "start ")
+        for i in 0 ..< 12 {
+            try y.apply(try x.changes(since: try y.versionVector))
+            try y.appendText(note, "y\(i) ")
+            try x.appendText(note, "x\(i) ")
+            try x.apply(try y.changes(since: try x.versionVector))
+        }
+        let history = try x.changes(since: VersionVector())
+        #expect(history.count >= 16)
+        let store = try NoteStore.openInMemory(options: StoreOptions(snapshotInterval: 16))
+        try store.apply(history)
+        let status = try store.status()
+        #expect(status.logRows == 0)
+        #expect(status.snapshotThroughRow > 0)
+        let digest = try store.digest()
+        try store.reload()
+        #expect(try store.digest() == digest)
+        #expect(digest == (try x.digest()))
+    }
+
+    @Test func notesReadsWhatNoteReads() throws {
+        let store = try NoteStore.openInMemory()
+        let a = try store.createNote(title: "a", body: "alpha ")
+        let b = try store.createNote(title: "b", body: String(repeating: "beta gamma ", count: 400))
+        let gone = try store.createNote(title: "c")
+        try store.setState(gone, .deleted)
+        let unknown = NoteID.random()
+        let read = try store.notes([b, unknown, a, gone])
+        #expect(read == [try store.note(b), nil, try store.note(a), nil])
+        #expect(read[0]?.body?.count == 4400)
+    }
+}
+
 struct ReloadTests {
     @Test(arguments: StoreKind.allCases)
     func reloadReadsBackWhatWasCommitted(_ kind: StoreKind) throws {
@@ -157,5 +338,91 @@ struct ReloadTests {
         #expect(throws: StoreError.self) { try store.apply([malformed]) }
         try store.reload()
         #expect(try store.digest() == digest)
+    }
+}
+
+struct PreviewTests {
+    /// The preview as it was first written, a scalar at a time.
+    static func reference(_ body: String) -> String {
+        var result = String.UnicodeScalarView()
+        var count = 0
+        var started = false
+        for scalar in body.unicodeScalars {
+            if scalar == "\n" || scalar == "\r" {
+                if started { break } else { continue }
+            }
+            if !started, scalar.properties.isWhitespace { continue }
+            started = true
+            result.append(scalar)
+            count += 1
+            if count >= 80 { break }
+        }
+        return String(result)
+    }
+
+    @Test func thePreviewIsTheFirstNonEmptyLineCutAt80Scalars() {
+        let pieces = ["a", "word ", " ", "\n", "\r\n", "\t", "\u{A0}", "\u{2028}", "café", "🙂", "日本", "e\u{301}", "\u{85}", "  \n  "]
+        var rng = SplitMix64(seed: 5)
+        for _ in 0 ..< 2000 {
+            let body = (0 ..< Int(rng.next() % 60)).map { _ in pieces[Int(rng.next() % UInt64(pieces.count))] }.joined()
+            #expect(NoteStore.preview(of: body) == Self.reference(body), "\(body.debugDescription)")
+        }
+        #expect(NoteStore.preview(of: "\n\n  Title line\nsecond") == "Title line")
+        #expect(NoteStore.preview(of: String(repeating: "x", count: 100)).unicodeScalars.count == 80)
+    }
+}
+
+/// The write path binds its values through the SQLite C API (`Statement.run`).
+struct RawStatementTests {
+    @Test func emptyTextsAndMissingValuesAreStoredAsTheyAre() throws {
+        let store = try NoteStore.openInMemory()
+        let id = try store.createNote(title: "", body: "")
+        var note = try #require(try store.note(id))
+        #expect(note.title == "" && note.body == "" && note.preview == "" && note.color == nil && !note.pinned)
+        try store.setColor(id, "red")
+        try store.setPinned(id, true)
+        try store.insertText(id, at: 0, "café 🙂 日本")
+        note = try #require(try store.note(id))
+        #expect(note.color == "red" && note.pinned && note.body == "café 🙂 日本" && note.bodyLength == 9)
+        try store.setColor(id, nil)
+        try store.setTitle(id, "")
+        note = try #require(try store.note(id))
+        #expect(note.color == nil && note.title == "")
+        #expect(try store.search("café").map(\.note.id) == [id])
+        try MaterializationTests.checkIndex(store)
+    }
+
+    /// note(_:) and notes(_:) read their columns with the C API, list(_:) through GRDB's rows.
+    @Test func noteReadsTheRowAsListDoes() throws {
+        var rng = SplitMix64(seed: 41)
+        let store = try NoteStore.openInMemory(replicaID: ReplicaID.random(using: &rng))
+        for _ in 0 ..< 150 { try MaterializationTests.randomEdit(store, &rng) }
+        let first = try #require(try store.list(.all).first)
+        try store.setColor(first.id, "blue")
+        let listed = try store.list(.all, includeBody: true)
+        #expect(listed.count > 3)
+        #expect(listed.contains { $0.color != nil } && listed.contains { $0.color == nil })
+        #expect(listed.contains { !$0.tags.isEmpty } && listed.contains { $0.state == .trashed || $0.pinned })
+        for note in listed {
+            #expect(try store.note(note.id) == note)
+        }
+        #expect(try store.notes(listed.map(\.id)) == listed.map { Optional($0) })
+    }
+
+    @Test func aFailingStatementThrowsSQLitesErrorAndLeavesTheStatementUsable() throws {
+        let store = try NoteStore.openInMemory()
+        try store.queue.write { db in
+            let insert = try db.cachedStatement(sql: "INSERT INTO note_text (note, ord, body) VALUES (?, ?, ?)")
+            try insert.run(.text("n"), .int(1), .text("one"))
+            do {
+                try insert.run(.text("n"), .int(1), .text("again"))
+                Issue.record("a duplicate (note, ord) was accepted")
+            } catch let error as DatabaseError {
+                #expect(error.resultCode == .SQLITE_CONSTRAINT)
+                #expect(error.message?.contains("UNIQUE constraint failed") == true)
+            }
+            try insert.run(.text("n"), .int(2), .text("two"))
+            #expect(try String.fetchAll(db, sql: "SELECT body FROM note_text WHERE note = 'n' ORDER BY ord") == ["one", "two"])
+        }
     }
 }
