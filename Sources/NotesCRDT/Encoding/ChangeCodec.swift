@@ -18,13 +18,20 @@ public enum ChangeCodec {
         var lastDeleted: OpID?
         /// Per replica (a handful: searched linearly, no hashing), its inserted ranges.
         var insertedBy: [(replica: ReplicaID, ranges: [(start: UInt64, count: UInt64)])] = []
+        /// The replicas (indexes into `insertedBy`) whose ranges are not in increasing seq order,
+        /// because a bundle held overlapping pieces of their log. For them only the binary search
+        /// answers, as it always has: the shortcut below could find another of two ranges that
+        /// hold a seq, and the encoder and the decoder would disagree.
+        var irregular: [Bool] = []
 
         mutating func inserted(_ id: OpID, count: UInt64) {
             lastInsertEnd = OpID(replica: id.replica, seq: id.seq + count - 1)
             if let i = insertedBy.firstIndex(where: { $0.replica == id.replica }) {
+                if let last = insertedBy[i].ranges.last, id.seq < last.start + last.count { irregular[i] = true }
                 insertedBy[i].ranges.append((id.seq, count))
             } else {
                 insertedBy.append((id.replica, [(id.seq, count)]))
+                irregular.append(false)
             }
         }
 
@@ -33,13 +40,14 @@ public enum ChangeCodec {
         }
 
         /// The range found last: predictions walk through the text just typed or deleted, so the
-        /// next lookup is usually in the same range or the next one.
+        /// next lookup is usually in the same range or the next one. (With ranges in increasing,
+        /// disjoint order, the range that holds a seq is the one the binary search finds.)
         var lastHit: (replica: Int, index: Int)?
 
         /// Where `id`'s replica is in `insertedBy`, and the index of the range that holds `id`
         /// among that replica's inserted ranges, or nil.
         private mutating func rangeIndex(of id: OpID) -> (replica: Int, index: Int)? {
-            if let hit = lastHit, insertedBy[hit.replica].replica == id.replica {
+            if let hit = lastHit, insertedBy[hit.replica].replica == id.replica, !irregular[hit.replica] {
                 let count = insertedBy[hit.replica].ranges.count
                 for i in max(0, hit.index - 1) ... min(count - 1, hit.index + 1) {
                     let range = insertedBy[hit.replica].ranges[i]
@@ -105,16 +113,10 @@ public enum ChangeCodec {
 
     /// Appends the encoding of `changes` to `writer`.
     public static func encode(_ changes: [Change], into writer: inout BinaryWriter) {
-        var replicas: [ReplicaID] = []
-        var replicaIndex: [ReplicaID: Int] = [:]
-        var notes: [NoteID] = []
-        var noteIndex: [NoteID: Int] = [:]
-        func replica(_ r: ReplicaID) {
-            if replicaIndex[r] == nil { replicaIndex[r] = replicas.count; replicas.append(r) }
-        }
-        func note(_ n: NoteID) {
-            if noteIndex[n] == nil { noteIndex[n] = notes.count; notes.append(n) }
-        }
+        var replicaIndex = FirstUseIndex<ReplicaID>()
+        var noteIndex = FirstUseIndex<NoteID>()
+        func replica(_ r: ReplicaID) { replicaIndex.add(r) }
+        func note(_ n: NoteID) { noteIndex.add(n) }
         for change in changes {
             replica(change.replica)
             for (r, _) in change.dependencies.sortedEntries { replica(r) }
@@ -128,10 +130,10 @@ public enum ChangeCodec {
                 }
             }
         }
-        writer.varint(UInt64(replicas.count))
-        for r in replicas { writer.raw(r.raw.bytes) }
-        writer.varint(UInt64(notes.count))
-        for n in notes { writer.raw(n.raw.bytes) }
+        writer.varint(UInt64(replicaIndex.keys.count))
+        for r in replicaIndex.keys { writer.uint64(r.raw.high); writer.uint64(r.raw.low) }
+        writer.varint(UInt64(noteIndex.keys.count))
+        for n in noteIndex.keys { writer.uint64(n.raw.high); writer.uint64(n.raw.low) }
 
         var kinds = TwoBitColumn()
         var noteColumn = RunLengthColumn()
@@ -144,13 +146,13 @@ public enum ChangeCodec {
 
         writer.varint(UInt64(changes.count))
         for change in changes {
-            writer.varint(UInt64(replicaIndex[change.replica]!))
+            writer.varint(UInt64(replicaIndex[change.replica]))
             writer.varint(change.startSeq)
             writer.varint(change.timestamp.rawValue)
             let deps = change.dependencies.sortedEntries
             writer.varint(UInt64(deps.count))
             for (r, seq) in deps {
-                writer.varint(UInt64(replicaIndex[r]!))
+                writer.varint(UInt64(replicaIndex[r]))
                 writer.varint(seq)
             }
             // On the wire a `deleteEach` is its deletes, one by one (the decoder joins them again).
@@ -162,13 +164,13 @@ public enum ChangeCodec {
             /// Writes one delete operation.
             func delete(_ n: NoteID, _ targets: some Collection<OpIDRange>, at seq: UInt64) {
                 kinds.append(Kind.deleteText.rawValue)
-                noteColumn.append(UInt64(noteIndex[n]!))
+                noteColumn.append(UInt64(noteIndex[n]))
                 let mode = predictor.deleteMode(targets)
                 deleteModes.append(mode)
                 if mode == 0 {
                     explicit.varint(UInt64(targets.count))
                     for t in targets {
-                        explicit.varint(UInt64(replicaIndex[t.replica]!))
+                        explicit.varint(UInt64(replicaIndex[t.replica]))
                         explicit.signedVarint(Int64(bitPattern: seq &- t.seq))
                         explicit.varint(t.count)
                     }
@@ -179,16 +181,16 @@ public enum ChangeCodec {
                 switch op {
                 case .setNoteField(let n, let field, let value):
                     kinds.append(Kind.setNoteField.rawValue)
-                    noteColumn.append(UInt64(noteIndex[n]!))
+                    noteColumn.append(UInt64(noteIndex[n]))
                     encode(field, &explicit)
                     encode(value, &explicit)
                 case .insertText(let n, let origin, let scalars):
                     kinds.append(Kind.insertText.rawValue)
-                    noteColumn.append(UInt64(noteIndex[n]!))
+                    noteColumn.append(UInt64(noteIndex[n]))
                     let mode = predictor.insertMode(origin)
                     insertModes.append(mode)
                     if mode == 1, let origin {
-                        explicit.varint(UInt64(replicaIndex[origin.replica]!))
+                        explicit.varint(UInt64(replicaIndex[origin.replica]))
                         explicit.signedVarint(Int64(bitPattern: seq &- origin.seq))
                     }
                     lengths.varint(UInt64(scalars.count))
@@ -492,4 +494,36 @@ public enum ChangeCodec {
         default: throw CRDTError(.malformedEncoding, "unknown value kind \(kind) at byte \(reader.offset - 1)")
         }
     }
+}
+
+/// Keys numbered in the order they were first added: the replica and note tables of an encoding.
+/// Searched linearly while short (a change or a bundle names a handful), with a dictionary beside
+/// the list once it grows, so encoding one change builds no hash table.
+struct FirstUseIndex<Key: Hashable> {
+    private(set) var keys: [Key] = []
+    private var lookup: [Key: Int]?
+
+    static var linearLimit: Int { 16 }
+
+    /// Numbers `key` if it is new.
+    mutating func add(_ key: Key) {
+        guard index(of: key) == nil else { return }
+        keys.append(key)
+        if var table = lookup {
+            lookup = nil
+            table[key] = keys.count - 1
+            lookup = table
+        } else if keys.count > Self.linearLimit {
+            lookup = Dictionary(uniqueKeysWithValues: keys.enumerated().map { ($1, $0) })
+        }
+    }
+
+    func index(of key: Key) -> Int? {
+        if let lookup { return lookup[key] }
+        for i in keys.indices where keys[i] == key { return i }
+        return nil
+    }
+
+    /// The number of a key that was added.
+    subscript(key: Key) -> Int { index(of: key)! }
 }
