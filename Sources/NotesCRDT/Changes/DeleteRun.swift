@@ -99,3 +99,36 @@ extension [DeleteRun] {
     /// The delete operations the runs stand for.
     public var operationCount: UInt64 { reduce(0) { $0 + $1.operationCount } }
 }
+
+/// Deletes of one target each, on one note, gathered into one operation as they come (by the
+/// decoder from the wire, by `BodyEditor` from edits): a lone delete stays a `deleteText` with the
+/// array it came with, and the runs array is made only for a second delete.
+struct GatheredDeletes {
+    /// The note of the gathered deletes; nil when none are gathered.
+    private(set) var note: NoteID?
+    private var first = OpIDRange(replica: ReplicaID(Identifier128(high: 0, low: 0)), seq: 0, count: 0)
+    private var firstArray: [OpIDRange]?
+    private var runs: [DeleteRun] = []
+
+    /// Gathers a delete of `target` in `note` (the gathered note, or any when none is gathered).
+    ///
+    /// - Parameter array: `[target]` when the caller already has it, to log a lone delete with it.
+    mutating func add(_ target: OpIDRange, in note: NoteID, array: [OpIDRange]? = nil) {
+        if self.note == nil {
+            self.note = note
+            first = target
+            firstArray = array
+        } else {
+            if runs.isEmpty { runs = [DeleteRun(first)] }
+            runs.appendDelete(target)
+        }
+    }
+
+    /// The gathered deletes as one operation (nil when there are none); gathers anew after.
+    mutating func take() -> Operation? {
+        guard let note else { return nil }
+        let op: Operation = runs.isEmpty ? .deleteText(note: note, targets: firstArray ?? [first]) : .deleteEach(note: note, runs: runs)
+        self = GatheredDeletes()
+        return op
+    }
+}

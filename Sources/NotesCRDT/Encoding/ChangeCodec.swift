@@ -298,18 +298,7 @@ public enum ChangeCodec {
                                 dependencies: header.deps, capacity: header.opCount)
             var seq = header.startSeq
             // Deletes of one target each, gathered into one `deleteEach` (one array, not one per delete).
-            // The first delete of a run waits in `runFirst`: a lone delete becomes a `deleteText`
-            // with one array, the runs array is made only for a second.
-            var runNote: NoteID? = nil
-            var runFirst = OpIDRange(replica: header.author, seq: 0, count: 0)
-            var runTargets: [DeleteRun] = []
-            func flushRun(_ change: inout Change, _ runNote: inout NoteID?, _ runFirst: OpIDRange, _ runTargets: inout [DeleteRun]) {
-                guard let note = runNote else { return }
-                change.appendJoining(runTargets.isEmpty ? .deleteText(note: note, targets: [runFirst])
-                                                        : .deleteEach(note: note, runs: runTargets))
-                runNote = nil
-                runTargets = []
-            }
+            var gathered = GatheredDeletes()
             for _ in 0 ..< header.opCount {
                 guard let kind = Kind(rawValue: try kinds.next()) else { preconditionFailure() }
                 let op: Operation
@@ -358,7 +347,7 @@ public enum ChangeCodec {
                         }
                         guard targets.count == 1 else {
                             if let first = targets.first { predictor.lastDeleted = OpID(replica: first.replica, seq: first.seq) }
-                            flushRun(&change, &runNote, runFirst, &runTargets)
+                            if let deletes = gathered.take() { change.appendJoining(deletes) }
                             change.appendJoining(.deleteText(note: n, targets: targets))
                             seq &+= 1
                             continue
@@ -379,14 +368,8 @@ public enum ChangeCodec {
                         single = OpIDRange(replica: after.replica, seq: after.seq, count: 1)
                     }
                     predictor.lastDeleted = OpID(replica: single.replica, seq: single.seq)
-                    if runNote != n {
-                        flushRun(&change, &runNote, runFirst, &runTargets)
-                        runNote = n
-                        runFirst = single
-                    } else {
-                        if runTargets.isEmpty { runTargets = [DeleteRun(runFirst)] }
-                        runTargets.appendDelete(single)
-                    }
+                    if gathered.note != n, let deletes = gathered.take() { change.appendJoining(deletes) }
+                    gathered.add(single, in: n)
                     seq &+= 1
                     continue
                 case .setTagField:
@@ -397,10 +380,10 @@ public enum ChangeCodec {
                     op = .setTagField(tag: tag, field: field, value: try decodeValue(&explicit))
                 }
                 seq &+= op.seqCount
-                flushRun(&change, &runNote, runFirst, &runTargets)
+                if let deletes = gathered.take() { change.appendJoining(deletes) }
                 change.appendJoining(op)
             }
-            flushRun(&change, &runNote, runFirst, &runTargets)
+            if let deletes = gathered.take() { change.appendJoining(deletes) }
             do { try Notebook.checkShape(change) } catch let error as CRDTError {
                 throw CRDTError(.malformedEncoding, "a change from \(header.author) is malformed: \(error.message)")
             }

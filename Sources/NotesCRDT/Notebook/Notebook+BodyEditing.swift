@@ -20,10 +20,8 @@ public struct BodyEditor {
     /// The insert being built: consecutive typing joins into one operation.
     var runOrigin: OpID?
     var runText: [Unicode.Scalar] = []
-    /// The deletes of one target each being gathered into one `deleteEach`: the first one's
-    /// targets as they came (a lone delete is logged with them), the runs from the second on.
-    var firstDelete: [OpIDRange]?
-    var deleteRun: [DeleteRun] = []
+    /// The deletes of one target each being gathered into one `deleteEach`.
+    var deletes = GatheredDeletes()
     /// The changes finished so far (a batch splits only when an edit must jump its key above
     /// characters stamped by a clock that ran far ahead).
     var finished: [(start: (seq: UInt64, key: UInt64), operations: [Operation])] = []
@@ -88,12 +86,7 @@ public struct BodyEditor {
         flushInsert()
         let targets = text.deleteVisible(range)
         if targets.count == 1 {
-            if let first = firstDelete {
-                if deleteRun.isEmpty { deleteRun = [DeleteRun(first[0])] }
-                deleteRun.appendDelete(targets[0])
-            } else {
-                firstDelete = targets
-            }
+            deletes.add(targets[0], in: note, array: targets)
         } else {
             flushDeletes()
             operations.append(.deleteText(note: note, targets: targets))
@@ -123,10 +116,7 @@ public struct BodyEditor {
     }
 
     private mutating func flushDeletes() {
-        guard let first = firstDelete else { return }
-        operations.append(deleteRun.isEmpty ? .deleteText(note: note, targets: first) : .deleteEach(note: note, runs: deleteRun))
-        firstDelete = nil
-        deleteRun = []
+        if let op = deletes.take() { operations.append(op) }
     }
 
     /// Logs what is gathered (an insert or a run of deletes: never both, each flushes the other).
