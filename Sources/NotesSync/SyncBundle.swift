@@ -44,7 +44,7 @@ public struct SyncError: Error, Hashable, Sendable, CustomStringConvertible {
 ///
 /// Layout (Docs/BundleFormat.md has it byte by byte): the magic `CRDTBNDL`, a format-version byte,
 /// a flags byte, the sender's 16-byte ReplicaID, the sender's version vector, the body length, the
-/// body (the change encoding: replica table, note table, changes; in version 2, when flag bit 0 is
+/// body (the change encoding: replica table, note table, changes; from version 2, when flag bit 0 is
 /// set, the body is that encoding's length and its raw DEFLATE), then a SHA-256 of everything
 /// before it. A reader checks the magic, the version, the checksum and every length before it
 /// hands out a single change.
@@ -63,8 +63,9 @@ public struct SyncBundle: Hashable, Sendable {
     }
 
     public static let magic: [UInt8] = Array("CRDTBNDL".utf8)
-    /// The version this build writes. It reads 1 (never compressed) and 2.
-    public static let formatVersion: UInt8 = 2
+    /// The version this build writes. It reads 1 (never compressed), 2 (compressed bodies) and 3
+    /// (runs of deletes as one record in the change encoding).
+    public static let formatVersion: UInt8 = 3
     /// Flag bit 0: the body is compressed.
     static let deflatedFlag: UInt8 = 1
     /// Bodies shorter than this are sent as they are: compressing a few edits saves little and
@@ -100,8 +101,8 @@ public struct SyncBundle: Hashable, Sendable {
         }
         guard bytes.count > magic.count else { throw SyncError(.truncated, "truncated bundle: no format version") }
         let version = bytes[magic.count]
-        guard version == 1 || version == formatVersion else {
-            throw SyncError(.unsupportedVersion, "bundle format version \(version) is not supported (this build reads version \(formatVersion)); upgrade crdt-sync to read it")
+        guard (1 ... formatVersion).contains(version) else {
+            throw SyncError(.unsupportedVersion, "bundle format version \(version) is not supported (this build reads versions 1 to \(formatVersion)); upgrade crdt-sync to read it")
         }
         guard bytes.count >= fixedHeaderLength + checksumLength else {
             throw SyncError(.truncated, "truncated bundle: \(bytes.count) bytes is shorter than the smallest bundle")

@@ -49,20 +49,122 @@ struct DeleteRunTests {
         #expect(change.seqCount == 10)
     }
 
-    @Test func theEncodingIsTheSameAsForSeparateDeletes() throws {
-        let joined = Self.typedThenDeleted(splitDeletes: false)
-        let bytes = ChangeCodec.encode([joined])
-        // What an encoder that wrote the deletes one by one (format 2 as it was) produced: the
-        // header counts 5 wire operations, and it decodes to the joined change.
-        let decoded = try ChangeCodec.decode(bytes)
-        #expect(decoded == [joined])
-        #expect(ChangeCodec.encode(decoded) == bytes)
+    /// The header fields of the first change of an encoding with one replica and one note, up to
+    /// its record count.
+    static func recordCount(_ bytes: [UInt8]) throws -> UInt64 {
         var reader = BinaryReader(bytes)
         _ = try reader.count(max: 1, "replicas"); _ = try reader.raw(16)
         _ = try reader.count(max: 1, "notes"); _ = try reader.raw(16)
         _ = try reader.count(max: 1, "changes")
         _ = try reader.varint(); _ = try reader.varint(); _ = try reader.varint(); _ = try reader.varint()
-        #expect(try reader.varint() == 5, "one insert and four deletes on the wire")
+        return try reader.varint()
+    }
+
+    @Test func aRunOfDeletesIsOneRecordOnTheWire() throws {
+        let joined = Self.typedThenDeleted(splitDeletes: false)
+        let bytes = ChangeCodec.encode([joined])
+        let decoded = try ChangeCodec.decode(bytes)
+        #expect(decoded == [joined])
+        #expect(ChangeCodec.encode(decoded) == bytes)
+        #expect(try Self.recordCount(bytes) == 3, "the insert, the run of three backspaces, the delete of \"ab\"")
+    }
+
+    /// Format 2 (before runs) wrote each delete as its own record; those bytes, in op logs,
+    /// snapshots and version 2 bundles, still decode to the same change.
+    @Test func theFormatTwoEncodingStillDecodes() throws {
+        let joined = Self.typedThenDeleted(splitDeletes: false)
+        var v2 = BinaryWriter()
+        v2.varint(1); v2.uint64(0); v2.uint64(1)  // replica table: a
+        v2.varint(1); v2.uint64(0xABCD); v2.uint64(1)  // note table: n
+        v2.varint(1)  // one change
+        v2.varint(0); v2.varint(1); v2.varint(joined.timestamp.rawValue); v2.varint(0)  // author a, seq 1, no deps
+        v2.varint(5)  // five records: the insert and four deletes
+        for column: [UInt8] in [
+            [0b10_10_10_01, 0b10],  // kinds: insert, delete, delete, delete, delete
+            [5, 0],  // notes: five times note 0
+            [0],  // insert modes: at the start
+            [0b00_10_10_01],  // delete modes: the last inserted (f), before the last deleted (e, d), explicit
+            [6],  // lengths
+            [1, 0, 18, 2],  // explicit: one target, replica 0, seq 10 - 1 zigzagged, count 2
+            Array("abcdef".utf8),
+        ] {
+            v2.varint(UInt64(column.count))
+            v2.raw(column)
+        }
+        #expect(try ChangeCodec.decode(v2.bytes) == [joined])
+        #expect(try Self.recordCount(v2.bytes) == 5)
+        #expect(ChangeCodec.encode([joined]).count < v2.bytes.count + 2)
+    }
+
+    /// A run joins to the runs before it exactly as its deletes would one by one (the decoder
+    /// gathers run records so): random runs of two replicas over a few seqs, so that many touch.
+    @Test func appendingARunIsAppendingItsDeletes() {
+        for seed in 0 as UInt64 ..< 2_000 {
+            var rng = SplitMix64(seed: seed)
+            var oneByOne: [DeleteRun] = []
+            var bulk: [DeleteRun] = []
+            for _ in 0 ..< rng.int(1 ... 6) {
+                let range = OpIDRange(replica: replica(UInt64(rng.int(1 ... 2))), seq: UInt64(rng.int(1 ... 20)), count: UInt64(rng.int(1 ... 5)))
+                let run = DeleteRun(range: range, order: [.whole, .backward, .forward][rng.int(0 ... 2)])
+                for target in run.targets { oneByOne.appendDelete(target) }
+                bulk.appendDeletes(of: run)
+            }
+            #expect(bulk == oneByOne, "seed \(seed)")
+        }
+    }
+
+    /// Runs backwards and forwards, over text of this replica and of another, round-trip and apply.
+    @Test func runRecordsRoundTripAndApply() throws {
+        var nb = makeNotebook(1)
+        let id = nb.createNote(title: "t", body: "").id
+        try nb.insertText(id, at: 0, "hello world, again")
+        var other = makeNotebook(2)
+        try other.merge(nb)
+        try other.editBody(id) { body in
+            try body.insert("XYZW", at: 5)
+            for _ in 0 ..< 3 { try body.delete(body.count - 1 ..< body.count) }  // backspace "ain"
+            for _ in 0 ..< 3 { try body.delete(0 ..< 1) }  // delete key: "hel"
+            for _ in 0 ..< 2 { try body.delete(3 ..< 4) }  // delete key over this batch's own insert: "YZ"
+        }
+        let changes = other.changes(since: VersionVector())
+        let bytes = ChangeCodec.encode(changes)
+        let decoded = try ChangeCodec.decode(bytes)
+        #expect(decoded == changes)
+        #expect(ChangeCodec.encode(decoded) == bytes)
+        var fresh = makeNotebook(3)
+        try fresh.apply(contentsOf: decoded)
+        #expect(fresh.note(id)?.body == other.note(id)?.body)
+        #expect(fresh.note(id)?.body == "loXW world, ag")
+    }
+
+    /// An insert of "abc" (seqs 1-3) and a run record (explicit column `run`, after its target
+    /// count 0) whose first delete is of the last inserted character.
+    static func encodingWithRun(_ run: [UInt8]) -> [UInt8] {
+        var bytes = BinaryWriter()
+        bytes.varint(1); bytes.uint64(0); bytes.uint64(1)
+        bytes.varint(1); bytes.uint64(0xABCD); bytes.uint64(1)
+        bytes.varint(1)
+        bytes.varint(0); bytes.varint(1); bytes.varint(0); bytes.varint(0)
+        bytes.varint(2)
+        for column: [UInt8] in [[0b10_01], [2, 0], [0], [0b01_00], [3], [0] + run, Array("abc".utf8)] {
+            bytes.varint(UInt64(column.count))
+            bytes.raw(column)
+        }
+        return bytes.bytes
+    }
+
+    @Test func runRecordsOfImpossibleShapeAreRejected() throws {
+        // Backspacing twice from "c" is fine: a run of 2 deletes (shape 0).
+        let fine = try ChangeCodec.decode(Self.encodingWithRun([0]))
+        #expect(fine.first?.operations.last == .deleteEach(note: Self.n, runs: [DeleteRun(range: Self.target(2, 2), order: .backward)]))
+        for (run, message) in [
+            ([4] as [UInt8], "a run of deletes goes past the ends of the sequence numbers"),  // 4 backspaces from seq 3
+            ([0xFE, 0xFF, 0xFF, 0xFF, 0x0F], "longer than a run can be"),
+        ] {
+            let error = #expect(throws: CRDTError.self) { try ChangeCodec.decode(Self.encodingWithRun(run)) }
+            #expect(error?.code == .malformedEncoding)
+            #expect(error?.message.contains(message) == true, "\(String(describing: error))")
+        }
     }
 
     @Test func aCutInsideTheRunKeepsItsSeqs() throws {

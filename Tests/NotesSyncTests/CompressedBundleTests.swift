@@ -40,7 +40,7 @@ struct CompressedBundleTests {
         let nb = try Self.largeNotebook()
         let bundle = Self.bundle(nb)
         let bytes = bundle.encoded()
-        #expect(bytes[8] == 2)
+        #expect(bytes[8] == 3)
         #expect(bytes[9] == 1, "the deflated flag is set")
         let encoding = ChangeCodec.encode(bundle.changes)
         #expect(bytes.count < encoding.count * 2 / 3, "\(bytes.count) bytes for an encoding of \(encoding.count)")
@@ -55,6 +55,17 @@ struct CompressedBundleTests {
         let (_, b) = try sampleNotebooks()
         let bytes = Self.bundle(b).encoded()
         #expect(bytes[9] == 0)
+    }
+
+    @Test func versionTwoBundlesAreStillRead() throws {
+        // The version byte 2 is still read. (Bodies of format 2, without run records, decode as
+        // they did: DeleteRunTests.theFormatTwoEncodingStillDecodes.)
+        let nb = try Self.largeNotebook()
+        let bundle = Self.bundle(nb)
+        var content = Array(bundle.encoded().dropLast(32))
+        #expect(content[8] == 3)
+        content[8] = 2
+        #expect(try SyncBundle.decode(content + SHA256.digest(content)) == bundle)
     }
 
     @Test func versionOneBundlesAreStillRead() throws {

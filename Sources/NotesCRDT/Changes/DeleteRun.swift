@@ -96,6 +96,29 @@ extension [DeleteRun] {
         append(DeleteRun(target))
     }
 
+    /// Adds the deletes of `run`, one after another: the same runs as `appendDelete` of each of
+    /// its targets in order, without a step per delete once the run's direction is set.
+    public mutating func appendDeletes(of run: DeleteRun) {
+        let total = run.operationCount
+        var index: UInt64 = 0
+        while index < total {
+            appendDelete(run.target(index))
+            index += 1
+            // Once the last run goes the way `run` does and ends with the delete just added, every
+            // remaining delete continues it.
+            let last = self[count - 1]
+            guard index < total, last.order == run.order, last.order != .whole else { continue }
+            let rest = total - index
+            guard last.range.count + rest < UInt64(Int32.max) else { continue }
+            if run.order == .backward {
+                self[count - 1].range = OpIDRange(replica: last.range.replica, seq: last.range.seq - rest, count: last.range.count + rest)
+            } else {
+                self[count - 1].range.count += rest
+            }
+            return
+        }
+    }
+
     /// The delete operations the runs stand for.
     public var operationCount: UInt64 { reduce(0) { $0 + $1.operationCount } }
 }
@@ -122,6 +145,17 @@ struct GatheredDeletes {
             if runs.isEmpty { runs = [DeleteRun(first)] }
             runs.appendDelete(target)
         }
+    }
+
+    /// Gathers the deletes of `run` (two or more) in `note`, as `add` of each of its targets would.
+    mutating func add(_ run: DeleteRun, in note: NoteID) {
+        if self.note == nil {
+            self.note = note
+            runs = []
+        } else if runs.isEmpty {
+            runs = [DeleteRun(first)]
+        }
+        runs.appendDeletes(of: run)
     }
 
     /// The gathered deletes as one operation (nil when there are none); gathers anew after.

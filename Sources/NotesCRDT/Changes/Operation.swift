@@ -166,9 +166,7 @@ public struct Change: Hashable, Sendable {
         } else if let (note, target) = op.singleDeleteTarget, let last = operations.last, last.joinsDelete(on: note) {
             extendLastDelete(with: target)
         } else if case .deleteEach(let note, let runs) = op, let last = operations.last, last.joinsDelete(on: note) {
-            for run in runs {
-                for i in 0 ..< run.operationCount { extendLastDelete(with: run.target(i)) }
-            }
+            extendLastDelete(with: runs)
         } else {
             operations.append(op)
         }
@@ -178,13 +176,25 @@ public struct Change: Hashable, Sendable {
     /// Turns the last operation (a delete of one target, or a `deleteEach`) into a `deleteEach`
     /// with a delete of `target` after it, without copying its runs.
     private mutating func extendLastDelete(with target: OpIDRange) {
+        extendLastDelete { $0.appendDelete(target) }
+    }
+
+    /// Turns the last operation (a delete of one target, or a `deleteEach`) into a `deleteEach`
+    /// with the deletes of `more` after it, as if appended one by one.
+    private mutating func extendLastDelete(with more: [DeleteRun]) {
+        extendLastDelete { runs in
+            for run in more { runs.appendDeletes(of: run) }
+        }
+    }
+
+    private mutating func extendLastDelete(_ extend: (inout [DeleteRun]) -> Void) {
         switch operations.removeLast() {
         case .deleteText(let note, let targets):
             var runs = [DeleteRun(targets[0])]
-            runs.appendDelete(target)
+            extend(&runs)
             operations.append(.deleteEach(note: note, runs: runs))
         case .deleteEach(let note, var runs):
-            runs.appendDelete(target)
+            extend(&runs)
             operations.append(.deleteEach(note: note, runs: runs))
         default:
             preconditionFailure("only a delete is extended")

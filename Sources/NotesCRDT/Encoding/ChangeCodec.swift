@@ -155,9 +155,9 @@ public enum ChangeCodec {
                 writer.varint(UInt64(replicaIndex[r]))
                 writer.varint(seq)
             }
-            // On the wire a `deleteEach` is its deletes, one by one (the decoder joins them again).
+            // Records: one per operation, and per run of a `deleteEach` (the decoder joins them again).
             writer.varint(UInt64(change.operations.reduce(0) { count, op in
-                if case .deleteEach(_, let runs) = op { return count + Int(runs.operationCount) }
+                if case .deleteEach(_, let runs) = op { return count + runs.count }
                 return count + 1
             }))
             var seq = change.startSeq
@@ -176,6 +176,25 @@ public enum ChangeCodec {
                     }
                 }
                 predictor.deleted(targets)
+            }
+            /// Writes a run of two or more deletes of one character each as one record: an explicit
+            /// delete of no targets, the run's length and order, then its first delete's target
+            /// as a single delete would give it (a delete mode, and when that is explicit, the
+            /// replica index and seq difference).
+            func deleteRun(_ n: NoteID, _ run: DeleteRun, at seq: UInt64) {
+                kinds.append(Kind.deleteText.rawValue)
+                noteColumn.append(UInt64(noteIndex[n]))
+                deleteModes.append(0)
+                explicit.varint(0)
+                explicit.varint((run.range.count - 2) << 1 | (run.order == .forward ? 1 : 0))
+                let first = run.target(0)
+                let mode = predictor.deleteMode(CollectionOfOne(first))
+                deleteModes.append(mode)
+                if mode == 0 {
+                    explicit.varint(UInt64(replicaIndex[first.replica]))
+                    explicit.signedVarint(Int64(bitPattern: seq &- first.seq))
+                }
+                predictor.deleted(CollectionOfOne(run.target(run.operationCount - 1)))
             }
             for op in change.operations {
                 switch op {
@@ -201,10 +220,12 @@ public enum ChangeCodec {
                 case .deleteEach(let n, let runs):
                     var at = seq
                     for run in runs {
-                        for i in 0 ..< run.operationCount {
-                            delete(n, CollectionOfOne(run.target(i)), at: at)
-                            at += 1
+                        if run.operationCount >= 2 {
+                            deleteRun(n, run, at: at)
+                        } else {
+                            delete(n, CollectionOfOne(run.range), at: at)
                         }
+                        at += run.operationCount
                     }
                 case .setTagField(let tag, let field, let value):
                     kinds.append(Kind.setTagField.rawValue)
@@ -339,6 +360,46 @@ public enum ChangeCodec {
                     switch try deleteModes.next() {
                     case 0:
                         let targetCount = try explicit.count(max: explicit.remaining / 3, "a delete's target count")
+                        if targetCount == 0 {
+                            // A run of deletes (format 3): its shape, then its first delete's target.
+                            let shape = try explicit.varint()
+                            guard shape >> 1 <= UInt64(Int32.max) - 2 else {
+                                throw CRDTError(.malformedEncoding, "a run of \(shape >> 1) deletes is longer than a run can be")
+                            }
+                            let count = (shape >> 1) + 2
+                            let forward = shape & 1 == 1
+                            let first: OpID
+                            switch try deleteModes.next() {
+                            case 0:
+                                let r = try replica(&explicit)
+                                first = OpID(replica: r, seq: seq &- UInt64(bitPattern: try explicit.signedVarint()))
+                            case 1:
+                                guard let last = predictor.lastInsertEnd else { throw CRDTError(.malformedEncoding, "a delete refers to an insert that is not there") }
+                                first = last
+                            case 2:
+                                guard let before = predictor.predecessor(of: predictor.lastDeleted) else {
+                                    throw CRDTError(.malformedEncoding, "a delete refers to a delete that is not there")
+                                }
+                                first = before
+                            default:
+                                guard let after = predictor.successor(of: predictor.lastDeleted) else {
+                                    throw CRDTError(.malformedEncoding, "a delete refers to a delete that is not there")
+                                }
+                                first = after
+                            }
+                            guard forward ? first.seq <= UInt64.max - count : first.seq >= count else {
+                                throw CRDTError(.malformedEncoding, "a run of deletes goes past the ends of the sequence numbers")
+                            }
+                            let run = forward
+                                ? DeleteRun(range: OpIDRange(replica: first.replica, seq: first.seq, count: count), order: .forward)
+                                : DeleteRun(range: OpIDRange(replica: first.replica, seq: first.seq - (count - 1), count: count), order: .backward)
+                            let last = run.target(count - 1)
+                            predictor.lastDeleted = OpID(replica: last.replica, seq: last.seq)
+                            if gathered.note != n, let deletes = gathered.take() { change.appendJoining(deletes) }
+                            gathered.add(run, in: n)
+                            seq &+= count
+                            continue
+                        }
                         var targets: [OpIDRange] = []
                         for _ in 0 ..< targetCount {
                             let r = try replica(&explicit)
