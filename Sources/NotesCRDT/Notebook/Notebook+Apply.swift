@@ -121,8 +121,10 @@ extension Notebook {
         guard change.startSeq <= UInt64.max - change.seqCount else {
             throw CRDTError(.malformedChange, "a change's sequence numbers overflow")
         }
-        for op in change.operations {
-            switch op {
+        // Through the buffer, so an operation is read in place, not copied (a copy retains its array).
+        try change.operations.withUnsafeBufferPointer { operations in
+        for index in operations.indices {
+            switch operations[index] {
             case .insertText(_, let origin, let text):
                 if text.isEmpty { throw CRDTError(.malformedChange, "an insert with no text") }
                 if let origin, origin.seq == 0 { throw CRDTError(.malformedChange, "an insert after seq 0") }
@@ -140,6 +142,7 @@ extension Notebook {
                 break
             }
         }
+        }
     }
 
     /// Checks that every identity the change refers to exists, in the state or earlier in the
@@ -147,8 +150,10 @@ extension Notebook {
     func validate(_ change: Change) throws {
         var checker = ReferenceChecker(change: change)
         var seq = change.startSeq
-        for op in change.operations {
-            switch op {
+        // Through the buffer, so an operation is read in place, not copied (a copy retains its array).
+        try change.operations.withUnsafeBufferPointer { operations in
+        for index in operations.indices {
+            switch operations[index] {
             case .insertText(let note, let origin, let text):
                 if let origin {
                     guard checker.exists(note, OpIDRange(replica: origin.replica, seq: origin.seq, count: 1), before: seq, in: notes) else {
@@ -173,14 +178,16 @@ extension Notebook {
             case .setNoteField, .setTagField:
                 break
             }
-            seq += op.seqCount
+            seq += operations[index].seqCount
+        }
         }
     }
 
     /// Applies a change that is ready and valid, records it, and advances the clocks.
     mutating func applyValidated(_ change: Change) {
         var seq = change.startSeq
-        let operations = change.operations
+        // Through the buffer, so an operation is read in place, not copied (a copy retains its array).
+        change.operations.withUnsafeBufferPointer { operations in
         var index = 0
         while index < operations.count {
             guard let note = operations[index].note else {
@@ -244,6 +251,7 @@ extension Notebook {
                     index += 1
                 }
             }
+        }
         }
         versionVector[change.replica] = change.endSeq
         if change.replica != replicaID { cachedDependencies = nil }
