@@ -119,6 +119,24 @@ struct RGATree: Sendable {
             if hint >= 0, hint < table.count, table[hint].page == page { return (hint, true) }
             var low = 0
             var high = table.count
+            // Interpolate, then step: the pages a replica's typing fills are spread about evenly
+            // over its seqs (the gaps are its deletes and its edits of other notes), so the guess
+            // is a few slots off at most; the binary search below is for the rest.
+            if let first = table.first, let last = table.last, page > first.page, page < last.page {
+                let product = (page - first.page).multipliedFullWidth(by: UInt64(table.count - 1))
+                var guess = Int((last.page - first.page).dividingFullWidth(product).quotient)
+                if table[guess].page < page {
+                    let limit = min(guess + 8, table.count - 1)
+                    while guess < limit, table[guess].page < page { guess += 1 }
+                    if table[guess].page >= page { return (guess, table[guess].page == page) }
+                    low = guess + 1
+                } else {
+                    let limit = max(guess - 8, 0)
+                    while guess > limit, table[guess - 1].page >= page { guess -= 1 }
+                    if guess == 0 || table[guess - 1].page < page { return (guess, table[guess].page == page) }
+                    high = guess
+                }
+            }
             while low < high {
                 let mid = (low + high) / 2
                 if table[mid].page < page { low = mid + 1 } else { high = mid }
