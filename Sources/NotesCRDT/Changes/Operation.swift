@@ -157,9 +157,10 @@ public struct Change: Hashable, Sendable {
 
     /// Appends one operation: an insert that continues the last insert extends it, and deletes of
     /// one target each join into a `deleteEach`.
-    mutating func appendJoining(_ op: Operation) {
+    mutating func appendJoining(_ op: consuming Operation) {
         // Wrapping: a decoder builds changes before `Notebook.checkShape` rejects impossible seqs.
         let lastSeq = startSeq &+ seqCount &- 1
+        seqCount &+= op.seqCount
         if case .insertText(let note2, let origin2, let more) = op, origin2 == OpID(replica: replica, seq: lastSeq),
            lastInsertNote == note2 {
             extendLastInsert(with: more)
@@ -170,7 +171,6 @@ public struct Change: Hashable, Sendable {
         } else {
             operations.append(op)
         }
-        seqCount &+= op.seqCount
     }
 
     /// Turns the last operation (a delete of one target, or a `deleteEach`) into a `deleteEach`

@@ -350,7 +350,8 @@ public enum ChangeCodec {
                     guard count <= allScalars.count - scalarsUsed else {
                         throw CRDTError(.malformedEncoding, "the inserts claim more text than there is")
                     }
-                    let text = Array(allScalars[scalarsUsed ..< scalarsUsed + count])
+                    // Copied from the buffer (an array made from a slice retains and checks the whole).
+                    let text = allScalars.withUnsafeBufferPointer { Array(UnsafeBufferPointer(rebasing: $0[scalarsUsed ..< scalarsUsed + count])) }
                     scalarsUsed += count
                     op = .insertText(note: n, origin: origin, text: text)
                     predictor.inserted(OpID(replica: header.author, seq: seq), count: UInt64(count))
