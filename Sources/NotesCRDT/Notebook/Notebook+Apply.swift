@@ -148,30 +148,30 @@ extension Notebook {
     /// Checks that every identity the change refers to exists, in the state or earlier in the
     /// change itself, so that applying it cannot fail half-way.
     func validate(_ change: Change) throws {
-        var checker = ReferenceChecker(change: change)
+        var checker = ReferenceChecker(change: change, notes: notes)
         var seq = change.startSeq
         // Through the buffer, so an operation is read in place, not copied (a copy retains its array).
         try change.operations.withUnsafeBufferPointer { operations in
         for index in operations.indices {
             switch operations[index] {
-            case .insertText(let note, let origin, let text):
+            case .insertText(let note, let origin, _):  // (binding the text would retain it)
                 if let origin {
-                    guard checker.exists(note, OpIDRange(replica: origin.replica, seq: origin.seq, count: 1), before: seq, in: notes) else {
+                    guard checker.exists(note, OpIDRange(replica: origin.replica, seq: origin.seq, count: 1), before: seq) else {
                         throw CRDTError(.unknownReference, "an insert into note \(note) follows \(origin), which does not exist")
                     }
                 }
-                checker.inserted(note, start: seq, count: UInt64(text.count))
+                checker.inserted(note, start: seq, count: operations[index].seqCount)
             case .deleteText(let note, let targets):
                 for target in targets {
-                    guard checker.exists(note, target, before: seq, in: notes) else {
+                    guard checker.exists(note, target, before: seq) else {
                         throw CRDTError(.unknownReference, "a delete in note \(note) names characters that do not exist (\(target.replica)@\(target.seq)+\(target.count))")
                     }
                 }
             case .deleteEach(let note, let runs):
                 // Every delete of a run names a character of its range (and nothing else).
-                for run in runs {
-                    guard checker.exists(note, run.range, before: seq, in: notes) else {
-                        let target = run.range
+                for i in runs.indices {
+                    guard checker.exists(note, runs[i].range, before: seq) else {
+                        let target = runs[i].range
                         throw CRDTError(.unknownReference, "a delete in note \(note) names characters that do not exist (\(target.replica)@\(target.seq)+\(target.count))")
                     }
                 }
@@ -198,57 +198,29 @@ extension Notebook {
                 continue
             }
             // The operations that follow on the same note, applied in one access to its record.
-            let start = index
             withRecord(note) { record in
-                // A large change (a whole history) reserves its text's room at once.
-                if operations.count - start > 64 {
-                    var characters = 0
-                    for op in operations[start...] {
-                        guard op.note == note else { break }
-                        if case .insertText(_, _, let text) = op { characters += text.count }
-                    }
-                    record.body.reserve(characters: characters, seqSpan: change.endSeq - seq + 1)
+                var end = index
+                var characters = 0
+                while end < operations.count, operations[end].note == note {
+                    if case .insertText(_, _, let text) = operations[end] { characters += text.count }
+                    end += 1
                 }
-                // Deletes only set flags, and where a character is inserted does not depend on
-                // them, so a delete can wait while the next ones extend its range (backspacing
-                // deletes one character after another, right to left).
-                var waiting: OpIDRange? = nil
-                defer { if let range = waiting { record.body.delete(range) } }
-                func delete(_ target: OpIDRange) {
-                    if let range = waiting, range.replica == target.replica {
-                        if target.seq + target.count == range.seq {
-                            waiting = OpIDRange(replica: range.replica, seq: target.seq, count: range.count + target.count)
-                            return
-                        }
-                        if range.seq + range.count == target.seq {
-                            waiting = OpIDRange(replica: range.replica, seq: range.seq, count: range.count + target.count)
-                            return
-                        }
+                // The text is taken out of the record while it is edited, so the record's other
+                // fields can be written meanwhile (it stays uniquely referenced: no copy).
+                var text = record.body
+                record.body = .placeholder
+                defer { record.body = text }
+                let count = end - index
+                if count >= Notebook.bulkOperations, count * 16 >= text.totalCharacters {
+                    // A large batch (a whole history, a replayed log): in list form, the tree built once.
+                    text.withBulkList { list in
+                        list.reserve(characters: characters, seqSpan: change.endSeq - seq + 1)
+                        Notebook.applyOperations(operations, from: &index, seq: &seq, of: change, on: note, to: &record, text: &list)
                     }
-                    if let range = waiting { record.body.delete(range) }
-                    waiting = target
-                }
-                while index < operations.count, operations[index].note == note {
-                    let timestamp = change.timestamp(ofSeq: seq)
-                    let id = OpID(replica: change.replica, seq: seq)
-                    switch operations[index] {
-                    case .setNoteField(_, let field, let value):
-                        Notebook.write(&record.fields, field, value, timestamp, id)
-                        record.touch(timestamp)
-                    case .insertText(_, let origin, let text):
-                        record.body.integrate(id: id, origin: origin, key: timestamp.rawValue, scalars: text)
-                        record.touch(timestamp.advanced(by: UInt64(text.count) - 1))
-                    case .deleteText(_, let targets):
-                        for target in targets { delete(target) }
-                        record.touch(timestamp)
-                    case .deleteEach(_, let runs):
-                        for run in runs { delete(run.range) }
-                        record.touch(timestamp.advanced(by: runs.operationCount - 1))
-                    case .setTagField:
-                        preconditionFailure("a tag operation has no note")
-                    }
-                    seq += operations[index].seqCount
-                    index += 1
+                } else {
+                    // A large change reserves its text's room at once.
+                    if count > 64 { text.reserve(characters: characters, seqSpan: change.endSeq - seq + 1) }
+                    Notebook.applyOperations(operations, from: &index, seq: &seq, of: change, on: note, to: &record, text: &text)
                 }
             }
         }
@@ -262,6 +234,60 @@ extension Notebook {
             clock.observe(last, wallMilliseconds: wallClock.milliseconds())
         }
         record(change)
+    }
+
+    /// From how many operations on one note a change is integrated in the text's list form (when
+    /// they are also at least a sixteenth of the characters already there: taking the text apart
+    /// and building it again costs about as much as it holds).
+    static let bulkOperations = 256
+
+    /// Applies the operations from `index` on while they are on `note` (advancing `index` and
+    /// `seq` past them): fields to the record, text operations to `text`.
+    private static func applyOperations<Text: TextIntegration>(
+        _ operations: UnsafeBufferPointer<Operation>, from index: inout Int, seq: inout UInt64, of change: Change,
+        on note: NoteID, to record: inout NoteRecord, text: inout Text
+    ) {
+        // Deletes only set flags, and where a character is inserted does not depend on them, so
+        // a delete can wait while the next ones extend its range (backspacing deletes one
+        // character after another, right to left).
+        var waiting: OpIDRange? = nil
+        defer { if let range = waiting { text.tombstone(range) } }
+        func delete(_ target: OpIDRange) {
+            if let range = waiting, range.replica == target.replica {
+                if target.seq + target.count == range.seq {
+                    waiting = OpIDRange(replica: range.replica, seq: target.seq, count: range.count + target.count)
+                    return
+                }
+                if range.seq + range.count == target.seq {
+                    waiting = OpIDRange(replica: range.replica, seq: range.seq, count: range.count + target.count)
+                    return
+                }
+            }
+            if let range = waiting { text.tombstone(range) }
+            waiting = target
+        }
+        while index < operations.count, operations[index].note == note {
+            let timestamp = change.timestamp(ofSeq: seq)
+            let id = OpID(replica: change.replica, seq: seq)
+            switch operations[index] {
+            case .setNoteField(_, let field, let value):
+                Notebook.write(&record.fields, field, value, timestamp, id)
+                record.touch(timestamp)
+            case .insertText(_, let origin, let scalars):
+                text.place(id: id, origin: origin, key: timestamp.rawValue, scalars: scalars)
+                record.touch(timestamp.advanced(by: UInt64(scalars.count) - 1))
+            case .deleteText(_, let targets):
+                for target in targets { delete(target) }
+                record.touch(timestamp)
+            case .deleteEach(_, let runs):
+                for i in runs.indices { delete(runs[i].range) }
+                record.touch(timestamp.advanced(by: runs.operationCount - 1))
+            case .setTagField:
+                preconditionFailure("a tag operation has no note")
+            }
+            seq += operations[index].seqCount
+            index += 1
+        }
     }
 
     private static func write<Key: Hashable>(_ registers: inout [Key: LWWRegister<FieldValue>], _ key: Key,
@@ -359,6 +385,8 @@ struct PendingChanges: Sendable {
 /// change, per note, so a reference to one of them is found without the text.
 struct ReferenceChecker {
     let change: Change
+    /// The notes of the replica, as they are before the change.
+    let notes: [NoteID: NoteRecord]
     /// Per note (a change touches a few: searched linearly), its inserts in increasing seq order.
     var ownInserts: [(note: NoteID, inserts: [(start: UInt64, count: UInt64)])] = []
     /// The insert found last (note index, insert index): deletes walk through text just typed.
@@ -370,7 +398,10 @@ struct ReferenceChecker {
     var verified: (replica: ReplicaID, range: Range<UInt64>)?
     var verifiedNote: NoteID?
 
-    init(change: Change) { self.change = change }
+    init(change: Change, notes: [NoteID: NoteRecord]) {
+        self.change = change
+        self.notes = notes
+    }
 
     mutating func inserted(_ note: NoteID, start: UInt64, count: UInt64) {
         if let i = ownInserts.firstIndex(where: { $0.note == note }) {
@@ -383,11 +414,12 @@ struct ReferenceChecker {
     /// The insert made earlier in this change, in `note`, that holds `seq` of the change's replica.
     mutating func ownInsert(_ note: NoteID, _ seq: UInt64) -> (start: UInt64, count: UInt64)? {
         if let hit = lastHit, ownInserts[hit.note].note == note {
-            let inserts = ownInserts[hit.note].inserts
-            for i in max(0, hit.insert - 1) ... min(inserts.count - 1, hit.insert + 1) {
-                if inserts[i].start <= seq, seq < inserts[i].start + inserts[i].count {
+            // In place: a copy of the list would retain it.
+            for i in max(0, hit.insert - 1) ... min(ownInserts[hit.note].inserts.count - 1, hit.insert + 1) {
+                let insert = ownInserts[hit.note].inserts[i]
+                if insert.start <= seq, seq < insert.start + insert.count {
                     lastHit = (hit.note, i)
-                    return inserts[i]
+                    return insert
                 }
             }
         }
@@ -409,7 +441,7 @@ struct ReferenceChecker {
 
     /// Whether every character of `range` exists: in the note's text or inserted earlier in this
     /// change, before `seq` (a range may span both, when the log joined consecutive edits).
-    mutating func exists(_ note: NoteID, _ range: OpIDRange, before seq: UInt64, in notes: [NoteID: NoteRecord]) -> Bool {
+    mutating func exists(_ note: NoteID, _ range: OpIDRange, before seq: UInt64) -> Bool {
         if let known = verified, verifiedNote == note, range.seq >= known.range.lowerBound,
            range.endSeq <= known.range.upperBound, known.replica == range.replica {
             return true

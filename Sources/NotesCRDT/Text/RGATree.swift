@@ -119,22 +119,28 @@ struct RGATree: Sendable {
             if hint >= 0, hint < table.count, table[hint].page == page { return (hint, true) }
             var low = 0
             var high = table.count
-            // Interpolate, then step: the pages a replica's typing fills are spread about evenly
-            // over its seqs (the gaps are its deletes and its edits of other notes), so the guess
-            // is a few slots off at most; the binary search below is for the rest.
+            // Interpolate, then gallop from the guess to bracket the page: the pages a replica's
+            // typing fills are spread roughly evenly over its seqs (the gaps are its deletes and
+            // its edits of other notes), so the guess is near, and the search stays in a few
+            // cache lines instead of halving the whole table.
             if let first = table.first, let last = table.last, page > first.page, page < last.page {
                 let product = (page - first.page).multipliedFullWidth(by: UInt64(table.count - 1))
-                var guess = Int((last.page - first.page).dividingFullWidth(product).quotient)
+                let guess = Int((last.page - first.page).dividingFullWidth(product).quotient)
+                var step = 1
                 if table[guess].page < page {
-                    let limit = min(guess + 8, table.count - 1)
-                    while guess < limit, table[guess].page < page { guess += 1 }
-                    if table[guess].page >= page { return (guess, table[guess].page == page) }
                     low = guess + 1
+                    while guess + step < table.count {
+                        if table[guess + step].page >= page { high = guess + step; break }
+                        low = guess + step + 1
+                        step *= 2
+                    }
                 } else {
-                    let limit = max(guess - 8, 0)
-                    while guess > limit, table[guess - 1].page >= page { guess -= 1 }
-                    if guess == 0 || table[guess - 1].page < page { return (guess, table[guess].page == page) }
                     high = guess
+                    while guess - step >= 0 {
+                        if table[guess - step].page < page { low = guess - step + 1; break }
+                        high = guess - step
+                        step *= 2
+                    }
                 }
             }
             while low < high {
@@ -475,7 +481,7 @@ struct RGATree: Sendable {
     ///
     /// - Returns: the slot of the last page written (a hint for the caller's next run).
     @discardableResult
-    private mutating func assignIndex(agent: Int32, from: UInt64, to: UInt64, leaf: Int32, hint: Int = -1) -> Int {
+    mutating func assignIndex(agent: Int32, from: UInt64, to: UInt64, leaf: Int32, hint: Int = -1) -> Int {
         var seq = from
         var hint = hint
         while seq < to {

@@ -1,0 +1,268 @@
+/// A text taken apart into a doubly linked list of runs, for integrating a large batch of remote
+/// operations at once (a whole history arriving at a fresh replica, a replica replaying its log).
+///
+/// In the tree every insert pays for the order-statistic bookkeeping (visible counts up to the
+/// root, leaf splits and the ID index rewrites they cause) and every delete splits runs inside a
+/// leaf array. In the list an insert or a split is a few index writes, and the tree is built once
+/// at the end, leaf by leaf. The integration rule is the tree's, step for step (RGA: skip the
+/// items that sort before the new run, from just after its origin), so both give the same
+/// characters, keys, origins and tombstones; only where runs are cut may differ.
+///
+/// The ID index (`tree.pageTables` / `tree.leafMap`) maps a character to its run here, and to its
+/// leaf again once the tree is rebuilt.
+struct RGABulkList {
+    /// The agents, the arena and the ID index of the text; its nodes are rebuilt by `finish()`.
+    fileprivate var tree: RGATree
+    private var runs: [RGATree.Run] = []
+    private var next: [Int32] = []
+    private var previous: [Int32] = []
+    private var head: Int32 = -1
+
+    /// Takes the tree apart: its runs in document order, the ID index pointing at them.
+    init(_ tree: consuming RGATree) {
+        self.tree = tree
+        var leaf: Int32 = 0
+        while leaf >= 0 {
+            for run in self.tree.leaves[Int(leaf)].runs { link(run, after: runs.isEmpty ? -1 : Int32(runs.count - 1)) }
+            leaf = self.tree.leaves[Int(leaf)].next
+        }
+        for index in runs.indices { pointIndex(at: Int32(index)) }
+        self.tree.leaves = []
+        self.tree.inners = []
+    }
+
+    /// Points the ID index entries of every character of run `index` at it.
+    private mutating func pointIndex(at index: Int32) {
+        let run = runs[Int(index)]
+        tree.assignIndex(agent: run.agent, from: run.seq, to: run.seq + UInt64(run.length), leaf: index)
+    }
+
+    /// Appends `run` to the list after `after` (-1: at the head) and returns its index.
+    @discardableResult
+    private mutating func link(_ run: RGATree.Run, after: Int32) -> Int32 {
+        let index = Int32(runs.count)
+        runs.append(run)
+        let following = after < 0 ? head : next[Int(after)]
+        next.append(following)
+        previous.append(after)
+        if after < 0 { head = index } else { next[Int(after)] = index }
+        if following >= 0 { previous[Int(following)] = index }
+        return index
+    }
+
+    /// The run holding `(agent, seq)` and the offset in it; the character must be in the text.
+    private func find(agent: Int32, seq: UInt64) -> (run: Int32, offset: Int) {
+        let index = tree.leafHolding(agent: agent, seq: seq)!
+        return (index, Int(seq - runs[Int(index)].seq))
+    }
+
+    /// Cuts run `index` before `offset` (0 < offset < length) into two runs, and returns both.
+    /// The shorter part gets the new index, so the ID index rewrites are O(*n* log *n*) in all.
+    private mutating func split(_ index: Int32, at offset: Int) -> (head: Int32, tail: Int32) {
+        var first = runs[Int(index)]
+        var second = first
+        first.length = Int32(offset)
+        second.seq += UInt64(offset)
+        second.key += UInt64(offset)
+        second.content += offset
+        second.length -= Int32(offset)
+        second.originAgent = first.agent
+        second.originSeq = second.seq - 1
+        if first.length <= second.length {
+            runs[Int(index)] = second
+            let new = link(first, after: previous[Int(index)])
+            pointIndex(at: new)
+            return (new, index)
+        }
+        runs[Int(index)] = first
+        let new = link(second, after: index)
+        pointIndex(at: new)
+        return (index, new)
+    }
+
+    /// `RGATree.integrate` on the list: places new characters after their origin (which must
+    /// exist), skipping the items that sort before them.
+    mutating func integrate(agent: Int32, seq: UInt64, key: UInt64, originAgent: Int32, originSeq: UInt64,
+                            scalars: some Collection<Unicode.Scalar>) {
+        let length = scalars.count
+        guard length > 0 else { return }
+        // The run the new characters would follow, and the candidate item after it.
+        var before: Int32 = -1
+        var candidate = head
+        var offset = 0
+        if originAgent >= 0 {
+            let origin = find(agent: originAgent, seq: originSeq)
+            if origin.offset + 1 < Int(runs[Int(origin.run)].length) {
+                candidate = origin.run
+                offset = origin.offset + 1
+            } else {
+                before = origin.run
+                candidate = next[Int(origin.run)]
+            }
+        }
+        while candidate >= 0 {
+            let item = runs[Int(candidate)]
+            guard tree.precedes(item.key + UInt64(offset), item.agent, key, agent) else { break }
+            before = candidate
+            candidate = next[Int(candidate)]
+            offset = 0
+        }
+        if offset > 0 { before = split(candidate, at: offset).head }
+        let contentStart = tree.arena.count
+        tree.arena.append(contentsOf: scalars)
+        tree.totalCharacters += length
+        if before >= 0 {
+            let prev = runs[Int(before)]
+            let prevLength = UInt64(prev.length)
+            if prev.agent == agent, !prev.deleted, prev.seq + prevLength == seq, prev.key + prevLength == key,
+               prev.content + Int(prev.length) == contentStart,
+               originAgent == agent, originSeq == seq - 1, Int(prev.length) + length < Int(Int32.max) {
+                runs[Int(before)].length += Int32(length)
+                tree.assignIndex(agent: agent, from: seq, to: seq + UInt64(length), leaf: before)
+                return
+            }
+        }
+        let new = link(RGATree.Run(seq: seq, key: key, originSeq: originSeq, content: contentStart, agent: agent,
+                                   originAgent: originAgent, length: Int32(length), deleted: false), after: before)
+        tree.assignIndex(agent: agent, from: seq, to: seq + UInt64(length), leaf: new)
+    }
+
+    /// Marks `count` characters of one agent, from `seq` on, as deleted. All must exist.
+    mutating func delete(agent: Int32, seq: UInt64, count: UInt64) {
+        var seq = seq
+        var remaining = count
+        while remaining > 0 {
+            var (index, offset) = find(agent: agent, seq: seq)
+            let take = min(UInt64(Int(runs[Int(index)].length) - offset), remaining)
+            if !runs[Int(index)].deleted {
+                if offset > 0 { index = split(index, at: offset).tail }
+                if take < UInt64(runs[Int(index)].length) { index = split(index, at: Int(take)).head }
+                runs[Int(index)].deleted = true
+            }
+            seq += take
+            remaining -= take
+        }
+    }
+
+
+    /// Makes room for `characters` more characters spanning `seqSpan` seqs (see `RGAText.reserve`).
+    mutating func reserve(characters: Int, seqSpan: UInt64) {
+        tree.arena.reserveCapacity(tree.arena.count + characters)
+        let pages = Int(min(seqSpan, UInt64(Int32.max)) >> RGATree.pageShift) + 2
+        tree.leafMap.reserveCapacity(tree.leafMap.count + pages * RGATree.pageSize)
+        runs.reserveCapacity(runs.count + characters / 8)
+        next.reserveCapacity(runs.count + characters / 8)
+        previous.reserveCapacity(runs.count + characters / 8)
+    }
+
+    /// The tree again: the runs in document order packed into leaves three quarters full, the
+    /// inner levels over them, and the ID index pointing at the leaves.
+    consuming func finish() -> RGATree {
+        var tree = self.tree
+        let perLeaf = RGATree.leafCapacity * 3 / 4
+        let perInner = RGATree.innerCapacity * 3 / 4
+        tree.leaves = []
+        tree.leaves.reserveCapacity(runs.count / perLeaf + 1)
+        // The leaf each run goes to, by run index: the ID index is then rewritten in one pass in
+        // its own order, instead of run by run in document order (a page lookup per run).
+        var leafOfRun = [Int32](repeating: -1, count: runs.count)
+        var leaf = RGATree.Leaf()
+        leaf.runs.reserveCapacity(perLeaf)
+        var index = head
+        while true {
+            if index < 0 || leaf.runs.count == perLeaf {
+                let number = Int32(tree.leaves.count)
+                if number > 0 { tree.leaves[Int(number) - 1].next = number }
+                tree.leaves.append(leaf)
+                if index < 0 { break }
+                leaf = RGATree.Leaf()
+                leaf.runs.reserveCapacity(perLeaf)
+            }
+            let run = runs[Int(index)]
+            if !run.deleted { leaf.visible += Int(run.length) }
+            leaf.runs.append(run)
+            leafOfRun[Int(index)] = Int32(tree.leaves.count)
+            index = next[Int(index)]
+        }
+        leafOfRun.withUnsafeBufferPointer { leafOfRun in
+            tree.leafMap.withUnsafeMutableBufferPointer { map in
+                for i in map.indices where map[i] >= 0 { map[i] = leafOfRun[Int(map[i])] }
+            }
+        }
+        // The inner levels, bottom up.
+        tree.inners = []
+        var level = Array(0 ..< Int32(tree.leaves.count))
+        var leafChildren = true
+        while level.count > 1 {
+            var upper: [Int32] = []
+            upper.reserveCapacity(level.count / perInner + 1)
+            var start = 0
+            while start < level.count {
+                // Spread the last two nodes' children evenly, so neither is nearly empty.
+                var end = min(start + perInner, level.count)
+                if level.count - end > 0, level.count - end < perInner / 2 { end = start + (level.count - start + 1) / 2 }
+                let number = Int32(tree.inners.count)
+                var node = RGATree.Inner(leafChildren: leafChildren)
+                node.children = Array(level[start ..< end])
+                for child in node.children {
+                    if leafChildren {
+                        tree.leaves[Int(child)].parent = number
+                        node.visible += tree.leaves[Int(child)].visible
+                    } else {
+                        tree.inners[Int(child)].parent = number
+                        node.visible += tree.inners[Int(child)].visible
+                    }
+                }
+                tree.inners.append(node)
+                upper.append(number)
+                start = end
+            }
+            level = upper
+            leafChildren = false
+        }
+        tree.root = level[0]
+        tree.rootIsLeaf = leafChildren
+        return tree
+    }
+}
+
+/// What `Notebook` integrates remote operations into: the text itself, or its list form for a
+/// large batch.
+protocol TextIntegration {
+    /// Inserts characters whose first identity is `id` after `origin` (which exists).
+    mutating func place(id: OpID, origin: OpID?, key: UInt64, scalars: [Unicode.Scalar])
+    /// Marks the characters of `range` (which all exist) deleted.
+    mutating func tombstone(_ range: OpIDRange)
+}
+
+extension RGAText: TextIntegration {
+    mutating func place(id: OpID, origin: OpID?, key: UInt64, scalars: [Unicode.Scalar]) {
+        integrate(id: id, origin: origin, key: key, scalars: scalars)
+    }
+
+    mutating func tombstone(_ range: OpIDRange) { delete(range) }
+
+    /// Runs `body` on the text taken apart into its list form, then rebuilds the tree.
+    mutating func withBulkList(_ body: (inout RGABulkList) -> Void) {
+        assert(deferredText == nil, "the tree of a text whose log is deferred")
+        if !isKnownUniquelyReferenced(&box) { box = Box.make(box.header) }
+        var taken = RGATree()
+        swap(&taken, &box.treePointer.pointee)
+        var list = RGABulkList(consume taken)
+        body(&list)
+        box.treePointer.pointee = list.finish()
+    }
+}
+
+extension RGABulkList: TextIntegration {
+    mutating func place(id: OpID, origin: OpID?, key: UInt64, scalars: [Unicode.Scalar]) {
+        let agent = tree.agent(for: id.replica)
+        integrate(agent: agent, seq: id.seq, key: key, originAgent: origin.map { tree.agent(for: $0.replica) } ?? -1,
+                  originSeq: origin?.seq ?? 0, scalars: scalars)
+    }
+
+    mutating func tombstone(_ range: OpIDRange) {
+        guard range.count > 0 else { return }
+        delete(agent: tree.agent(for: range.replica), seq: range.seq, count: range.count)
+    }
+}
