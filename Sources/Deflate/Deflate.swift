@@ -47,20 +47,23 @@ public enum Deflate {
             throw Failure(message: "zlib could not start an inflate stream")
         }
         defer { inflateEnd(&stream) }
-        var output = [UInt8](repeating: 0, count: length)
-        var source = Array(input)
-        // One byte of slack, so that a stream that would inflate to more than `length` is caught.
-        output.append(0)
-        let (status, produced, leftover): (Int32, Int, Int) = source.withUnsafeMutableBufferPointer { inBuffer in
-            output.withUnsafeMutableBufferPointer { outBuffer in
-                stream.next_in = inBuffer.baseAddress
-                stream.avail_in = uInt(inBuffer.count)
-                stream.next_out = outBuffer.baseAddress
-                stream.avail_out = uInt(outBuffer.count)
-                let status = inflate(&stream, Z_FINISH)
-                return (status, outBuffer.count - Int(stream.avail_out), Int(stream.avail_in))
+        // Inflated straight into the result's storage (no zero fill, no copy of the input), with
+        // one byte of slack so that a stream that would inflate to more than `length` is caught.
+        var status: Int32 = Z_OK
+        var leftover = 0
+        let output = [UInt8](unsafeUninitializedCapacity: length + 1) { out, initialized in
+            func run(_ source: UnsafeBufferPointer<UInt8>) {
+                stream.next_in = UnsafeMutablePointer(mutating: source.baseAddress)
+                stream.avail_in = uInt(source.count)
+                stream.next_out = out.baseAddress
+                stream.avail_out = uInt(length + 1)
+                status = inflate(&stream, Z_FINISH)
+                leftover = Int(stream.avail_in)
             }
+            if input.withContiguousStorageIfAvailable(run) == nil { Array(input).withUnsafeBufferPointer(run) }
+            initialized = length + 1 - Int(stream.avail_out)
         }
+        let produced = output.count
         switch status {
         case Z_STREAM_END:
             guard produced == length else {
@@ -74,7 +77,6 @@ public enum Deflate {
         default:
             throw Failure(message: "the compressed data is corrupt (zlib status \(status))")
         }
-        output.removeLast()
         return output
     }
 }
