@@ -152,6 +152,65 @@ struct ChangeCodecTests {
         }
     }
 
+    /// An encoding of one change that inserts `count` scalars whose UTF-8 is `text`.
+    static func insertEncoding(count: UInt64, text: [UInt8]) -> [UInt8] {
+        var bytes = BinaryWriter()
+        bytes.varint(1); bytes.uint64(0); bytes.uint64(1)
+        bytes.varint(1); bytes.uint64(0xABCD); bytes.uint64(1)
+        bytes.varint(1)
+        bytes.varint(0); bytes.varint(1); bytes.varint(0); bytes.varint(0)
+        bytes.varint(1)
+        var lengths = BinaryWriter()
+        lengths.varint(count)
+        for column in [[0b01], [1, 0], [0], [], lengths.bytes, [], text] as [[UInt8]] {
+            bytes.varint(UInt64(column.count))
+            bytes.raw(column)
+        }
+        return bytes.bytes
+    }
+
+    /// The text column is decoded insert by insert, eight ASCII bytes at a time where it can:
+    /// every length of UTF-8 sequence, at the edges of its range and of the eight-byte steps,
+    /// gives the scalars Swift's own decoding gives.
+    @Test func insertedTextDecodesLikeSwift() throws {
+        let edges = "\u{7F}\u{80}\u{7FF}\u{800}\u{D7FF}\u{E000}\u{FFFD}\u{FFFF}\u{10000}\u{10FFFF}"
+        for text in [edges, "plain ascii, longer than eight bytes", "1234567" + edges + "abcdefgh", "é" + String(repeating: "x", count: 17) + "😀"] {
+            let scalars = Array(text.unicodeScalars)
+            let decoded = try ChangeCodec.decode(Self.insertEncoding(count: UInt64(scalars.count), text: Array(text.utf8)))
+            #expect(decoded.first?.operations == [.insertText(note: Self.n1, origin: nil, text: scalars)], "\(text)")
+        }
+    }
+
+    @Test(arguments: [
+        [0x80],  // a continuation byte first
+        [0xC0, 0x80],  // an overlong NUL
+        [0xC1, 0xBF],  // an overlong
+        [0xE0, 0x9F, 0xBF],  // an overlong three-byte form
+        [0xED, 0xA0, 0x80],  // a surrogate (U+D800)
+        [0xF0, 0x8F, 0xBF, 0xBF],  // an overlong four-byte form
+        [0xF4, 0x90, 0x80, 0x80],  // past U+10FFFF
+        [0xF5, 0x80, 0x80, 0x80],  // no such lead byte
+        [0xE2, 0x28, 0xA1],  // a bad continuation
+        [0x61, 0x62, 0x63, 0x64, 0x65, 0x66, 0x67, 0xFF, 0x61],  // a bad byte inside the first eight
+    ] as [[UInt8]])
+    func invalidUTF8IsRejected(_ text: [UInt8]) {
+        let error = #expect(throws: CRDTError.self) { try ChangeCodec.decode(Self.insertEncoding(count: 1, text: text)) }
+        #expect(error?.code == .malformedEncoding)
+        let withCount = #expect(throws: CRDTError.self) {
+            try ChangeCodec.decode(Self.insertEncoding(count: UInt64(text.count), text: text))
+        }
+        #expect(withCount?.message == "inserted text is not valid UTF-8", "\(text)")
+    }
+
+    @Test func anInsertLongerThanTheTextIsRejected() {
+        for (count, text) in [(2, [0x61]), (1, [0xE2, 0x82]), (9, Array("abcdefgh".utf8))] as [(UInt64, [UInt8])] {
+            let error = #expect(throws: CRDTError.self) { try ChangeCodec.decode(Self.insertEncoding(count: count, text: text)) }
+            #expect(error?.code == .malformedEncoding, "\(text)")
+        }
+        let leftover = #expect(throws: CRDTError.self) { try ChangeCodec.decode(Self.insertEncoding(count: 1, text: [0x61, 0x62])) }
+        #expect(leftover?.message == "text left over after the last insert")
+    }
+
     @Test func randomBytesNeverCrash() async {
         await propertyCheck(count: 500, input: Gen.uint8().array(of: 0 ... 80)) { bytes in
             await reportingErrors("bytes \(bytes)") {

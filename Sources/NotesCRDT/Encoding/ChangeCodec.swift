@@ -297,12 +297,9 @@ public enum ChangeCodec {
         var deleteModes = TwoBitReader(try column("delete modes"))
         var lengths = try column("lengths")
         var explicit = try column("explicit values")
-        let textBytes = try column("text")
-        guard String(validating: textBytes.rest, as: UTF8.self) != nil else {
-            throw CRDTError(.malformedEncoding, "inserted text is not valid UTF-8")
-        }
-        let allScalars = decodeValidUTF8(textBytes.rest)
-        var scalarsUsed = 0
+        // The text column is read in place, insert by insert (see `scalars(_:from:at:)`).
+        let textBytes = try reader.raw(try reader.count(max: reader.remaining, "the length of the text column"))
+        var textOffset = 0
         func note() throws -> NoteID {
             guard !notes.isEmpty else { throw CRDTError(.malformedEncoding, "an operation names a note but the note table is empty") }
             let index = try noteColumn.next()
@@ -345,14 +342,9 @@ public enum ChangeCodec {
                         guard let last = predictor.lastInsertEnd else { throw CRDTError(.malformedEncoding, "an insert refers to an earlier insert that is not there") }
                         origin = last
                     }
-                    let count = try lengths.count(max: textBytes.rest.count, "an insert's length")
+                    let count = try lengths.count(max: textBytes.count - textOffset, "an insert's length")
                     guard count > 0 else { throw CRDTError(.malformedEncoding, "an insert of no characters") }
-                    guard count <= allScalars.count - scalarsUsed else {
-                        throw CRDTError(.malformedEncoding, "the inserts claim more text than there is")
-                    }
-                    // Copied from the buffer (an array made from a slice retains and checks the whole).
-                    let text = allScalars.withUnsafeBufferPointer { Array(UnsafeBufferPointer(rebasing: $0[scalarsUsed ..< scalarsUsed + count])) }
-                    scalarsUsed += count
+                    let text = try scalars(count, from: textBytes, at: &textOffset)
                     op = .insertText(note: n, origin: origin, text: text)
                     predictor.inserted(OpID(replica: header.author, seq: seq), count: UInt64(count))
                 case .deleteText:
@@ -451,41 +443,90 @@ public enum ChangeCodec {
             }
             changes.append(change)
         }
-        guard scalarsUsed == allScalars.count else { throw CRDTError(.malformedEncoding, "text left over after the last insert") }
+        guard textOffset == textBytes.count else { throw CRDTError(.malformedEncoding, "text left over after the last insert") }
         guard lengths.isAtEnd, explicit.isAtEnd else { throw CRDTError(.malformedEncoding, "values left over after the last operation") }
         return changes
     }
 
-    /// The scalars of UTF-8 that is known to be valid, in one pass (a string's scalar iterator is
-    /// general and, per character, several times slower).
-    static func decodeValidUTF8(_ bytes: ArraySlice<UInt8>) -> [Unicode.Scalar] {
-        bytes.withUnsafeBufferPointer { utf8 in
-            [Unicode.Scalar](unsafeUninitializedCapacity: utf8.count) { out, initialized in
-                var i = 0
+    /// The next `count` scalars of the UTF-8 in `bytes` from `offset` on (advanced past them),
+    /// checked as they are decoded: no overlong forms, surrogates or values past U+10FFFF. Decoded
+    /// straight into the insert's array (a string's scalar iterator is general and several times
+    /// slower, and a whole-column array of scalars would be copied again per insert).
+    static func scalars(_ count: Int, from bytes: ArraySlice<UInt8>, at offset: inout Int) throws -> [Unicode.Scalar] {
+        var failure: String?
+        let result = bytes.withUnsafeBufferPointer { utf8 in
+            [Unicode.Scalar](unsafeUninitializedCapacity: count) { out, initialized in
+                var i = offset
                 var n = 0
-                while i < utf8.count {
-                    let lead = UInt32(utf8[i])
-                    var value: UInt32
+                let end = utf8.count
+                let base = utf8.baseAddress!
+                while n < count {
+                    // Eight ASCII bytes at a time, the usual case.
+                    while n + 8 <= count, i + 8 <= end {
+                        let word = UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self)
+                        guard word & 0x8080_8080_8080_8080 == 0 else { break }
+                        for k in 0 ..< 8 {
+                            (out.baseAddress! + n + k).initialize(to: Unicode.Scalar(UInt8(truncatingIfNeeded: word >> (8 * UInt64(k)))))
+                        }
+                        i += 8
+                        n += 8
+                    }
+                    guard n < count, i < end else { break }
+                    let lead = utf8[i]
                     if lead < 0x80 {
-                        value = lead
+                        (out.baseAddress! + n).initialize(to: Unicode.Scalar(lead))
                         i += 1
-                    } else if lead < 0xE0 {
-                        value = (lead & 0x1F) << 6 | UInt32(utf8[i + 1] & 0x3F)
-                        i += 2
-                    } else if lead < 0xF0 {
-                        value = (lead & 0x0F) << 12 | UInt32(utf8[i + 1] & 0x3F) << 6 | UInt32(utf8[i + 2] & 0x3F)
-                        i += 3
-                    } else {
-                        value = (lead & 0x07) << 18 | UInt32(utf8[i + 1] & 0x3F) << 12
-                            | UInt32(utf8[i + 2] & 0x3F) << 6 | UInt32(utf8[i + 3] & 0x3F)
-                        i += 4
+                        n += 1
+                        continue
+                    }
+                    guard let (value, width) = multibyteScalar(utf8, at: i) else {
+                        failure = "inserted text is not valid UTF-8"
+                        break
                     }
                     (out.baseAddress! + n).initialize(to: Unicode.Scalar(value)!)
+                    i += width
                     n += 1
                 }
                 initialized = n
+                offset = i
             }
         }
+        if let failure { throw CRDTError(.malformedEncoding, failure) }
+        guard result.count == count else { throw CRDTError(.malformedEncoding, "the inserts claim more text than there is") }
+        return result
+    }
+
+    /// The scalar value of the multi-byte UTF-8 sequence at `i` and its length in bytes, or nil
+    /// when it is not well formed (a bad lead or continuation byte, an overlong form, a surrogate,
+    /// a value past U+10FFFF, or the end of the bytes inside it).
+    private static func multibyteScalar(_ utf8: UnsafeBufferPointer<UInt8>, at i: Int) -> (UInt32, Int)? {
+        let lead = utf8[i]
+        let width: Int
+        var low: UInt8 = 0x80
+        var high: UInt8 = 0xBF
+        var value: UInt32
+        switch lead {
+        case 0xC2 ... 0xDF:
+            width = 2
+            value = UInt32(lead & 0x1F)
+        case 0xE0 ... 0xEF:
+            width = 3
+            value = UInt32(lead & 0x0F)
+            if lead == 0xE0 { low = 0xA0 } else if lead == 0xED { high = 0x9F }
+        case 0xF0 ... 0xF4:
+            width = 4
+            value = UInt32(lead & 0x07)
+            if lead == 0xF0 { low = 0x90 } else if lead == 0xF4 { high = 0x8F }
+        default:
+            return nil
+        }
+        guard i + width <= utf8.count else { return nil }
+        for k in 1 ..< width {
+            let byte = utf8[i + k]
+            guard byte >= (k == 1 ? low : 0x80), byte <= (k == 1 ? high : 0xBF) else { return nil }
+            value = value << 6 | UInt32(byte & 0x3F)
+        }
+        return (value, width)
     }
 
     /// Decodes changes from bytes that hold nothing else.
