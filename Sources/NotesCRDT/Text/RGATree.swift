@@ -421,22 +421,35 @@ struct RGATree: Sendable {
         }
     }
 
-    /// The visible text, built as UTF-8 in one buffer (several times faster than appending scalar
-    /// by scalar to a `String.UnicodeScalarView`).
+    /// The visible text, written as UTF-8 straight into the string's storage: one pass to size it,
+    /// one to write it (several times faster than appending scalar by scalar to a
+    /// `String.UnicodeScalarView`, and no intermediate byte array).
     var string: String {
-        var bytes: [UInt8] = []
-        bytes.reserveCapacity(visibleCount + visibleCount / 4)
+        var length = 0
         forEachVisibleSlice { slice in
             for scalar in slice {
                 let value = scalar.value
-                if value < 0x80 {
-                    bytes.append(UInt8(truncatingIfNeeded: value))
-                } else {
-                    UTF8.encode(scalar) { bytes.append($0) }
-                }
+                length += value < 0x80 ? 1 : value < 0x800 ? 2 : value < 0x10000 ? 3 : 4
             }
         }
-        return String(decoding: bytes, as: UTF8.self)
+        guard length > 0 else { return "" }
+        return String(unsafeUninitializedCapacity: length) { buffer in
+            var at = 0
+            forEachVisibleSlice { slice in
+                slice.withUnsafeBufferPointer { scalars in
+                    for scalar in scalars {
+                        let value = scalar.value
+                        if value < 0x80 {
+                            buffer[at] = UInt8(truncatingIfNeeded: value)
+                            at += 1
+                        } else {
+                            UTF8.encode(scalar) { buffer[at] = $0; at += 1 }
+                        }
+                    }
+                }
+            }
+            return at
+        }
     }
 
     /// Every run in document order, tombstones included.
