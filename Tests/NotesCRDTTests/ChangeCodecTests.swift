@@ -154,19 +154,9 @@ struct ChangeCodecTests {
 
     /// An encoding of one change that inserts `count` scalars whose UTF-8 is `text`.
     static func insertEncoding(count: UInt64, text: [UInt8]) -> [UInt8] {
-        var bytes = BinaryWriter()
-        bytes.varint(1); bytes.uint64(0); bytes.uint64(1)
-        bytes.varint(1); bytes.uint64(0xABCD); bytes.uint64(1)
-        bytes.varint(1)
-        bytes.varint(0); bytes.varint(1); bytes.varint(0); bytes.varint(0)
-        bytes.varint(1)
         var lengths = BinaryWriter()
         lengths.varint(count)
-        for column in [[0b01], [1, 0], [0], [], lengths.bytes, [], text] as [[UInt8]] {
-            bytes.varint(UInt64(column.count))
-            bytes.raw(column)
-        }
-        return bytes.bytes
+        return handMadeEncoding(records: 1, columns: [[0b01], [1, 0], [0], [], lengths.bytes, [], text])
     }
 
     /// The text column is decoded insert by insert, eight ASCII bytes at a time where it can:

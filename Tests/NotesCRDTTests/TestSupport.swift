@@ -241,3 +241,20 @@ func farFutureNote() throws -> (future: Notebook, local: Notebook, id: NoteID) {
     try local.apply(contentsOf: future.allChanges)
     return (future, local, id)
 }
+
+/// A change encoding made by hand: replica(1) and noteID(1) in the tables, one change of replica(1)
+/// from seq 1 at `timestamp`, without dependencies, of `records` records, then the seven columns
+/// (kinds, notes, insert modes, delete modes, lengths, explicit values, text).
+func handMadeEncoding(timestamp: UInt64 = 0, records: UInt64, columns: [[UInt8]]) -> [UInt8] {
+    var bytes = BinaryWriter()
+    bytes.varint(1); bytes.uint64(0); bytes.uint64(1)
+    bytes.varint(1); bytes.uint64(0xABCD); bytes.uint64(1)
+    bytes.varint(1)
+    bytes.varint(0); bytes.varint(1); bytes.varint(timestamp); bytes.varint(0)
+    bytes.varint(records)
+    for column in columns {
+        bytes.varint(UInt64(column.count))
+        bytes.raw(column)
+    }
+    return bytes.bytes
+}

@@ -59,15 +59,7 @@ struct RGABulkList {
     /// Cuts run `index` before `offset` (0 < offset < length) into two runs, and returns both.
     /// The shorter part gets the new index, so the ID index rewrites are O(*n* log *n*) in all.
     private mutating func split(_ index: Int32, at offset: Int) -> (head: Int32, tail: Int32) {
-        var first = runs[Int(index)]
-        var second = first
-        first.length = Int32(offset)
-        second.seq += UInt64(offset)
-        second.key += UInt64(offset)
-        second.content += offset
-        second.length -= Int32(offset)
-        second.originAgent = first.agent
-        second.originSeq = second.seq - 1
+        let (first, second) = runs[Int(index)].split(at: offset)
         if first.length <= second.length {
             runs[Int(index)] = second
             let new = link(first, after: previous[Int(index)])

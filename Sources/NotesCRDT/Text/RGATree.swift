@@ -18,6 +18,21 @@ struct RGATree: Sendable {
         var originAgent: Int32  // -1: the start of the document
         var length: Int32
         var deleted: Bool
+
+        /// The run cut before `offset` (0 < offset < length): its first characters, and the rest,
+        /// whose first character now has the last of the first part as its origin.
+        func split(at offset: Int) -> (head: Run, tail: Run) {
+            var head = self
+            var tail = self
+            head.length = Int32(offset)
+            tail.seq += UInt64(offset)
+            tail.key += UInt64(offset)
+            tail.content += offset
+            tail.length -= Int32(offset)
+            tail.originAgent = agent
+            tail.originSeq = tail.seq - 1
+            return (head, tail)
+        }
     }
 
     struct Leaf {
@@ -466,15 +481,7 @@ struct RGATree: Sendable {
     // MARK: Tree maintenance
 
     private mutating func splitRun(leaf: Int32, run: Int, at offset: Int) {
-        var head = leaves[Int(leaf)].runs[run]
-        var tail = head
-        head.length = Int32(offset)
-        tail.seq += UInt64(offset)
-        tail.key += UInt64(offset)
-        tail.content += offset
-        tail.length -= Int32(offset)
-        tail.originAgent = head.agent
-        tail.originSeq = tail.seq - 1
+        let (head, tail) = leaves[Int(leaf)].runs[run].split(at: offset)
         leaves[Int(leaf)].runs[run] = head
         leaves[Int(leaf)].runs.insert(tail, at: run + 1)
     }
