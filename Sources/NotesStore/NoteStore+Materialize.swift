@@ -18,20 +18,22 @@ enum MaterializedNote {
     case present(title: String, tags: String, chunks: [StoredChunk]?)
 }
 
-/// The full-text index entries a transaction removes and adds, in order, written to `note_fts`
-/// after the transaction's other statements (`NoteStore.writeIndex`).
+/// The `note_text` rows whose full-text entries a transaction makes stale, each with what
+/// `note_fts` holds for it as far as the transaction knows, in the order they were touched;
+/// written to `note_fts_stale` after the transaction's other statements (`recordStaleIndex`).
 ///
-/// FTS5 writes what it holds in memory to a new index segment at the end of every statement that
-/// opens a statement journal once it has pending data. The triggers that kept `note_fts` in step
-/// with `note_text` made every write of a title or a chunk such a statement, so a batch that
-/// touched twenty chunks wrote twenty segments (and merged them later). Single-row `INSERT`s into
-/// `note_fts` open no statement journal: the entries of one transaction go to one segment, at
-/// COMMIT.
-struct IndexWrites {
-    enum Kind { case delete, insert }
-    var entries: [(kind: Kind, row: Int64, title: String, body: String)] = []
-    mutating func delete(_ row: Int64, title: String, body: String) { entries.append((.delete, row, title, body)) }
-    mutating func insert(_ row: Int64, title: String, body: String) { entries.append((.insert, row, title, body)) }
+/// The index itself is not written in the transaction: it is brought up to date before it is
+/// read (`NoteStore.updateSearchIndex`). A keystroke then costs one small row here, or nothing
+/// when its chunk is already stale, instead of tokenizing the chunk's old and new text and
+/// writing an FTS5 segment at COMMIT (about a fifth of a simulation run, measured).
+struct StaleIndexRows {
+    var entries: [(row: Int64, indexed: Bool, title: String, body: String)] = []
+    /// The row's text changes, or the row goes: it was indexed with these values, unless a
+    /// record of it is already there (an earlier transaction, or earlier in this one).
+    mutating func changed(_ row: Int64, title: String, body: String) { entries.append((row, true, title, body)) }
+    /// A new row: the index holds nothing for its id, unless a record of it is already there (a
+    /// row that went had that id).
+    mutating func added(_ row: Int64) { entries.append((row, false, "", "")) }
 }
 
 extension NoteStore {
@@ -62,25 +64,22 @@ extension NoteStore {
                 if let id = NoteID(hex: hex), touched[id] == nil { touched[id] = false }
             }
         }
-        var index = IndexWrites()
+        var stale = StaleIndexRows()
         for (note, bodyTouched) in touched {
-            try materialize(note, bodyTouched: bodyTouched, &index, db)
+            try materialize(note, bodyTouched: bodyTouched, &stale, db)
         }
-        try writeIndex(index, db)
+        try recordStaleIndex(stale, db)
         return touched.count
     }
 
-    /// Writes the index entries, in order: a delete names the row and the exact values it was
-    /// indexed with (FTS5's external-content rule), an insert the new values.
-    func writeIndex(_ index: IndexWrites, _ db: Database) throws {
-        guard !index.entries.isEmpty else { return }
-        // By row, keeping each row's entries in their order: FTS5 also writes out what it holds
-        // when a row id comes that is lower than the previous one.
-        let entries = index.entries.enumerated().sorted { ($0.element.row, $0.offset) < ($1.element.row, $1.offset) }.map(\.element)
-        let delete = try db.cachedStatement(sql: "INSERT INTO note_fts (note_fts, rowid, title, body) VALUES ('delete', ?, ?, ?)")
-        let insert = try db.cachedStatement(sql: "INSERT INTO note_fts (rowid, title, body) VALUES (?, ?, ?)")
-        for entry in entries {
-            try (entry.kind == .delete ? delete : insert).run(.int(entry.row), .text(entry.title), .text(entry.body))
+    /// Records the rows whose index entries are stale in `note_fts_stale`, in the order they were
+    /// touched: the first record of a row says what the index holds for it, and stays until the
+    /// index is brought up to date (`INSERT OR IGNORE`).
+    func recordStaleIndex(_ stale: StaleIndexRows, _ db: Database) throws {
+        guard !stale.entries.isEmpty else { return }
+        let record = try db.cachedStatement(sql: "INSERT OR IGNORE INTO note_fts_stale (row, indexed, title, body) VALUES (?, ?, ?, ?)")
+        for entry in stale.entries {
+            try record.run(.int(entry.row), .bool(entry.indexed), .text(entry.title), .text(entry.body))
         }
     }
 
@@ -91,13 +90,13 @@ extension NoteStore {
     /// changed, and, when the body was touched, the body chunks that differ (`syncChunks`).
     /// What the tables hold is taken from `Loaded.materialized` when this connection knows it,
     /// else read. Every statement is compiled once per connection.
-    func materialize(_ id: NoteID, bodyTouched: Bool, _ index: inout IndexWrites, _ db: Database) throws {
+    func materialize(_ id: NoteID, bodyTouched: Bool, _ stale: inout StaleIndexRows, _ db: Database) throws {
         let hex = id.description
         guard let note = loaded!.notebook.noteFields(id), note.state != .deleted else {
             try db.cachedStatement(sql: "DELETE FROM notes WHERE id = ?").execute(arguments: [hex])
             try db.cachedStatement(sql: "DELETE FROM note_tags WHERE note = ?").execute(arguments: [hex])
             for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT id, title, body FROM note_text WHERE note = ?"), arguments: [hex]) {
-                index.delete(row[0], title: row[1], body: row[2])
+                stale.changed(row[0], title: row[1], body: row[2])
             }
             try db.cachedStatement(sql: "DELETE FROM note_text WHERE note = ?").execute(arguments: [hex])
             remember(id, .absent)
@@ -150,30 +149,29 @@ extension NoteStore {
             if let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT id, title, body FROM note_text WHERE note = ? AND ord = -1"),
                                           arguments: [hex]) {
                 if (row[1] as String) != note.title {
-                    try retitle(row[0], from: row[1], to: note.title, body: row[2], &index, db)
+                    try retitle(row[0], from: row[1], to: note.title, body: row[2], &stale, db)
                 }
             } else {
                 try db.cachedStatement(sql: "INSERT INTO note_text (note, ord, title) VALUES (?, -1, ?)").run(.text(hex), .text(note.title))
-                index.insert(db.lastInsertedRowID, title: note.title, body: "")
+                stale.added(db.lastInsertedRowID)
             }
         } else if old!.title != note.title {
             if let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT id, title, body FROM note_text WHERE note = ? AND ord = -1"),
                                           arguments: [hex]) {
-                try retitle(row[0], from: row[1], to: note.title, body: row[2], &index, db)
+                try retitle(row[0], from: row[1], to: note.title, body: row[2], &stale, db)
             }
         }
         var chunks = old?.chunks
         if isNew || bodyTouched {
-            chunks = try syncChunks(hex, body: body, old: isNew ? nil : old!.chunks, &index, db)
+            chunks = try syncChunks(hex, body: body, old: isNew ? nil : old!.chunks, &stale, db)
         }
         remember(id, .present(title: note.title, tags: tags, chunks: chunks))
     }
 
-    /// Sets the title of a title row, and its index entry.
-    private func retitle(_ row: Int64, from old: String, to title: String, body: String, _ index: inout IndexWrites, _ db: Database) throws {
+    /// Sets the title of a title row (its index entry goes stale).
+    private func retitle(_ row: Int64, from old: String, to title: String, body: String, _ stale: inout StaleIndexRows, _ db: Database) throws {
         try db.cachedStatement(sql: "UPDATE note_text SET title = ? WHERE id = ?").run(.text(title), .int(row))
-        index.delete(row, title: old, body: body)
-        index.insert(row, title: title, body: body)
+        stale.changed(row, title: old, body: body)
     }
 
     /// The stored title and tag list of a note (nil: it has no row), from what this connection
@@ -212,7 +210,7 @@ extension NoteStore {
     ///
     /// - Parameter old: the stored chunks in order, when known (else they are read).
     /// - Returns: the chunks stored now, in order.
-    func syncChunks(_ hex: String, body: String, old known: [StoredChunk]?, _ index: inout IndexWrites,
+    func syncChunks(_ hex: String, body: String, old known: [StoredChunk]?, _ stale: inout StaleIndexRows,
                     _ db: Database) throws -> [StoredChunk] {
         let new = TextChunker.chunks(body)
         let old = try known ?? Row.fetchAll(db.cachedStatement(sql: "SELECT id, ord, body FROM note_text WHERE note = ? AND ord >= 0 ORDER BY ord"),
@@ -231,14 +229,13 @@ extension NoteStore {
         for i in 0 ..< updated {
             let row = oldMiddle[prefix + i]
             try update.run(.text(newMiddle[prefix + i]), .int(row.id))
-            index.delete(row.id, title: "", body: row.body)
-            index.insert(row.id, title: "", body: newMiddle[prefix + i])
+            stale.changed(row.id, title: "", body: row.body)
             result.append(StoredChunk(id: row.id, ord: row.ord, body: newMiddle[prefix + i]))
         }
         let delete = try db.cachedStatement(sql: "DELETE FROM note_text WHERE id = ?")
         for row in oldMiddle.dropFirst(updated) {
             try delete.run(.int(row.id))
-            index.delete(row.id, title: "", body: row.body)
+            stale.changed(row.id, title: "", body: row.body)
         }
         let extra = Array(newMiddle.dropFirst(updated))
         guard !extra.isEmpty else {
@@ -257,14 +254,14 @@ extension NoteStore {
             // No room between the neighbours: number the whole body afresh.
             // The rows still there are the prefix, the updated ones (with their new text) and the suffix.
             for row in result + old[(old.count - suffix)...] {
-                index.delete(row.id, title: "", body: row.body)
+                stale.changed(row.id, title: "", body: row.body)
             }
             try db.cachedStatement(sql: "DELETE FROM note_text WHERE note = ? AND ord >= 0").execute(arguments: [hex])
             result.removeAll(keepingCapacity: true)
             for (position, chunk) in new.enumerated() {
                 let ord = Int64(position + 1) * NoteStore.chunkOrderGap
                 try insert.run(.text(hex), .int(ord), .text(chunk))
-                index.insert(db.lastInsertedRowID, title: "", body: chunk)
+                stale.added(db.lastInsertedRowID)
                 result.append(StoredChunk(id: db.lastInsertedRowID, ord: ord, body: chunk))
             }
             return result
@@ -272,7 +269,7 @@ extension NoteStore {
         for (position, chunk) in extra.enumerated() {
             let ord = low + Int64(position + 1) * step
             try insert.run(.text(hex), .int(ord), .text(chunk))
-            index.insert(db.lastInsertedRowID, title: "", body: chunk)
+            stale.added(db.lastInsertedRowID)
             result.append(StoredChunk(id: db.lastInsertedRowID, ord: ord, body: chunk))
         }
         result.append(contentsOf: old[(old.count - suffix)...])

@@ -230,6 +230,9 @@ extension NoteStore {
     /// The query is words (every word must occur, in the title or the body), `prefix*` words, and
     /// "quoted phrases". Results are ranked by bm25 (a title match weighs ten times a body match),
     /// best first, each with a snippet.
+    ///
+    /// The first search after edits re-indexes the titles and body chunks they changed (one write
+    /// transaction; see `updateSearchIndex()`).
     public func search(_ query: String, limit: Int = 20) throws -> [SearchHit] {
         let terms = SearchQuery.terms(query)
         guard !terms.isEmpty else {
@@ -257,7 +260,8 @@ extension NoteStore {
         var arguments = StatementArguments(terms)
         _ = arguments.append(contentsOf: [max(0, limit)])
         let anyTerm = terms.joined(separator: " OR ")
-        return try read("cannot search the notes") { db in
+        // The index is brought up to date first when edits left it stale (see NoteStore+SearchIndex).
+        return try readIndexed("cannot search the notes") { db in
             // A handful of distinct statements (scope, tag or not, limit or not), each compiled once per connection.
             try Row.fetchAll(db.cachedStatement(sql: sql), arguments: arguments).map { row in
                 let note = try NoteStore.storedNote(row)

@@ -29,8 +29,10 @@ struct MaterializationTests {
         }
     }
 
-    /// FTS5's own check that the index holds exactly the content table's words.
+    /// FTS5's own check that the index holds exactly the content table's words, once it is
+    /// brought up to date (as it is before every search).
     static func checkIndex(_ store: NoteStore) throws {
+        try store.updateSearchIndex()
         try store.queue.writeWithoutTransaction { db in
             try db.execute(sql: "INSERT INTO note_fts (note_fts) VALUES ('integrity-check')")
         }
@@ -190,9 +192,11 @@ struct IndexUpgradeTests {
         do {
             let store = try NoteStore.open(path: path)
             for _ in 0 ..< 40 { try MaterializationTests.randomEdit(store, &rng) }
+            try store.updateSearchIndex()
             try store.close()
         }
-        // Make it what the previous version left: the v1 triggers, and no v2 migration.
+        // Make it what the previous version left: the v1 triggers, no v2 migration, and none after
+        // it (v1 kept its index up to date in every transaction).
         do {
             let queue = try DatabaseQueue(path: path)
             try queue.write { db in
@@ -208,6 +212,8 @@ struct IndexUpgradeTests {
                         INSERT INTO note_fts (rowid, title, body) VALUES (new.id, new.title, new.body);
                     END;
                     DELETE FROM grdb_migrations WHERE identifier = 'v2-fts-written-by-the-store';
+                    DROP TABLE note_fts_stale;
+                    DELETE FROM grdb_migrations WHERE identifier = 'v3-fts-brought-up-to-date-before-reads';
                     """)
             }
             try queue.close()
@@ -229,6 +235,41 @@ struct IndexUpgradeTests {
             #expect(try store.search("quokka").map(\.note.id) == [note.id])
             #expect(try store.search("wombat").map(\.note.id) == [note.id])
         }
+    }
+}
+
+/// A database written before the store brought its index up to date only before reads (migration
+/// `v3-fts-brought-up-to-date-before-reads`) has its index up to date; opening it adds the table of
+/// stale rows, empty, and the index stays right through the edits and searches that follow.
+struct LazyIndexUpgradeTests {
+    @Test func aDatabaseFromV2IsUpgraded() throws {
+        let folder = TemporaryFolder()
+        let path = folder.file("v2.db")
+        var rng = SplitMix64(seed: 33)
+        do {
+            let store = try NoteStore.open(path: path)
+            for _ in 0 ..< 40 { try MaterializationTests.randomEdit(store, &rng) }
+            try store.updateSearchIndex()
+            try store.close()
+        }
+        do {
+            let queue = try DatabaseQueue(path: path)
+            try queue.write { db in
+                try db.execute(sql: """
+                    DROP TABLE note_fts_stale;
+                    DELETE FROM grdb_migrations WHERE identifier = 'v3-fts-brought-up-to-date-before-reads';
+                    """)
+            }
+            try queue.close()
+        }
+        let store = try NoteStore.open(path: path)
+        #expect(try SearchIndexTests.staleRows(store) == 0)
+        try MaterializationTests.checkIndex(store)
+        for _ in 0 ..< 80 { try MaterializationTests.randomEdit(store, &rng) }
+        let note = try #require(try store.list(.active).first)
+        try store.appendText(note.id, " quokka ")
+        #expect(try store.search("quokka").map(\.note.id) == [note.id])
+        try MaterializationTests.checkIndex(store)
     }
 }
 
