@@ -60,8 +60,8 @@ extension NoteStore {
             }
         }
         for tag in renamedTags {
-            for hex in try String.fetchAll(db.cachedStatement(sql: "SELECT note FROM note_tags WHERE tag = ?"), arguments: [tag]) {
-                if let id = NoteID(hex: hex), touched[id] == nil { touched[id] = false }
+            try db.cachedStatement(sql: "SELECT note FROM note_tags WHERE tag = ?").forEachRow(.text(tag)) {
+                if let id = NoteID(hex: SQLColumn.text($0, 0)), touched[id] == nil { touched[id] = false }
             }
         }
         var stale = StaleIndexRows()
@@ -93,12 +93,12 @@ extension NoteStore {
     func materialize(_ id: NoteID, bodyTouched: Bool, _ stale: inout StaleIndexRows, _ db: Database) throws {
         let hex = id.description
         guard let note = loaded!.notebook.noteFields(id), note.state != .deleted else {
-            try db.cachedStatement(sql: "DELETE FROM notes WHERE id = ?").execute(arguments: [hex])
-            try db.cachedStatement(sql: "DELETE FROM note_tags WHERE note = ?").execute(arguments: [hex])
-            for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT id, title, body FROM note_text WHERE note = ?"), arguments: [hex]) {
-                stale.changed(row[0], title: row[1], body: row[2])
+            try db.cachedStatement(sql: "DELETE FROM notes WHERE id = ?").run(.text(hex))
+            try db.cachedStatement(sql: "DELETE FROM note_tags WHERE note = ?").run(.text(hex))
+            try db.cachedStatement(sql: "SELECT id, title, body FROM note_text WHERE note = ?").forEachRow(.text(hex)) {
+                stale.changed(SQLColumn.int($0, 0), title: SQLColumn.text($0, 1), body: SQLColumn.text($0, 2))
             }
-            try db.cachedStatement(sql: "DELETE FROM note_text WHERE note = ?").execute(arguments: [hex])
+            try db.cachedStatement(sql: "DELETE FROM note_text WHERE note = ?").run(.text(hex))
             remember(id, .absent)
             return
         }
@@ -139,26 +139,24 @@ extension NoteStore {
         // The tag rows follow the row's tag list, the title row its title (both are written in the
         // same transactions as the row), so they are rewritten only when those changed.
         if isNew || old!.tags != tags {
-            try db.cachedStatement(sql: "DELETE FROM note_tags WHERE note = ?").execute(arguments: [hex])
+            try db.cachedStatement(sql: "DELETE FROM note_tags WHERE note = ?").run(.text(hex))
             let insertTag = try db.cachedStatement(sql: "INSERT OR IGNORE INTO note_tags (tag, note) VALUES (?, ?)")
             for name in note.tags {
-                try insertTag.execute(arguments: [Notebook.tagKey(name), hex])
+                try insertTag.run(.text(Notebook.tagKey(name)), .text(hex))
             }
         }
         if isNew {
-            if let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT id, title, body FROM note_text WHERE note = ? AND ord = -1"),
-                                          arguments: [hex]) {
-                if (row[1] as String) != note.title {
-                    try retitle(row[0], from: row[1], to: note.title, body: row[2], &stale, db)
+            if let row = try titleRow(hex, db) {
+                if row.title != note.title {
+                    try retitle(row.id, from: row.title, to: note.title, body: row.body, &stale, db)
                 }
             } else {
                 try db.cachedStatement(sql: "INSERT INTO note_text (note, ord, title) VALUES (?, -1, ?)").run(.text(hex), .text(note.title))
                 stale.added(db.lastInsertedRowID)
             }
         } else if old!.title != note.title {
-            if let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT id, title, body FROM note_text WHERE note = ? AND ord = -1"),
-                                          arguments: [hex]) {
-                try retitle(row[0], from: row[1], to: note.title, body: row[2], &stale, db)
+            if let row = try titleRow(hex, db) {
+                try retitle(row.id, from: row.title, to: note.title, body: row.body, &stale, db)
             }
         }
         var chunks = old?.chunks
@@ -166,6 +164,15 @@ extension NoteStore {
             chunks = try syncChunks(hex, body: body, old: isNew ? nil : old!.chunks, &stale, db)
         }
         remember(id, .present(title: note.title, tags: tags, chunks: chunks))
+    }
+
+    /// A note's title row in `note_text`, if it has one.
+    private func titleRow(_ hex: String, _ db: Database) throws -> (id: Int64, title: String, body: String)? {
+        var row: (id: Int64, title: String, body: String)?
+        try db.cachedStatement(sql: "SELECT id, title, body FROM note_text WHERE note = ? AND ord = -1").forEachRow(.text(hex)) {
+            row = (SQLColumn.int($0, 0), SQLColumn.text($0, 1), SQLColumn.text($0, 2))
+        }
+        return row
     }
 
     /// Sets the title of a title row (its index entry goes stale).
@@ -183,12 +190,15 @@ extension NoteStore {
         case .absent?:
             return nil
         case nil:
-            guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT title, tags FROM notes WHERE id = ?"),
-                                             arguments: [id.description]) else {
+            var row: (title: String, tags: String)?
+            try db.cachedStatement(sql: "SELECT title, tags FROM notes WHERE id = ?").forEachRow(.text(id.description)) {
+                row = (SQLColumn.text($0, 0), SQLColumn.text($0, 1))
+            }
+            guard let row else {
                 remember(id, .absent)
                 return nil
             }
-            let known = (title: row[0] as String, tags: row[1] as String, chunks: [StoredChunk]?.none)
+            let known = (title: row.title, tags: row.tags, chunks: [StoredChunk]?.none)
             remember(id, .present(title: known.title, tags: known.tags, chunks: nil))
             return known
         }
@@ -213,8 +223,7 @@ extension NoteStore {
     func syncChunks(_ hex: String, body: String, old known: [StoredChunk]?, _ stale: inout StaleIndexRows,
                     _ db: Database) throws -> [StoredChunk] {
         let new = TextChunker.chunks(body)
-        let old = try known ?? Row.fetchAll(db.cachedStatement(sql: "SELECT id, ord, body FROM note_text WHERE note = ? AND ord >= 0 ORDER BY ord"),
-                                            arguments: [hex]).map { StoredChunk(id: $0[0], ord: $0[1], body: $0[2]) }
+        let old = try known ?? storedChunks(hex, db)
         var prefix = 0
         let limit = min(old.count, new.count)
         while prefix < limit, old[prefix].body == new[prefix] { prefix += 1 }
@@ -256,7 +265,7 @@ extension NoteStore {
             for row in result + old[(old.count - suffix)...] {
                 stale.changed(row.id, title: "", body: row.body)
             }
-            try db.cachedStatement(sql: "DELETE FROM note_text WHERE note = ? AND ord >= 0").execute(arguments: [hex])
+            try db.cachedStatement(sql: "DELETE FROM note_text WHERE note = ? AND ord >= 0").run(.text(hex))
             result.removeAll(keepingCapacity: true)
             for (position, chunk) in new.enumerated() {
                 let ord = Int64(position + 1) * NoteStore.chunkOrderGap
@@ -274,6 +283,15 @@ extension NoteStore {
         }
         result.append(contentsOf: old[(old.count - suffix)...])
         return result
+    }
+
+    /// A note's body chunks as stored, in order.
+    private func storedChunks(_ hex: String, _ db: Database) throws -> [StoredChunk] {
+        var chunks: [StoredChunk] = []
+        try db.cachedStatement(sql: "SELECT id, ord, body FROM note_text WHERE note = ? AND ord >= 0 ORDER BY ord").forEachRow(.text(hex)) {
+            chunks.append(StoredChunk(id: SQLColumn.int($0, 0), ord: SQLColumn.int($0, 1), body: SQLColumn.text($0, 2)))
+        }
+        return chunks
     }
 
     /// The body's first non-empty line, at most 80 scalars.

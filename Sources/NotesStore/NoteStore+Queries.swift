@@ -98,10 +98,9 @@ extension NoteStore {
     }
 
     /// `storedNote(_:body:)` for the current row of a statement stepped by `forEachRow`: the same
-    /// columns, read the same way, without a GRDB row.
-    static func storedNote(columnsOf handle: OpaquePointer) throws -> StoredNote {
-        let hex = SQLColumn.text(handle, 0)
-        guard let id = NoteID(hex: hex) else { throw StoreError(.corrupt, "a materialized note has a bad id \(hex)") }
+    /// columns, read the same way, without a GRDB row. The row was looked up by `id` (its primary
+    /// key), so its id column is not parsed again.
+    static func storedNote(columnsOf handle: OpaquePointer, id: NoteID) -> StoredNote {
         let tags = SQLColumn.text(handle, 6)
         return StoredNote(
             id: id, title: SQLColumn.text(handle, 1), body: nil, preview: SQLColumn.text(handle, 10),
@@ -113,10 +112,12 @@ extension NoteStore {
     }
 
     /// The materialized row of one note, with its body, or nil (read with `forEachRow`).
-    static func storedNote(_ hex: String, _ db: Database) throws -> StoredNote? {
+    static func storedNote(_ id: NoteID, _ db: Database) throws -> StoredNote? {
+        let hex = id.description
         var note: StoredNote?
-        try db.cachedStatement(sql: noteByIDSQL).forEachRow(.text(hex)) { note = try storedNote(columnsOf: $0) }
-        note?.body = try body(of: hex, db)
+        try db.cachedStatement(sql: noteByIDSQL).forEachRow(.text(hex)) { note = storedNote(columnsOf: $0, id: id) }
+        guard note != nil else { return nil }
+        note!.body = try body(of: hex, db)
         return note
     }
 
@@ -194,13 +195,13 @@ extension NoteStore {
 
     /// The note with this identity, with its body, or nil (deleted notes included).
     public func note(_ id: NoteID) throws -> StoredNote? {
-        try read("cannot read note \(id)") { db in try NoteStore.storedNote(id.description, db) }
+        try read("cannot read note \(id)") { db in try NoteStore.storedNote(id, db) }
     }
 
     /// The notes with these identities, with their bodies, in the same order (nil for a note
     /// that has no row: unknown or deleted), read in one read transaction.
     public func notes(_ ids: [NoteID]) throws -> [StoredNote?] {
-        try read("cannot read notes") { db in try ids.map { try NoteStore.storedNote($0.description, db) } }
+        try read("cannot read notes") { db in try ids.map { try NoteStore.storedNote($0, db) } }
     }
 
     /// The note whose id starts with `prefix` (hex digits, as git names commits).

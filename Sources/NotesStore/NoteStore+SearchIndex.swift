@@ -64,6 +64,7 @@ extension NoteStore {
     /// id comes lower than the one before), and the two make two segments.
     ///
     /// - Returns: how many rows were re-indexed.
+    @discardableResult
     static func reindexStaleRows(_ db: Database) throws -> Int {
         let count = try Int.fetchOne(db.cachedStatement(sql: "SELECT count(*) FROM note_fts_stale")) ?? 0
         guard count > 0 else { return 0 }

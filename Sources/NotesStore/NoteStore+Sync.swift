@@ -93,12 +93,12 @@ extension NoteStore {
                 try db.cachedStatement(sql: "BEGIN IMMEDIATE TRANSACTION").execute()
                 do {
                     var vector = versionVector
-                    if let blob = try Data.fetchOne(db.cachedStatement(sql: "SELECT version_vector FROM peers WHERE replica = ?"),
-                                                    arguments: [Data(replica.raw.bytes)]) {
-                        vector.merge(try VersionVector(storeBytes: [UInt8](blob)))
+                    let key = replica.raw.bytes
+                    try db.cachedStatement(sql: "SELECT version_vector FROM peers WHERE replica = ?").forEachRow(.blob(key)) {
+                        vector.merge(try VersionVector(storeBytes: SQLColumn.blob($0, 0)))
                     }
                     try db.cachedStatement(sql: "INSERT OR REPLACE INTO peers (replica, version_vector, last_seen) VALUES (?, ?, ?)")
-                        .execute(arguments: [Data(replica.raw.bytes), Data(vector.storeBytes), Int64(now)])
+                        .run(.blob(key), .blob(vector.storeBytes), .int(Int64(now)))
                     try db.cachedStatement(sql: "COMMIT TRANSACTION").execute()
                 } catch {
                     if db.isInsideTransaction { try? db.rollback() }
@@ -136,7 +136,7 @@ extension NoteStore {
 
     /// Rewrites the pending table from the notebook's waiting changes.
     func writePending(_ db: Database) throws {
-        try db.cachedStatement(sql: "DELETE FROM pending_changes").execute()
+        try db.cachedStatement(sql: "DELETE FROM pending_changes").run()
         let now = Int64(options.wallClock.milliseconds())
         let insert = try db.cachedStatement(sql: """
             INSERT INTO pending_changes (replica, start_seq, end_seq, received_at, payload) VALUES (?, ?, ?, ?, ?)
