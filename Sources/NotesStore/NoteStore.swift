@@ -382,10 +382,17 @@ public final class NoteStore: @unchecked Sendable {
         }
     }
 
-    /// Marks the end of a write transaction that changed the log: bumps the revision.
+    /// Marks the end of a write transaction that changed the log: bumps the revision (and stores
+    /// the clock beside it).
+    ///
+    /// An in-memory database has no other connection to notice the revision, and nothing reads
+    /// the stored clock back (the notebook's clock comes from its snapshot and log), so there the
+    /// row is not written.
     func bumpRevision(_ db: Database) throws {
-        try db.cachedStatement(sql: "UPDATE replica SET revision = revision + 1, clock = ? WHERE id = 1")
-            .run(.int(Int64(bitPattern: loaded!.notebook.clock.last.rawValue)))
+        if path != nil {
+            try db.cachedStatement(sql: "UPDATE replica SET revision = revision + 1, clock = ? WHERE id = 1")
+                .run(.int(Int64(bitPattern: loaded!.notebook.clock.last.rawValue)))
+        }
         loaded!.revision += 1
     }
 
