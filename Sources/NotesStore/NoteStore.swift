@@ -73,6 +73,9 @@ public final class NoteStore: @unchecked Sendable {
         /// in a write transaction (see `MaterializedNote`). Dropped with the rest of `Loaded`
         /// (a failed transaction, a reload) and whenever another process has written.
         var materialized: [NoteID: MaterializedNote] = [:]
+        /// The pending table's row ids by the change they hold, when known (see `writePending`);
+        /// dropped with the rest of `Loaded`, and whenever another process has written.
+        var pendingRows: [PendingKey: Int64]?
     }
 
     var loaded: Loaded?
@@ -356,6 +359,7 @@ public final class NoteStore: @unchecked Sendable {
         state.revision = revision
         // The other process re-materialized notes too: what was known of the tables is stale.
         state.materialized = [:]
+        state.pendingRows = nil
         loaded = state
     }
 

@@ -340,6 +340,48 @@ struct LogRowTests {
     }
 }
 
+/// The pending table is kept in line with the waiting changes one row at a time (released ones
+/// deleted, new ones inserted), not rewritten: it must hold exactly the waiting changes, and read
+/// back as them.
+struct PendingTableTests {
+    static func rows(_ store: NoteStore) throws -> [String] {
+        try store.read("pending rows") { db in
+            try Row.fetchAll(db, sql: "SELECT replica, start_seq, end_seq FROM pending_changes").map { row in
+                "\((row[0] as Data).map { String(format: "%02x", $0) }.joined()) \(row[1] as Int64)-\(row[2] as Int64)"
+            }.sorted()
+        }
+    }
+
+    static func waiting(_ store: NoteStore) throws -> [String] {
+        try store.pendingChanges.map { "\($0.replica.raw.bytes.map { String(format: "%02x", $0) }.joined()) \($0.startSeq)-\($0.endSeq)" }.sorted()
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func thePendingTableHoldsExactlyTheWaitingChanges(_ kind: StoreKind) throws {
+        let folder = TemporaryFolder()
+        let store = try makeStore(kind, folder)
+        let (author, remote) = SyntheticWorkload.notebook(seed: 14, notes: 3, operations: 300)
+        var rng = SplitMix64(seed: 15)
+        let shuffled = remote.shuffled(using: &rng)
+        var most = 0
+        for start in stride(from: 0, to: shuffled.count, by: 7) {
+            try store.apply(Array(shuffled[start ..< min(start + 7, shuffled.count)]))
+            let waiting = try Self.waiting(store)
+            most = max(most, waiting.count)
+            #expect(try Self.rows(store) == waiting)
+            if start % 35 == 0 {
+                // Read back as a restarted process would: the same waiting changes.
+                try store.reload()
+                #expect(try Self.waiting(store) == waiting)
+            }
+        }
+        #expect(most > 10)
+        #expect(try store.pendingChanges.isEmpty)
+        #expect(try Self.rows(store).isEmpty)
+        #expect(try store.digest() == author.digest())
+    }
+}
+
 struct ReloadTests {
     @Test(arguments: StoreKind.allCases)
     func reloadReadsBackWhatWasCommitted(_ kind: StoreKind) throws {
