@@ -25,7 +25,7 @@ enum MaterializedNote {
 /// The index itself is not written in the transaction: it is brought up to date before it is
 /// read (`NoteStore.updateSearchIndex`). A keystroke then costs one small row here, or nothing
 /// when its chunk is already stale, instead of tokenizing the chunk's old and new text and
-/// writing an FTS5 segment at COMMIT (about a fifth of a simulation run, measured).
+/// writing an FTS5 segment at COMMIT (about a quarter of a simulation run's CPU time, measured).
 struct StaleIndexRows {
     var entries: [(row: Int64, indexed: Bool, title: String, body: String)] = []
     /// The row's text changes, or the row goes: it was indexed with these values, unless a
