@@ -114,7 +114,7 @@ enum Schema {
                 """)
         }
         // NoteStore writes the index entries itself, after the rest of a transaction, so that one
-        // transaction makes one FTS5 segment rather than one per statement (see IndexWrites).
+        // transaction makes one FTS5 segment rather than one per statement (see Docs/Storage.md).
         migrator.registerMigration("v2-fts-written-by-the-store") { db in
             try db.execute(sql: """
                 DROP TRIGGER note_text_ai;

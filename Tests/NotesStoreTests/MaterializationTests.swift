@@ -185,39 +185,38 @@ struct MaterializedRecordTests {
 /// `v2-fts-written-by-the-store`) had triggers doing it; opening it drops them, and the index
 /// stays right through the edits that follow.
 struct IndexUpgradeTests {
+    /// A database at `path` after 40 random edits, with its index up to date (as every version
+    /// before v3 left it), then made what an older version left by `sql`.
+    static func olderDatabase(_ path: String, _ rng: inout SplitMix64, sql: String) throws {
+        let store = try NoteStore.open(path: path)
+        for _ in 0 ..< 40 { try MaterializationTests.randomEdit(store, &rng) }
+        try store.updateSearchIndex()
+        try store.close()
+        let queue = try DatabaseQueue(path: path)
+        try queue.write { db in try db.execute(sql: sql) }
+        try queue.close()
+    }
+
     @Test func aDatabaseWithTheIndexTriggersIsUpgraded() throws {
         let folder = TemporaryFolder()
         let path = folder.file("old.db")
         var rng = SplitMix64(seed: 31)
-        do {
-            let store = try NoteStore.open(path: path)
-            for _ in 0 ..< 40 { try MaterializationTests.randomEdit(store, &rng) }
-            try store.updateSearchIndex()
-            try store.close()
-        }
-        // Make it what the previous version left: the v1 triggers, no v2 migration, and none after
-        // it (v1 kept its index up to date in every transaction).
-        do {
-            let queue = try DatabaseQueue(path: path)
-            try queue.write { db in
-                try db.execute(sql: """
-                    CREATE TRIGGER note_text_ai AFTER INSERT ON note_text BEGIN
-                        INSERT INTO note_fts (rowid, title, body) VALUES (new.id, new.title, new.body);
-                    END;
-                    CREATE TRIGGER note_text_ad AFTER DELETE ON note_text BEGIN
-                        INSERT INTO note_fts (note_fts, rowid, title, body) VALUES ('delete', old.id, old.title, old.body);
-                    END;
-                    CREATE TRIGGER note_text_au AFTER UPDATE ON note_text BEGIN
-                        INSERT INTO note_fts (note_fts, rowid, title, body) VALUES ('delete', old.id, old.title, old.body);
-                        INSERT INTO note_fts (rowid, title, body) VALUES (new.id, new.title, new.body);
-                    END;
-                    DELETE FROM grdb_migrations WHERE identifier = 'v2-fts-written-by-the-store';
-                    DROP TABLE note_fts_stale;
-                    DELETE FROM grdb_migrations WHERE identifier = 'v3-fts-brought-up-to-date-before-reads';
-                    """)
-            }
-            try queue.close()
-        }
+        // What the previous version left: the v1 triggers, no v2 migration, and none after it.
+        try Self.olderDatabase(path, &rng, sql: """
+            CREATE TRIGGER note_text_ai AFTER INSERT ON note_text BEGIN
+                INSERT INTO note_fts (rowid, title, body) VALUES (new.id, new.title, new.body);
+            END;
+            CREATE TRIGGER note_text_ad AFTER DELETE ON note_text BEGIN
+                INSERT INTO note_fts (note_fts, rowid, title, body) VALUES ('delete', old.id, old.title, old.body);
+            END;
+            CREATE TRIGGER note_text_au AFTER UPDATE ON note_text BEGIN
+                INSERT INTO note_fts (note_fts, rowid, title, body) VALUES ('delete', old.id, old.title, old.body);
+                INSERT INTO note_fts (rowid, title, body) VALUES (new.id, new.title, new.body);
+            END;
+            DELETE FROM grdb_migrations WHERE identifier = 'v2-fts-written-by-the-store';
+            DROP TABLE note_fts_stale;
+            DELETE FROM grdb_migrations WHERE identifier = 'v3-fts-brought-up-to-date-before-reads';
+            """)
         let store = try NoteStore.open(path: path)
         let triggers = try store.read("triggers") { db in
             try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'") ?? -1
@@ -246,22 +245,10 @@ struct LazyIndexUpgradeTests {
         let folder = TemporaryFolder()
         let path = folder.file("v2.db")
         var rng = SplitMix64(seed: 33)
-        do {
-            let store = try NoteStore.open(path: path)
-            for _ in 0 ..< 40 { try MaterializationTests.randomEdit(store, &rng) }
-            try store.updateSearchIndex()
-            try store.close()
-        }
-        do {
-            let queue = try DatabaseQueue(path: path)
-            try queue.write { db in
-                try db.execute(sql: """
-                    DROP TABLE note_fts_stale;
-                    DELETE FROM grdb_migrations WHERE identifier = 'v3-fts-brought-up-to-date-before-reads';
-                    """)
-            }
-            try queue.close()
-        }
+        try IndexUpgradeTests.olderDatabase(path, &rng, sql: """
+            DROP TABLE note_fts_stale;
+            DELETE FROM grdb_migrations WHERE identifier = 'v3-fts-brought-up-to-date-before-reads';
+            """)
         let store = try NoteStore.open(path: path)
         #expect(try SearchIndexTests.staleRows(store) == 0)
         try MaterializationTests.checkIndex(store)
