@@ -174,19 +174,32 @@ struct ReferenceModel {
             // The body: the same characters, and the text they spell.
             let chars = expected.visible[id] ?? [:]
             let body = notebook.body(of: id) ?? RGAText()
-            var seen: [OpID] = []
-            seen.reserveCapacity(body.count)
+            // One pass over the device's characters, in its order: each is looked up once in the
+            // expected ones (its scalar spells the text) and counted once if it is one of them.
+            var seen = Set<OpID>(minimumCapacity: body.count)
+            var found = 0
+            var extra = 0
+            var firstExtra: OpID?
+            var text = String.UnicodeScalarView()
             for range in body.identities(of: 0 ..< body.count) {
-                for s in range.seq ..< range.seq + range.count { seen.append(OpID(replica: range.replica, seq: s)) }
+                for s in range.seq ..< range.seq + range.count {
+                    let opID = OpID(replica: range.replica, seq: s)
+                    let isNew = seen.insert(opID).inserted
+                    if let scalar = chars[opID] {
+                        text.append(scalar)
+                        if isNew { found += 1 }
+                    } else {
+                        extra += 1
+                        if firstExtra == nil { firstExtra = opID }
+                    }
+                }
             }
-            let seenSet = Set(seen)
-            let missing = chars.keys.filter { !seenSet.contains($0) }
-            let extra = seen.filter { chars[$0] == nil }
-            if !missing.isEmpty { report("note \(id): \(missing.count) typed characters are missing (first \(missing.min()!))") }
-            if !extra.isEmpty { report("note \(id): \(extra.count) characters are visible that should not be (first \(extra[0]))") }
-            if missing.isEmpty, extra.isEmpty {
-                var text = String.UnicodeScalarView()
-                for opID in seen { text.append(chars[opID]!) }
+            if found < chars.count {
+                let missing = chars.keys.filter { !seen.contains($0) }
+                report("note \(id): \(missing.count) typed characters are missing (first \(missing.min()!))")
+            }
+            if let firstExtra { report("note \(id): \(extra) characters are visible that should not be (first \(firstExtra))") }
+            if found == chars.count, extra == 0 {
                 if String(text) != body.string { report("note \(id): the body text does not spell its characters") }
             }
         }

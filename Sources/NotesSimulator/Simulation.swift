@@ -10,9 +10,9 @@ final class SimDevice {
     var lastVersion = VersionVector()
     /// How many times it was reinstalled.
     var incarnation = 0
-    /// The store's materialized notes (`list(.all)`, without bodies) as last read, by identity; nil
-    /// when unknown. See `Simulation.currentNotes(_:)`.
-    var notes: [NoteID: StoredNote]?
+    /// The store's materialized notes (`list(.all)`, without bodies) as last read; nil when
+    /// unknown. See `Simulation.currentNotes(_:)`.
+    var notes: NoteList?
 
     init(index: Int, store: NoteStore) {
         self.index = index
@@ -20,6 +20,39 @@ final class SimDevice {
     }
 
     var replicaID: ReplicaID { store.replicaID }
+}
+
+/// A device's materialized notes (rows without bodies), sorted by identity, as `list(.all)`
+/// sorted by identity gives them; kept up to date one note at a time from the rows the checks read.
+struct NoteList {
+    private(set) var sorted: [StoredNote]
+
+    init(_ notes: [StoredNote]) {
+        sorted = notes.sorted { $0.id < $1.id }
+    }
+
+    /// Where the note with this identity is, or would go.
+    private func position(of id: NoteID) -> Int {
+        var low = 0
+        var high = sorted.count
+        while low < high {
+            let middle = (low + high) / 2
+            if sorted[middle].id < id { low = middle + 1 } else { high = middle }
+        }
+        return low
+    }
+
+    /// Sets the row of a note (nil: it has none).
+    mutating func set(_ id: NoteID, _ row: StoredNote?) {
+        let i = position(of: id)
+        let present = i < sorted.count && sorted[i].id == id
+        switch (row, present) {
+        case (let row?, true): sorted[i] = row
+        case (let row?, false): sorted.insert(row, at: i)
+        case (nil, true): sorted.remove(at: i)
+        case (nil, false): break
+        }
+    }
 }
 
 /// Counters of what happened in a run.
@@ -582,12 +615,12 @@ public final class Simulation: @unchecked Sendable {
     ///
     /// Read with `list(.all)` when unknown, then kept up to date from the rows the safety check
     /// reads after every step (the rows of every note the step could have changed; see
-    /// `checkAfterStep`), instead of listing every note again before every edit. A step whose
+    /// `checkAfterStep`), instead of listing every note again before every edit; it stays sorted
+    /// as it is updated (`NoteList`), rather than being sorted again before every edit. A step whose
     /// check did not run to the end (an error) forgets the list. With `verifyNoteLists` on (tests),
     /// every use is compared with a fresh `list(.all)`.
     func currentNotes(_ device: SimDevice) throws -> [StoredNote] {
-        if let notes = device.notes {
-            let sorted = notes.values.sorted { $0.id < $1.id }
+        if let sorted = device.notes?.sorted {
             if verifyNoteLists {
                 let listed = try device.store.list(.all).sorted { $0.id < $1.id }
                 if listed != sorted {
@@ -597,18 +630,18 @@ public final class Simulation: @unchecked Sendable {
             }
             return sorted
         }
-        let listed = try device.store.list(.all)
-        device.notes = Dictionary(listed.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
-        return listed.sorted { $0.id < $1.id }
+        let listed = NoteList(try device.store.list(.all))
+        device.notes = listed
+        return listed.sorted
     }
 
     /// The materialized row of one note (`stored`, as `note(_:)` reads it) against the CRDT.
     func compare(_ device: SimDevice, _ notebook: Notebook, _ id: NoteID, _ stored: StoredNote?) {
         if var row = stored {
             row.body = nil  // as list(.all) has it
-            device.notes?[id] = row
+            device.notes?.set(id, row)
         } else {
-            device.notes?[id] = nil
+            device.notes?.set(id, nil)
         }
         guard let note = notebook.note(id), note.state != .deleted else {
             if stored != nil { violation("device \(device.index): note \(id) is deleted (or unknown) but still has a row") }
@@ -626,11 +659,11 @@ public final class Simulation: @unchecked Sendable {
     func compareAll(_ device: SimDevice, _ notebook: Notebook) throws {
         device.notes = nil
         let rows = try device.store.list(.all, includeBody: true)
-        device.notes = Dictionary(rows.map { row in
+        device.notes = NoteList(rows.map { row in
             var row = row
             row.body = nil
-            return (row.id, row)
-        }, uniquingKeysWith: { a, _ in a })
+            return row
+        })
         let notes = notebook.noteIDs.compactMap { notebook.note($0) }.filter { $0.state != .deleted }
         let byID = Dictionary(rows.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
         if rows.count != notes.count {

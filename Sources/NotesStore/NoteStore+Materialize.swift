@@ -18,20 +18,22 @@ enum MaterializedNote {
     case present(title: String, tags: String, chunks: [StoredChunk]?)
 }
 
-/// The full-text index entries a transaction removes and adds, in order, written to `note_fts`
-/// after the transaction's other statements (`NoteStore.writeIndex`).
+/// The `note_text` rows whose full-text entries a transaction makes stale, each with what
+/// `note_fts` holds for it as far as the transaction knows, in the order they were touched;
+/// written to `note_fts_stale` after the transaction's other statements (`recordStaleIndex`).
 ///
-/// FTS5 writes what it holds in memory to a new index segment at the end of every statement that
-/// opens a statement journal once it has pending data. The triggers that kept `note_fts` in step
-/// with `note_text` made every write of a title or a chunk such a statement, so a batch that
-/// touched twenty chunks wrote twenty segments (and merged them later). Single-row `INSERT`s into
-/// `note_fts` open no statement journal: the entries of one transaction go to one segment, at
-/// COMMIT.
-struct IndexWrites {
-    enum Kind { case delete, insert }
-    var entries: [(kind: Kind, row: Int64, title: String, body: String)] = []
-    mutating func delete(_ row: Int64, title: String, body: String) { entries.append((.delete, row, title, body)) }
-    mutating func insert(_ row: Int64, title: String, body: String) { entries.append((.insert, row, title, body)) }
+/// The index itself is not written in the transaction: it is brought up to date before it is
+/// read (`NoteStore.updateSearchIndex`). A keystroke then costs one small row here, or nothing
+/// when its chunk is already stale, instead of tokenizing the chunk's old and new text and
+/// writing an FTS5 segment at COMMIT (about a quarter of a simulation run's CPU time, measured).
+struct StaleIndexRows {
+    var entries: [(row: Int64, indexed: Bool, title: String, body: String)] = []
+    /// The row's text changes, or the row goes: it was indexed with these values, unless a
+    /// record of it is already there (an earlier transaction, or earlier in this one).
+    mutating func changed(_ row: Int64, title: String, body: String) { entries.append((row, true, title, body)) }
+    /// A new row: the index holds nothing for its id, unless a record of it is already there (a
+    /// row that went had that id).
+    mutating func added(_ row: Int64) { entries.append((row, false, "", "")) }
 }
 
 extension NoteStore {
@@ -58,29 +60,26 @@ extension NoteStore {
             }
         }
         for tag in renamedTags {
-            for hex in try String.fetchAll(db.cachedStatement(sql: "SELECT note FROM note_tags WHERE tag = ?"), arguments: [tag]) {
-                if let id = NoteID(hex: hex), touched[id] == nil { touched[id] = false }
+            try db.cachedStatement(sql: "SELECT note FROM note_tags WHERE tag = ?").forEachRow(.text(tag)) {
+                if let id = NoteID(hex: SQLColumn.text($0, 0)), touched[id] == nil { touched[id] = false }
             }
         }
-        var index = IndexWrites()
+        var stale = StaleIndexRows()
         for (note, bodyTouched) in touched {
-            try materialize(note, bodyTouched: bodyTouched, &index, db)
+            try materialize(note, bodyTouched: bodyTouched, &stale, db)
         }
-        try writeIndex(index, db)
+        try recordStaleIndex(stale, db)
         return touched.count
     }
 
-    /// Writes the index entries, in order: a delete names the row and the exact values it was
-    /// indexed with (FTS5's external-content rule), an insert the new values.
-    func writeIndex(_ index: IndexWrites, _ db: Database) throws {
-        guard !index.entries.isEmpty else { return }
-        // By row, keeping each row's entries in their order: FTS5 also writes out what it holds
-        // when a row id comes that is lower than the previous one.
-        let entries = index.entries.enumerated().sorted { ($0.element.row, $0.offset) < ($1.element.row, $1.offset) }.map(\.element)
-        let delete = try db.cachedStatement(sql: "INSERT INTO note_fts (note_fts, rowid, title, body) VALUES ('delete', ?, ?, ?)")
-        let insert = try db.cachedStatement(sql: "INSERT INTO note_fts (rowid, title, body) VALUES (?, ?, ?)")
-        for entry in entries {
-            try (entry.kind == .delete ? delete : insert).run(.int(entry.row), .text(entry.title), .text(entry.body))
+    /// Records the rows whose index entries are stale in `note_fts_stale`, in the order they were
+    /// touched: the first record of a row says what the index holds for it, and stays until the
+    /// index is brought up to date (`INSERT OR IGNORE`).
+    func recordStaleIndex(_ stale: StaleIndexRows, _ db: Database) throws {
+        guard !stale.entries.isEmpty else { return }
+        let record = try db.cachedStatement(sql: "INSERT OR IGNORE INTO note_fts_stale (row, indexed, title, body) VALUES (?, ?, ?, ?)")
+        for entry in stale.entries {
+            try record.run(.int(entry.row), .bool(entry.indexed), .text(entry.title), .text(entry.body))
         }
     }
 
@@ -91,15 +90,15 @@ extension NoteStore {
     /// changed, and, when the body was touched, the body chunks that differ (`syncChunks`).
     /// What the tables hold is taken from `Loaded.materialized` when this connection knows it,
     /// else read. Every statement is compiled once per connection.
-    func materialize(_ id: NoteID, bodyTouched: Bool, _ index: inout IndexWrites, _ db: Database) throws {
+    func materialize(_ id: NoteID, bodyTouched: Bool, _ stale: inout StaleIndexRows, _ db: Database) throws {
         let hex = id.description
         guard let note = loaded!.notebook.noteFields(id), note.state != .deleted else {
-            try db.cachedStatement(sql: "DELETE FROM notes WHERE id = ?").execute(arguments: [hex])
-            try db.cachedStatement(sql: "DELETE FROM note_tags WHERE note = ?").execute(arguments: [hex])
-            for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT id, title, body FROM note_text WHERE note = ?"), arguments: [hex]) {
-                index.delete(row[0], title: row[1], body: row[2])
+            try db.cachedStatement(sql: "DELETE FROM notes WHERE id = ?").run(.text(hex))
+            try db.cachedStatement(sql: "DELETE FROM note_tags WHERE note = ?").run(.text(hex))
+            try db.cachedStatement(sql: "SELECT id, title, body FROM note_text WHERE note = ?").forEachRow(.text(hex)) {
+                stale.changed(SQLColumn.int($0, 0), title: SQLColumn.text($0, 1), body: SQLColumn.text($0, 2))
             }
-            try db.cachedStatement(sql: "DELETE FROM note_text WHERE note = ?").execute(arguments: [hex])
+            try db.cachedStatement(sql: "DELETE FROM note_text WHERE note = ?").run(.text(hex))
             remember(id, .absent)
             return
         }
@@ -140,40 +139,46 @@ extension NoteStore {
         // The tag rows follow the row's tag list, the title row its title (both are written in the
         // same transactions as the row), so they are rewritten only when those changed.
         if isNew || old!.tags != tags {
-            try db.cachedStatement(sql: "DELETE FROM note_tags WHERE note = ?").execute(arguments: [hex])
+            try db.cachedStatement(sql: "DELETE FROM note_tags WHERE note = ?").run(.text(hex))
             let insertTag = try db.cachedStatement(sql: "INSERT OR IGNORE INTO note_tags (tag, note) VALUES (?, ?)")
             for name in note.tags {
-                try insertTag.execute(arguments: [Notebook.tagKey(name), hex])
+                try insertTag.run(.text(Notebook.tagKey(name)), .text(hex))
             }
         }
         if isNew {
-            if let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT id, title, body FROM note_text WHERE note = ? AND ord = -1"),
-                                          arguments: [hex]) {
-                if (row[1] as String) != note.title {
-                    try retitle(row[0], from: row[1], to: note.title, body: row[2], &index, db)
+            if let row = try titleRow(hex, db) {
+                if row.title != note.title {
+                    try retitle(row.id, from: row.title, to: note.title, body: row.body, &stale, db)
                 }
             } else {
                 try db.cachedStatement(sql: "INSERT INTO note_text (note, ord, title) VALUES (?, -1, ?)").run(.text(hex), .text(note.title))
-                index.insert(db.lastInsertedRowID, title: note.title, body: "")
+                stale.added(db.lastInsertedRowID)
             }
         } else if old!.title != note.title {
-            if let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT id, title, body FROM note_text WHERE note = ? AND ord = -1"),
-                                          arguments: [hex]) {
-                try retitle(row[0], from: row[1], to: note.title, body: row[2], &index, db)
+            if let row = try titleRow(hex, db) {
+                try retitle(row.id, from: row.title, to: note.title, body: row.body, &stale, db)
             }
         }
         var chunks = old?.chunks
         if isNew || bodyTouched {
-            chunks = try syncChunks(hex, body: body, old: isNew ? nil : old!.chunks, &index, db)
+            chunks = try syncChunks(hex, body: body, old: isNew ? nil : old!.chunks, &stale, db)
         }
         remember(id, .present(title: note.title, tags: tags, chunks: chunks))
     }
 
-    /// Sets the title of a title row, and its index entry.
-    private func retitle(_ row: Int64, from old: String, to title: String, body: String, _ index: inout IndexWrites, _ db: Database) throws {
+    /// A note's title row in `note_text`, if it has one.
+    private func titleRow(_ hex: String, _ db: Database) throws -> (id: Int64, title: String, body: String)? {
+        var row: (id: Int64, title: String, body: String)?
+        try db.cachedStatement(sql: "SELECT id, title, body FROM note_text WHERE note = ? AND ord = -1").forEachRow(.text(hex)) {
+            row = (SQLColumn.int($0, 0), SQLColumn.text($0, 1), SQLColumn.text($0, 2))
+        }
+        return row
+    }
+
+    /// Sets the title of a title row (its index entry goes stale).
+    private func retitle(_ row: Int64, from old: String, to title: String, body: String, _ stale: inout StaleIndexRows, _ db: Database) throws {
         try db.cachedStatement(sql: "UPDATE note_text SET title = ? WHERE id = ?").run(.text(title), .int(row))
-        index.delete(row, title: old, body: body)
-        index.insert(row, title: title, body: body)
+        stale.changed(row, title: old, body: body)
     }
 
     /// The stored title and tag list of a note (nil: it has no row), from what this connection
@@ -185,12 +190,15 @@ extension NoteStore {
         case .absent?:
             return nil
         case nil:
-            guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT title, tags FROM notes WHERE id = ?"),
-                                             arguments: [id.description]) else {
+            var row: (title: String, tags: String)?
+            try db.cachedStatement(sql: "SELECT title, tags FROM notes WHERE id = ?").forEachRow(.text(id.description)) {
+                row = (SQLColumn.text($0, 0), SQLColumn.text($0, 1))
+            }
+            guard let row else {
                 remember(id, .absent)
                 return nil
             }
-            let known = (title: row[0] as String, tags: row[1] as String, chunks: [StoredChunk]?.none)
+            let known = (title: row.title, tags: row.tags, chunks: [StoredChunk]?.none)
             remember(id, .present(title: known.title, tags: known.tags, chunks: nil))
             return known
         }
@@ -212,11 +220,10 @@ extension NoteStore {
     ///
     /// - Parameter old: the stored chunks in order, when known (else they are read).
     /// - Returns: the chunks stored now, in order.
-    func syncChunks(_ hex: String, body: String, old known: [StoredChunk]?, _ index: inout IndexWrites,
+    func syncChunks(_ hex: String, body: String, old known: [StoredChunk]?, _ stale: inout StaleIndexRows,
                     _ db: Database) throws -> [StoredChunk] {
         let new = TextChunker.chunks(body)
-        let old = try known ?? Row.fetchAll(db.cachedStatement(sql: "SELECT id, ord, body FROM note_text WHERE note = ? AND ord >= 0 ORDER BY ord"),
-                                            arguments: [hex]).map { StoredChunk(id: $0[0], ord: $0[1], body: $0[2]) }
+        let old = try known ?? storedChunks(hex, db)
         var prefix = 0
         let limit = min(old.count, new.count)
         while prefix < limit, old[prefix].body == new[prefix] { prefix += 1 }
@@ -231,14 +238,13 @@ extension NoteStore {
         for i in 0 ..< updated {
             let row = oldMiddle[prefix + i]
             try update.run(.text(newMiddle[prefix + i]), .int(row.id))
-            index.delete(row.id, title: "", body: row.body)
-            index.insert(row.id, title: "", body: newMiddle[prefix + i])
+            stale.changed(row.id, title: "", body: row.body)
             result.append(StoredChunk(id: row.id, ord: row.ord, body: newMiddle[prefix + i]))
         }
         let delete = try db.cachedStatement(sql: "DELETE FROM note_text WHERE id = ?")
         for row in oldMiddle.dropFirst(updated) {
             try delete.run(.int(row.id))
-            index.delete(row.id, title: "", body: row.body)
+            stale.changed(row.id, title: "", body: row.body)
         }
         let extra = Array(newMiddle.dropFirst(updated))
         guard !extra.isEmpty else {
@@ -257,14 +263,14 @@ extension NoteStore {
             // No room between the neighbours: number the whole body afresh.
             // The rows still there are the prefix, the updated ones (with their new text) and the suffix.
             for row in result + old[(old.count - suffix)...] {
-                index.delete(row.id, title: "", body: row.body)
+                stale.changed(row.id, title: "", body: row.body)
             }
-            try db.cachedStatement(sql: "DELETE FROM note_text WHERE note = ? AND ord >= 0").execute(arguments: [hex])
+            try db.cachedStatement(sql: "DELETE FROM note_text WHERE note = ? AND ord >= 0").run(.text(hex))
             result.removeAll(keepingCapacity: true)
             for (position, chunk) in new.enumerated() {
                 let ord = Int64(position + 1) * NoteStore.chunkOrderGap
                 try insert.run(.text(hex), .int(ord), .text(chunk))
-                index.insert(db.lastInsertedRowID, title: "", body: chunk)
+                stale.added(db.lastInsertedRowID)
                 result.append(StoredChunk(id: db.lastInsertedRowID, ord: ord, body: chunk))
             }
             return result
@@ -272,24 +278,47 @@ extension NoteStore {
         for (position, chunk) in extra.enumerated() {
             let ord = low + Int64(position + 1) * step
             try insert.run(.text(hex), .int(ord), .text(chunk))
-            index.insert(db.lastInsertedRowID, title: "", body: chunk)
+            stale.added(db.lastInsertedRowID)
             result.append(StoredChunk(id: db.lastInsertedRowID, ord: ord, body: chunk))
         }
         result.append(contentsOf: old[(old.count - suffix)...])
         return result
     }
 
+    /// A note's body chunks as stored, in order.
+    private func storedChunks(_ hex: String, _ db: Database) throws -> [StoredChunk] {
+        var chunks: [StoredChunk] = []
+        try db.cachedStatement(sql: "SELECT id, ord, body FROM note_text WHERE note = ? AND ord >= 0 ORDER BY ord").forEachRow(.text(hex)) {
+            chunks.append(StoredChunk(id: SQLColumn.int($0, 0), ord: SQLColumn.int($0, 1), body: SQLColumn.text($0, 2)))
+        }
+        return chunks
+    }
+
     /// The body's first non-empty line, at most 80 scalars.
     static func preview(of body: String) -> String {
         // One slice of the body: past the leading blank lines and whitespace, up to the line's
-        // end or 80 scalars.
+        // end or 80 scalars. Walked over the UTF-8 bytes (a scalar's length is in its first byte;
+        // line ends are ASCII), with the scalar's properties read only for non-ASCII leading
+        // whitespace: the scalar view's index arithmetic cost about 1% of a simulation run.
+        let utf8 = body.utf8
         let scalars = body.unicodeScalars
-        var start = scalars.startIndex
-        while start < scalars.endIndex, scalars[start].properties.isWhitespace { start = scalars.index(after: start) }
+        var start = utf8.startIndex
+        while start < utf8.endIndex {
+            let byte = utf8[start]
+            if byte < 0x80 {
+                guard byte == 0x20 || (0x09 ... 0x0D).contains(byte) else { break }
+                start = utf8.index(after: start)
+            } else {
+                guard scalars[start].properties.isWhitespace else { break }
+                start = scalars.index(after: start)
+            }
+        }
         var end = start
         var count = 0
-        while end < scalars.endIndex, count < 80, scalars[end] != "\n", scalars[end] != "\r" {
-            end = scalars.index(after: end)
+        while end < utf8.endIndex, count < 80 {
+            let byte = utf8[end]
+            if byte == 0x0A || byte == 0x0D { break }
+            end = utf8.index(end, offsetBy: byte < 0x80 ? 1 : byte < 0xE0 ? 2 : byte < 0xF0 ? 3 : 4)
             count += 1
         }
         return String(scalars[start ..< end])

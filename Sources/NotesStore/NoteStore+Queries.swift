@@ -98,10 +98,9 @@ extension NoteStore {
     }
 
     /// `storedNote(_:body:)` for the current row of a statement stepped by `forEachRow`: the same
-    /// columns, read the same way, without a GRDB row.
-    static func storedNote(columnsOf handle: OpaquePointer) throws -> StoredNote {
-        let hex = SQLColumn.text(handle, 0)
-        guard let id = NoteID(hex: hex) else { throw StoreError(.corrupt, "a materialized note has a bad id \(hex)") }
+    /// columns, read the same way, without a GRDB row. The row was looked up by `id` (its primary
+    /// key), so its id column is not parsed again.
+    static func storedNote(columnsOf handle: OpaquePointer, id: NoteID) -> StoredNote {
         let tags = SQLColumn.text(handle, 6)
         return StoredNote(
             id: id, title: SQLColumn.text(handle, 1), body: nil, preview: SQLColumn.text(handle, 10),
@@ -113,19 +112,27 @@ extension NoteStore {
     }
 
     /// The materialized row of one note, with its body, or nil (read with `forEachRow`).
-    static func storedNote(_ hex: String, _ db: Database) throws -> StoredNote? {
+    static func storedNote(_ id: NoteID, _ db: Database) throws -> StoredNote? {
+        let hex = id.description
         var note: StoredNote?
-        try db.cachedStatement(sql: noteByIDSQL).forEachRow(.text(hex)) { note = try storedNote(columnsOf: $0) }
-        note?.body = try body(of: hex, db)
+        try db.cachedStatement(sql: noteByIDSQL).forEachRow(.text(hex)) { note = storedNote(columnsOf: $0, id: id) }
+        guard note != nil else { return nil }
+        note!.body = try body(of: hex, db)
         return note
     }
 
     /// Runs `body` in one read transaction (so that its queries see one state even while another
     /// process writes), with BEGIN and COMMIT compiled once per connection.
+    ///
+    /// An in-memory database has no other connection, and this one runs one thing at a time:
+    /// nothing can write between two of `body`'s queries, so there they run without BEGIN and
+    /// COMMIT (which were about a tenth of reading a note's row and body, as the simulator does
+    /// after every step).
     func read<T>(_ what: @autoclosure () -> String, _ body: (Database) throws -> T) throws -> T {
         do {
             return try queue.inDatabase { db in
-                try NoteStore.transaction(db, begin: "BEGIN DEFERRED TRANSACTION") { try body(db) }
+                if path == nil { return try body(db) }
+                return try NoteStore.transaction(db, begin: "BEGIN DEFERRED TRANSACTION") { try body(db) }
             }
         } catch {
             throw StoreError.wrap(error, what())
@@ -194,13 +201,13 @@ extension NoteStore {
 
     /// The note with this identity, with its body, or nil (deleted notes included).
     public func note(_ id: NoteID) throws -> StoredNote? {
-        try read("cannot read note \(id)") { db in try NoteStore.storedNote(id.description, db) }
+        try read("cannot read note \(id)") { db in try NoteStore.storedNote(id, db) }
     }
 
     /// The notes with these identities, with their bodies, in the same order (nil for a note
     /// that has no row: unknown or deleted), read in one read transaction.
     public func notes(_ ids: [NoteID]) throws -> [StoredNote?] {
-        try read("cannot read notes") { db in try ids.map { try NoteStore.storedNote($0.description, db) } }
+        try read("cannot read notes") { db in try ids.map { try NoteStore.storedNote($0, db) } }
     }
 
     /// The note whose id starts with `prefix` (hex digits, as git names commits).
@@ -230,6 +237,9 @@ extension NoteStore {
     /// The query is words (every word must occur, in the title or the body), `prefix*` words, and
     /// "quoted phrases". Results are ranked by bm25 (a title match weighs ten times a body match),
     /// best first, each with a snippet.
+    ///
+    /// The first search after edits re-indexes the titles and body chunks they changed (one write
+    /// transaction; see `updateSearchIndex()`).
     public func search(_ query: String, limit: Int = 20) throws -> [SearchHit] {
         let terms = SearchQuery.terms(query)
         guard !terms.isEmpty else {
@@ -257,7 +267,8 @@ extension NoteStore {
         var arguments = StatementArguments(terms)
         _ = arguments.append(contentsOf: [max(0, limit)])
         let anyTerm = terms.joined(separator: " OR ")
-        return try read("cannot search the notes") { db in
+        // The index is brought up to date first when edits left it stale (see NoteStore+SearchIndex).
+        return try readIndexed("cannot search the notes") { db in
             // A handful of distinct statements (scope, tag or not, limit or not), each compiled once per connection.
             try Row.fetchAll(db.cachedStatement(sql: sql), arguments: arguments).map { row in
                 let note = try NoteStore.storedNote(row)

@@ -93,12 +93,12 @@ extension NoteStore {
                 try db.cachedStatement(sql: "BEGIN IMMEDIATE TRANSACTION").execute()
                 do {
                     var vector = versionVector
-                    if let blob = try Data.fetchOne(db.cachedStatement(sql: "SELECT version_vector FROM peers WHERE replica = ?"),
-                                                    arguments: [Data(replica.raw.bytes)]) {
-                        vector.merge(try VersionVector(storeBytes: [UInt8](blob)))
+                    let key = replica.raw.bytes
+                    try db.cachedStatement(sql: "SELECT version_vector FROM peers WHERE replica = ?").forEachRow(.blob(key)) {
+                        vector.merge(try VersionVector(storeBytes: SQLColumn.blob($0, 0)))
                     }
                     try db.cachedStatement(sql: "INSERT OR REPLACE INTO peers (replica, version_vector, last_seen) VALUES (?, ?, ?)")
-                        .execute(arguments: [Data(replica.raw.bytes), Data(vector.storeBytes), Int64(now)])
+                        .run(.blob(key), .blob(vector.storeBytes), .int(Int64(now)))
                     try db.cachedStatement(sql: "COMMIT TRANSACTION").execute()
                 } catch {
                     if db.isInsideTransaction { try? db.rollback() }
@@ -134,16 +134,63 @@ extension NoteStore {
         try peers().first { $0.replica == replica }
     }
 
-    /// Rewrites the pending table from the notebook's waiting changes.
+    /// Brings the pending table in line with the notebook's waiting changes: the rows of changes
+    /// that no longer wait (released by the batch) go, the changes that newly wait are inserted;
+    /// a change that still waits keeps its row (and its `received_at`).
+    ///
+    /// Rewriting the whole table encoded every waiting change again at every batch that changed
+    /// the set: with a device behind a partition, hundreds of changes per batch.
     func writePending(_ db: Database) throws {
-        try db.cachedStatement(sql: "DELETE FROM pending_changes").execute()
+        var rows = try pendingRows(db)
+        let waiting = loaded!.notebook.pendingChanges
+        var current = Set<PendingKey>(minimumCapacity: waiting.count)
         let now = Int64(options.wallClock.milliseconds())
         let insert = try db.cachedStatement(sql: """
             INSERT INTO pending_changes (replica, start_seq, end_seq, received_at, payload) VALUES (?, ?, ?, ?, ?)
             """)
-        for change in loaded!.notebook.pendingChanges {
+        for change in waiting {
+            let key = PendingKey(change)
+            guard current.insert(key).inserted, rows[key] == nil else { continue }
             try insert.run(.blob(change.replica.raw.bytes), .int(Int64(bitPattern: change.startSeq)),
                            .int(Int64(bitPattern: change.endSeq)), .int(now), .blob(ChangeCodec.encode([change])))
+            rows[key] = db.lastInsertedRowID
         }
+        let delete = try db.cachedStatement(sql: "DELETE FROM pending_changes WHERE row = ?")
+        for (key, row) in rows where !current.contains(key) {
+            try delete.run(.int(row))
+            rows[key] = nil
+        }
+        loaded!.pendingRows = rows
+    }
+
+    /// The pending table's rows by the change they hold, from what this connection knows or read.
+    private func pendingRows(_ db: Database) throws -> [PendingKey: Int64] {
+        if let rows = loaded!.pendingRows { return rows }
+        var rows: [PendingKey: Int64] = [:]
+        try db.cachedStatement(sql: "SELECT row, replica, start_seq, end_seq FROM pending_changes").forEachRow { row in
+            guard let replica = ReplicaID(blob: SQLColumn.blob(row, 1)) else {
+                throw StoreError(.corrupt, "a pending change's replica identity is not 16 bytes")
+            }
+            rows[PendingKey(replica: replica, startSeq: UInt64(bitPattern: SQLColumn.int(row, 2)),
+                            endSeq: UInt64(bitPattern: SQLColumn.int(row, 3)))] = SQLColumn.int(row, 0)
+        }
+        return rows
+    }
+}
+
+/// Which change a row of the pending table holds: its author and seq range.
+struct PendingKey: Hashable {
+    var replica: ReplicaID
+    var startSeq: UInt64
+    var endSeq: UInt64
+
+    init(replica: ReplicaID, startSeq: UInt64, endSeq: UInt64) {
+        self.replica = replica
+        self.startSeq = startSeq
+        self.endSeq = endSeq
+    }
+
+    init(_ change: Change) {
+        self.init(replica: change.replica, startSeq: change.startSeq, endSeq: change.endSeq)
     }
 }

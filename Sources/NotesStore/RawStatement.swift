@@ -125,4 +125,10 @@ enum SQLColumn {
     static func int(_ handle: OpaquePointer, _ index: Int32) -> Int64 {
         sqlite3_column_int64(handle, index)
     }
+
+    static func blob(_ handle: OpaquePointer, _ index: Int32) -> [UInt8] {
+        let count = Int(sqlite3_column_bytes(handle, index))
+        guard count > 0, let bytes = sqlite3_column_blob(handle, index) else { return [] }
+        return Array(UnsafeRawBufferPointer(start: bytes, count: count))
+    }
 }

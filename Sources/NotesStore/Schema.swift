@@ -114,12 +114,30 @@ enum Schema {
                 """)
         }
         // NoteStore writes the index entries itself, after the rest of a transaction, so that one
-        // transaction makes one FTS5 segment rather than one per statement (see IndexWrites).
+        // transaction makes one FTS5 segment rather than one per statement (see Docs/Storage.md).
         migrator.registerMigration("v2-fts-written-by-the-store") { db in
             try db.execute(sql: """
                 DROP TRIGGER note_text_ai;
                 DROP TRIGGER note_text_ad;
                 DROP TRIGGER note_text_au;
+                """)
+        }
+        // The store brings the full-text index up to date when it is read, not in every write
+        // transaction: a write records here what `note_fts` holds for each `note_text` row it
+        // changed, and a search first re-indexes those rows (see `NoteStore.updateSearchIndex`).
+        // A database from v2 has its index up to date, so the table starts empty.
+        migrator.registerMigration("v3-fts-brought-up-to-date-before-reads") { db in
+            try db.execute(sql: """
+                -- The note_text rows whose full-text entries are stale: per row id, what note_fts
+                -- holds for it, the title and body it was indexed with (indexed = 1) or nothing
+                -- (indexed = 0). Written in the transaction that changes the row, only the first
+                -- time after the index was last brought up to date.
+                CREATE TABLE note_fts_stale (
+                    row INTEGER PRIMARY KEY,
+                    indexed INTEGER NOT NULL,
+                    title TEXT NOT NULL DEFAULT '',
+                    body TEXT NOT NULL DEFAULT ''
+                );
                 """)
         }
         return migrator

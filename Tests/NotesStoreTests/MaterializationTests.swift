@@ -29,8 +29,10 @@ struct MaterializationTests {
         }
     }
 
-    /// FTS5's own check that the index holds exactly the content table's words.
+    /// FTS5's own check that the index holds exactly the content table's words, once it is
+    /// brought up to date (as it is before every search).
     static func checkIndex(_ store: NoteStore) throws {
+        try store.updateSearchIndex()
         try store.queue.writeWithoutTransaction { db in
             try db.execute(sql: "INSERT INTO note_fts (note_fts) VALUES ('integrity-check')")
         }
@@ -183,35 +185,38 @@ struct MaterializedRecordTests {
 /// `v2-fts-written-by-the-store`) had triggers doing it; opening it drops them, and the index
 /// stays right through the edits that follow.
 struct IndexUpgradeTests {
+    /// A database at `path` after 40 random edits, with its index up to date (as every version
+    /// before v3 left it), then made what an older version left by `sql`.
+    static func olderDatabase(_ path: String, _ rng: inout SplitMix64, sql: String) throws {
+        let store = try NoteStore.open(path: path)
+        for _ in 0 ..< 40 { try MaterializationTests.randomEdit(store, &rng) }
+        try store.updateSearchIndex()
+        try store.close()
+        let queue = try DatabaseQueue(path: path)
+        try queue.write { db in try db.execute(sql: sql) }
+        try queue.close()
+    }
+
     @Test func aDatabaseWithTheIndexTriggersIsUpgraded() throws {
         let folder = TemporaryFolder()
         let path = folder.file("old.db")
         var rng = SplitMix64(seed: 31)
-        do {
-            let store = try NoteStore.open(path: path)
-            for _ in 0 ..< 40 { try MaterializationTests.randomEdit(store, &rng) }
-            try store.close()
-        }
-        // Make it what the previous version left: the v1 triggers, and no v2 migration.
-        do {
-            let queue = try DatabaseQueue(path: path)
-            try queue.write { db in
-                try db.execute(sql: """
-                    CREATE TRIGGER note_text_ai AFTER INSERT ON note_text BEGIN
-                        INSERT INTO note_fts (rowid, title, body) VALUES (new.id, new.title, new.body);
-                    END;
-                    CREATE TRIGGER note_text_ad AFTER DELETE ON note_text BEGIN
-                        INSERT INTO note_fts (note_fts, rowid, title, body) VALUES ('delete', old.id, old.title, old.body);
-                    END;
-                    CREATE TRIGGER note_text_au AFTER UPDATE ON note_text BEGIN
-                        INSERT INTO note_fts (note_fts, rowid, title, body) VALUES ('delete', old.id, old.title, old.body);
-                        INSERT INTO note_fts (rowid, title, body) VALUES (new.id, new.title, new.body);
-                    END;
-                    DELETE FROM grdb_migrations WHERE identifier = 'v2-fts-written-by-the-store';
-                    """)
-            }
-            try queue.close()
-        }
+        // What the previous version left: the v1 triggers, no v2 migration, and none after it.
+        try Self.olderDatabase(path, &rng, sql: """
+            CREATE TRIGGER note_text_ai AFTER INSERT ON note_text BEGIN
+                INSERT INTO note_fts (rowid, title, body) VALUES (new.id, new.title, new.body);
+            END;
+            CREATE TRIGGER note_text_ad AFTER DELETE ON note_text BEGIN
+                INSERT INTO note_fts (note_fts, rowid, title, body) VALUES ('delete', old.id, old.title, old.body);
+            END;
+            CREATE TRIGGER note_text_au AFTER UPDATE ON note_text BEGIN
+                INSERT INTO note_fts (note_fts, rowid, title, body) VALUES ('delete', old.id, old.title, old.body);
+                INSERT INTO note_fts (rowid, title, body) VALUES (new.id, new.title, new.body);
+            END;
+            DELETE FROM grdb_migrations WHERE identifier = 'v2-fts-written-by-the-store';
+            DROP TABLE note_fts_stale;
+            DELETE FROM grdb_migrations WHERE identifier = 'v3-fts-brought-up-to-date-before-reads';
+            """)
         let store = try NoteStore.open(path: path)
         let triggers = try store.read("triggers") { db in
             try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master WHERE type = 'trigger'") ?? -1
@@ -229,6 +234,29 @@ struct IndexUpgradeTests {
             #expect(try store.search("quokka").map(\.note.id) == [note.id])
             #expect(try store.search("wombat").map(\.note.id) == [note.id])
         }
+    }
+}
+
+/// A database written before the store brought its index up to date only before reads (migration
+/// `v3-fts-brought-up-to-date-before-reads`) has its index up to date; opening it adds the table of
+/// stale rows, empty, and the index stays right through the edits and searches that follow.
+struct LazyIndexUpgradeTests {
+    @Test func aDatabaseFromV2IsUpgraded() throws {
+        let folder = TemporaryFolder()
+        let path = folder.file("v2.db")
+        var rng = SplitMix64(seed: 33)
+        try IndexUpgradeTests.olderDatabase(path, &rng, sql: """
+            DROP TABLE note_fts_stale;
+            DELETE FROM grdb_migrations WHERE identifier = 'v3-fts-brought-up-to-date-before-reads';
+            """)
+        let store = try NoteStore.open(path: path)
+        #expect(try SearchIndexTests.staleRows(store) == 0)
+        try MaterializationTests.checkIndex(store)
+        for _ in 0 ..< 80 { try MaterializationTests.randomEdit(store, &rng) }
+        let note = try #require(try store.list(.active).first)
+        try store.appendText(note.id, " quokka ")
+        #expect(try store.search("quokka").map(\.note.id) == [note.id])
+        try MaterializationTests.checkIndex(store)
     }
 }
 
@@ -296,6 +324,48 @@ struct LogRowTests {
         let read = try store.notes([b, unknown, a, gone])
         #expect(read == [try store.note(b), nil, try store.note(a), nil])
         #expect(read[0]?.body?.count == 4400)
+    }
+}
+
+/// The pending table is kept in line with the waiting changes one row at a time (released ones
+/// deleted, new ones inserted), not rewritten: it must hold exactly the waiting changes, and read
+/// back as them.
+struct PendingTableTests {
+    static func rows(_ store: NoteStore) throws -> [String] {
+        try store.read("pending rows") { db in
+            try Row.fetchAll(db, sql: "SELECT replica, start_seq, end_seq FROM pending_changes").map { row in
+                "\((row[0] as Data).map { String(format: "%02x", $0) }.joined()) \(row[1] as Int64)-\(row[2] as Int64)"
+            }.sorted()
+        }
+    }
+
+    static func waiting(_ store: NoteStore) throws -> [String] {
+        try store.pendingChanges.map { "\($0.replica.raw.bytes.map { String(format: "%02x", $0) }.joined()) \($0.startSeq)-\($0.endSeq)" }.sorted()
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func thePendingTableHoldsExactlyTheWaitingChanges(_ kind: StoreKind) throws {
+        let folder = TemporaryFolder()
+        let store = try makeStore(kind, folder)
+        let (author, remote) = SyntheticWorkload.notebook(seed: 14, notes: 3, operations: 300)
+        var rng = SplitMix64(seed: 15)
+        let shuffled = remote.shuffled(using: &rng)
+        var most = 0
+        for start in stride(from: 0, to: shuffled.count, by: 7) {
+            try store.apply(Array(shuffled[start ..< min(start + 7, shuffled.count)]))
+            let waiting = try Self.waiting(store)
+            most = max(most, waiting.count)
+            #expect(try Self.rows(store) == waiting)
+            if start % 35 == 0 {
+                // Read back as a restarted process would: the same waiting changes.
+                try store.reload()
+                #expect(try Self.waiting(store) == waiting)
+            }
+        }
+        #expect(most > 10)
+        #expect(try store.pendingChanges.isEmpty)
+        #expect(try Self.rows(store).isEmpty)
+        #expect(try store.digest() == author.digest())
     }
 }
 
