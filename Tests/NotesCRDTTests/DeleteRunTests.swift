@@ -86,6 +86,29 @@ struct DeleteRunTests {
         #expect(try Self.recordCount(v2) == 5)
     }
 
+    /// Runs written by hand in another spelling (two runs that one backspace run makes, a
+    /// "deleteEach" of one delete) are joined when the change is made: the same value as the
+    /// deletes one by one, and what the decoder gives back.
+    @Test func handMadeRunsAreJoinedLikeTheirDeletes() throws {
+        let typed: Operation = .insertText(note: Self.n, origin: nil, text: scalars("abcdef"))
+        func change(_ deletes: [Operation]) -> Change {
+            Change(replica: Self.a, startSeq: 1, timestamp: .zero, dependencies: VersionVector(), operations: [typed] + deletes)
+        }
+        let cases: [([DeleteRun], [Operation])] = [
+            ([DeleteRun(Self.target(6)), DeleteRun(Self.target(5)), DeleteRun(range: Self.target(3, 2), order: .backward)],
+             [.deleteEach(note: Self.n, runs: [DeleteRun(range: Self.target(3, 4), order: .backward)])]),
+            ([DeleteRun(Self.target(2))], [.deleteText(note: Self.n, targets: [Self.target(2)])]),
+            ([DeleteRun(range: Self.target(1, 2), order: .forward), DeleteRun(range: Self.target(3, 2), order: .forward)],
+             [.deleteEach(note: Self.n, runs: [DeleteRun(range: Self.target(1, 4), order: .forward)])]),
+        ]
+        for (handMade, expected) in cases {
+            let made = change([.deleteEach(note: Self.n, runs: handMade)])
+            #expect(made == change(expected), "\(handMade)")
+            #expect(made == change(handMade.flatMap(\.targets).map { .deleteText(note: Self.n, targets: [$0]) }))
+            #expect(try ChangeCodec.decode(ChangeCodec.encode([made])) == [made])
+        }
+    }
+
     /// A run joins to the runs before it exactly as its deletes would one by one (the decoder
     /// gathers run records so): random runs of two replicas over a few seqs, so that many touch.
     @Test func appendingARunIsAppendingItsDeletes() {

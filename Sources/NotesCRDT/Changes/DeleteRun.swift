@@ -119,6 +119,19 @@ extension [DeleteRun] {
         }
     }
 
+    /// Whether the runs are as `appendDelete` of their deletes, one by one, makes them: no run of
+    /// one character with an order, and no run that the one before it would have taken in.
+    var isJoined: Bool {
+        for i in indices {
+            if self[i].range.count == 1, self[i].order != .whole { return false }
+            if i > 0 {
+                var previous = self[i - 1]
+                if previous.extend(with: self[i].target(0)) { return false }
+            }
+        }
+        return true
+    }
+
     /// The delete operations the runs stand for.
     public var operationCount: UInt64 { reduce(0) { $0 + $1.operationCount } }
 }

@@ -168,6 +168,13 @@ public struct Change: Hashable, Sendable {
             extendLastDelete(with: target)
         } else if case .deleteEach(let note, let runs) = op, let last = operations.last, last.joinsDelete(on: note) {
             extendLastDelete(with: runs)
+        } else if case .deleteEach(let note, let runs) = op, !runs.isEmpty, (runs.count == 1 && runs[0].operationCount == 1) || !runs.isJoined {
+            // Runs made by hand, not as joining their deletes makes them: joined again, so that
+            // the same deletes are one value (and what a decoder gives back).
+            var joined: [DeleteRun] = []
+            for run in runs { joined.appendDeletes(of: run) }
+            operations.append(joined.count == 1 && joined[0].operationCount == 1
+                ? .deleteText(note: note, targets: [joined[0].range]) : .deleteEach(note: note, runs: joined))
         } else {
             operations.append(op)
         }
