@@ -200,10 +200,14 @@ extension Notebook {
             // The operations that follow on the same note, applied in one access to its record.
             withRecord(note) { record in
                 var end = index
-                var characters = 0
-                while end < operations.count, operations[end].note == note {
-                    if case .insertText(_, _, let text) = operations[end] { characters += text.count }
-                    end += 1
+                while end < operations.count, operations[end].note == note { end += 1 }
+                /// The characters the group inserts (counted only for a large group, to reserve room).
+                func characters() -> Int {
+                    var total = 0
+                    for i in index ..< end {
+                        if case .insertText(_, _, let text) = operations[i] { total += text.count }
+                    }
+                    return total
                 }
                 // The text is taken out of the record while it is edited, so the record's other
                 // fields can be written meanwhile (it stays uniquely referenced: no copy).
@@ -214,12 +218,12 @@ extension Notebook {
                 if count >= Notebook.bulkOperations, count * 16 >= text.totalCharacters {
                     // A large batch (a whole history, a replayed log): in list form, the tree built once.
                     text.withBulkList { list in
-                        list.reserve(characters: characters, seqSpan: change.endSeq - seq + 1)
+                        list.reserve(characters: characters(), seqSpan: change.endSeq - seq + 1)
                         Notebook.applyOperations(operations, from: &index, seq: &seq, of: change, on: note, to: &record, text: &list)
                     }
                 } else {
                     // A large change reserves its text's room at once.
-                    if count > 64 { text.reserve(characters: characters, seqSpan: change.endSeq - seq + 1) }
+                    if count > 64 { text.reserve(characters: characters(), seqSpan: change.endSeq - seq + 1) }
                     Notebook.applyOperations(operations, from: &index, seq: &seq, of: change, on: note, to: &record, text: &text)
                 }
             }

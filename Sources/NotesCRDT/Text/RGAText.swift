@@ -144,9 +144,7 @@ public struct RGAText: @unchecked Sendable {  // a value with copy-on-write stor
     /// doubling them (each doubling of a large array copies it into freshly faulted pages).
     mutating func reserve(characters: Int, seqSpan: UInt64) {
         guard characters > 1024 else { return }
-        tree.arena.reserveCapacity(tree.arena.count + characters)
-        let pages = Int(min(seqSpan, UInt64(Int32.max)) >> RGATree.pageShift) + 2
-        tree.leafMap.reserveCapacity(tree.leafMap.count + pages * RGATree.pageSize)
+        tree.reserve(characters: characters, seqSpan: seqSpan)
     }
 
     /// Marks the characters of `range` deleted (all must be in the text).

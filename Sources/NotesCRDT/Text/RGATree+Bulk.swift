@@ -139,9 +139,7 @@ struct RGABulkList {
 
     /// Makes room for `characters` more characters spanning `seqSpan` seqs (see `RGAText.reserve`).
     mutating func reserve(characters: Int, seqSpan: UInt64) {
-        tree.arena.reserveCapacity(tree.arena.count + characters)
-        let pages = Int(min(seqSpan, UInt64(Int32.max)) >> RGATree.pageShift) + 2
-        tree.leafMap.reserveCapacity(tree.leafMap.count + pages * RGATree.pageSize)
+        tree.reserve(characters: characters, seqSpan: seqSpan)
         runs.reserveCapacity(runs.count + characters / 8)
         next.reserveCapacity(runs.count + characters / 8)
         previous.reserveCapacity(runs.count + characters / 8)

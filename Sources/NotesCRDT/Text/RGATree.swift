@@ -88,6 +88,14 @@ struct RGATree: Sendable {
 
     init() {}
 
+    /// Makes room in the arena and the ID index for `characters` more characters whose identities
+    /// span `seqSpan` sequence numbers of one replica.
+    mutating func reserve(characters: Int, seqSpan: UInt64) {
+        arena.reserveCapacity(arena.count + characters)
+        let pages = Int(min(seqSpan, UInt64(Int32.max)) >> RGATree.pageShift) + 2
+        leafMap.reserveCapacity(leafMap.count + pages * RGATree.pageSize)
+    }
+
     var visibleCount: Int { rootIsLeaf ? leaves[Int(root)].visible : inners[Int(root)].visible }
 
     // MARK: Agents
