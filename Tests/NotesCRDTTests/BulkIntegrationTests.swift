@@ -134,4 +134,84 @@ struct BulkIntegrationTests {
         #expect(long.body(of: id)!.structureDifference(from: a.body(of: id)!) == nil)
         #expect(long.digest() == a.digest())
     }
+
+    /// What is wrong with the bad operation in `aLargeBatchWithAMissingReferenceThrowsAndChangesNothing`.
+    enum BadReference: CaseIterable {
+        case unknownOrigin, originInAnotherNote, deleteOfUnknownCharacters, deleteOfALaterInsert, deletePartlyThere
+    }
+
+    /// A fresh replica checks a large batch's references as the list form integrates it (not by
+    /// `validate` first). It must reject exactly what `validate` rejects, with the same error,
+    /// and leave the replica as it was. The same bad change goes to a replica with a short text
+    /// (the list form, checked as it goes) and to one with a long text (too small a batch for the
+    /// list form there: validated first, then applied one by one).
+    @Test(arguments: BadReference.allCases)
+    func aLargeBatchWithAMissingReferenceThrowsAndChangesNothing(bad: BadReference) throws {
+        var short = makeNotebook(1)
+        let id = short.createNote(id: noteID(1), title: "kept", body: "abc").id
+        let other = short.createNote(id: noteID(2), body: "zz").id
+        var long = short
+        var rng = SplitMix64(seed: 5)
+        try long.insertText(id, at: 3, randomText(20_000, using: &rng))
+
+        // 300 inserts at the start of the text (none joins the one before), one bad operation at
+        // index 150, deletes of characters typed earlier in the change.
+        let author = replica(2)
+        var operations: [Operation] = []
+        for index in 0 ..< 320 {
+            let seq = UInt64(operations.count + 1)  // every operation here takes one seq
+            if index == 150 {
+                switch bad {
+                case .unknownOrigin:
+                    operations.append(.insertText(note: id, origin: OpID(replica: replica(7), seq: 3), text: scalars("x")))
+                case .originInAnotherNote:
+                    operations.append(.insertText(note: id, origin: try #require(short.body(of: other)).identity(at: 0), text: scalars("x")))
+                case .deleteOfUnknownCharacters:
+                    operations.append(.deleteText(note: id, targets: [OpIDRange(replica: replica(1), seq: 900_000, count: 2)]))
+                case .deleteOfALaterInsert:
+                    // Inserted by this change, but by the next operation: not there yet (a delete
+                    // gathered to be integrated later would find it).
+                    operations.append(.deleteText(note: id, targets: [OpIDRange(replica: author, seq: seq + 1, count: 1)]))
+                case .deletePartlyThere:
+                    operations.append(.deleteText(note: id, targets: [OpIDRange(replica: author, seq: 140, count: 20)]))
+                }
+            } else if index % 10 == 9 {
+                operations.append(.deleteText(note: id, targets: [OpIDRange(replica: author, seq: seq - 3, count: 1)]))
+            } else {
+                operations.append(.insertText(note: id, origin: nil, text: scalars("k")))
+            }
+        }
+        let change = Change(replica: author, startSeq: 1, timestamp: Timestamp(milliseconds: baseTime + 10),
+                            dependencies: short.versionVector, operations: operations)
+        #expect(change.operations.count >= Notebook.bulkOperations)
+        #expect(change.operations.count * 16 >= short.body(of: id)!.totalCharacters, "the list form on the short text")
+        #expect(change.operations.count * 16 < long.body(of: id)!.totalCharacters, "validated first on the long text")
+
+        var messages: [String] = []
+        for var replica in [short, long] {
+            let (digest, version, text) = (replica.digest(), replica.versionVector, replica.body(of: id)!.string)
+            let error = #expect(throws: CRDTError.self) { try replica.apply(change) }
+            #expect(error?.code == .unknownReference, "\(bad)")
+            messages.append(error?.message ?? "")
+            #expect(replica.digest() == digest, "\(bad)")
+            #expect(replica.versionVector == version)
+            #expect(replica.body(of: id)!.string == text)
+            #expect(replica.body(of: id)!.invariantViolation() == nil)
+            #expect(replica.note(id)?.title == "kept")
+            #expect(replica.pendingCount == 0)
+        }
+        #expect(messages[0] == messages[1], "both forms name the same problem")
+
+        // Without the bad operation the same batch applies in both forms, alike.
+        operations[150] = .insertText(note: id, origin: nil, text: scalars("k"))
+        let good = Change(replica: author, startSeq: 1, timestamp: Timestamp(milliseconds: baseTime + 10),
+                          dependencies: short.versionVector, operations: operations)
+        try short.apply(good)
+        try long.apply(good)
+        try long.merge(short)
+        try short.merge(long)
+        #expect(short.digest() == long.digest())
+        #expect(short.body(of: id)!.invariantViolation() == nil)
+        #expect(short.body(of: id)!.structureDifference(from: long.body(of: id)!) == nil)
+    }
 }

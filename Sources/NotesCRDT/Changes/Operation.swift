@@ -60,6 +60,10 @@ public struct Change: Hashable, Sendable {
     public private(set) var operations: [Operation]
     /// How many sequence numbers the change covers.
     public private(set) var seqCount: UInt64
+    /// What is wrong with the first malformed operation appended (an insert of no text, a delete
+    /// of an empty range...), found as each is appended, so that `Notebook.checkShape` need not
+    /// walk the operations again. Nil when every operation is well formed.
+    private(set) var shapeProblem: String?
 
     /// Creates a change. The operations must not be empty.
     public init(replica: ReplicaID, startSeq: UInt64, timestamp: Timestamp, dependencies: VersionVector,
@@ -80,6 +84,7 @@ public struct Change: Hashable, Sendable {
         self.operations = []
         self.operations.reserveCapacity(capacity)
         self.seqCount = 0
+        self.shapeProblem = nil
     }
 
     /// The last sequence number the change covers.
@@ -158,6 +163,7 @@ public struct Change: Hashable, Sendable {
     /// Appends one operation: an insert that continues the last insert extends it, and deletes of
     /// one target each join into a `deleteEach`.
     mutating func appendJoining(_ op: consuming Operation) {
+        if shapeProblem == nil { shapeProblem = op.shapeProblem }
         // Wrapping: a decoder builds changes before `Notebook.checkShape` rejects impossible seqs.
         let lastSeq = startSeq &+ seqCount &- 1
         seqCount &+= op.seqCount
@@ -224,6 +230,28 @@ public struct Change: Hashable, Sendable {
 }
 
 extension Operation {
+    /// What is wrong with the operation's shape, whatever state it is applied to, or nil.
+    var shapeProblem: String? {
+        switch self {
+        case .insertText(_, let origin, let text):
+            if text.isEmpty { return "an insert with no text" }
+            if let origin, origin.seq == 0 { return "an insert after seq 0" }
+        case .deleteText(_, let targets):
+            if targets.isEmpty { return "a delete with no targets" }
+            for t in targets where t.count == 0 || t.seq == 0 || t.seq > UInt64.max - t.count {
+                return "a delete with an empty or overflowing range"
+            }
+        case .deleteEach(_, let runs):
+            if runs.isEmpty { return "a delete with no targets" }
+            for run in runs where run.range.count == 0 || run.range.seq == 0 || run.range.seq > UInt64.max - run.range.count {
+                return "a delete with an empty or overflowing range"
+            }
+        case .setNoteField, .setTagField:
+            break
+        }
+        return nil
+    }
+
     /// Whether a delete of one target on `note` joins this operation (a delete of one target on
     /// the same note, or a `deleteEach` there).
     func joinsDelete(on note: NoteID) -> Bool {

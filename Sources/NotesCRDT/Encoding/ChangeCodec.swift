@@ -454,8 +454,12 @@ public enum ChangeCodec {
     /// slower, and a whole-column array of scalars would be copied again per insert).
     static func scalars(_ count: Int, from bytes: ArraySlice<UInt8>, at offset: inout Int) throws -> [Unicode.Scalar] {
         var failure: String?
-        let result = bytes.withUnsafeBufferPointer { utf8 in
-            [Unicode.Scalar](unsafeUninitializedCapacity: count) { out, initialized in
+        // Allocated filled, not uninitialized: `init(unsafeUninitializedCapacity:)` goes through an
+        // unspecialized allocation that looks up the array's type at run time, on every insert.
+        var result = [Unicode.Scalar](repeating: Unicode.Scalar(0), count: count)
+        var decoded = 0
+        bytes.withUnsafeBufferPointer { utf8 in
+            result.withUnsafeMutableBufferPointer { out in
                 var i = offset
                 var n = 0
                 let end = utf8.count
@@ -487,12 +491,12 @@ public enum ChangeCodec {
                     i += width
                     n += 1
                 }
-                initialized = n
+                decoded = n
                 offset = i
             }
         }
         if let failure { throw CRDTError(.malformedEncoding, failure) }
-        guard result.count == count else { throw CRDTError(.malformedEncoding, "the inserts claim more text than there is") }
+        guard decoded == count else { throw CRDTError(.malformedEncoding, "the inserts claim more text than there is") }
         return result
     }
 

@@ -27,8 +27,12 @@ extension Notebook {
             pending.add(change, waitingFor: replica)
             return .pending
         case .ready(let ready):
-            try validate(ready)
-            applyValidated(ready)
+            if let note = largeBatchNote(ready) {
+                try applyLargeBatch(ready, on: note)
+            } else {
+                try validate(ready)
+                applyValidated(ready)
+            }
             return .applied(released: drain(from: ready.replica))
         }
     }
@@ -121,34 +125,14 @@ extension Notebook {
         guard change.startSeq <= UInt64.max - change.seqCount else {
             throw CRDTError(.malformedChange, "a change's sequence numbers overflow")
         }
-        // Through the buffer, so an operation is read in place, not copied (a copy retains its array).
-        try change.operations.withUnsafeBufferPointer { operations in
-        for index in operations.indices {
-            switch operations[index] {
-            case .insertText(_, let origin, let text):
-                if text.isEmpty { throw CRDTError(.malformedChange, "an insert with no text") }
-                if let origin, origin.seq == 0 { throw CRDTError(.malformedChange, "an insert after seq 0") }
-            case .deleteText(_, let targets):
-                if targets.isEmpty { throw CRDTError(.malformedChange, "a delete with no targets") }
-                for t in targets where t.count == 0 || t.seq == 0 || t.seq > UInt64.max - t.count {
-                    throw CRDTError(.malformedChange, "a delete with an empty or overflowing range")
-                }
-            case .deleteEach(_, let runs):
-                if runs.isEmpty { throw CRDTError(.malformedChange, "a delete with no targets") }
-                for run in runs where run.range.count == 0 || run.range.seq == 0 || run.range.seq > UInt64.max - run.range.count {
-                    throw CRDTError(.malformedChange, "a delete with an empty or overflowing range")
-                }
-            case .setNoteField, .setTagField:
-                break
-            }
-        }
-        }
+        // Each operation's own shape was checked as it was appended to the change.
+        if let problem = change.shapeProblem { throw CRDTError(.malformedChange, problem) }
     }
 
     /// Checks that every identity the change refers to exists, in the state or earlier in the
     /// change itself, so that applying it cannot fail half-way.
     func validate(_ change: Change) throws {
-        var checker = ReferenceChecker(change: change, notes: notes)
+        var checker = ReferenceChecker(replica: change.replica, startSeq: change.startSeq, notes: notes)
         var seq = change.startSeq
         // Through the buffer, so an operation is read in place, not copied (a copy retains its array).
         try change.operations.withUnsafeBufferPointer { operations in
@@ -229,6 +213,55 @@ extension Notebook {
             }
         }
         }
+        finishApplying(change)
+    }
+
+    /// The note of a change whose operations are all on one note and are enough to be integrated
+    /// in the text's list form (see `bulkOperations`), or nil.
+    private func largeBatchNote(_ change: Change) -> NoteID? {
+        let count = change.operations.count
+        guard count >= Notebook.bulkOperations else { return nil }
+        return change.operations.withUnsafeBufferPointer { operations -> NoteID? in
+            guard let note = operations[0].note else { return nil }
+            for index in 1 ..< count where operations[index].note != note { return nil }
+            guard count * 16 >= notes[note]?.body.totalCharacters ?? 0 else { return nil }
+            return note
+        }
+    }
+
+    /// Applies a large batch on one note (a whole history arriving at a fresh replica) in one
+    /// pass: the references are checked as the list form integrates them (it looks every one up
+    /// anyway), instead of by `validate` first. The record and its text are copies until the
+    /// end, so a missing reference throws with the replica as it was.
+    private mutating func applyLargeBatch(_ change: Change, on note: NoteID) throws {
+        var record = notes[note] ?? NoteRecord()
+        var text = record.body
+        record.body = .placeholder
+        var missing: RGABulkList.MissingReference?
+        change.operations.withUnsafeBufferPointer { operations in
+            var index = 0
+            var seq = change.startSeq
+            missing = text.withCheckedBulkList { list in
+                // Room for at most as many characters as the change has seqs.
+                list.reserve(characters: Int(min(change.seqCount, UInt64(Int32.max))), seqSpan: change.seqCount)
+                Notebook.applyOperations(operations, from: &index, seq: &seq, of: change, on: note, to: &record, text: &list)
+            }
+        }
+        switch missing {
+        case .origin(let origin):
+            throw CRDTError(.unknownReference, "an insert into note \(note) follows \(origin), which does not exist")
+        case .deleted(let target):
+            throw CRDTError(.unknownReference, "a delete in note \(note) names characters that do not exist (\(target.replica)@\(target.seq)+\(target.count))")
+        case nil:
+            break
+        }
+        record.body = text
+        notes[note] = record
+        finishApplying(change)
+    }
+
+    /// Advances the version vector and the clock past an applied change, and records it.
+    private mutating func finishApplying(_ change: Change) {
         versionVector[change.replica] = change.endSeq
         if change.replica != replicaID { cachedDependencies = nil }
         let last = change.timestamp(ofSeq: change.endSeq)
@@ -257,6 +290,7 @@ extension Notebook {
         var waiting: OpIDRange? = nil
         defer { if let range = waiting { text.tombstone(range) } }
         func delete(_ target: OpIDRange) {
+            if text.checksReferences { return text.tombstone(target) }  // it must be there now
             if let range = waiting, range.replica == target.replica {
                 if target.seq + target.count == range.seq {
                     waiting = OpIDRange(replica: range.replica, seq: target.seq, count: range.count + target.count)
@@ -388,7 +422,9 @@ struct PendingChanges: Sendable {
 /// What `Notebook.validate(_:)` remembers while it walks a change: the inserts made earlier in the
 /// change, per note, so a reference to one of them is found without the text.
 struct ReferenceChecker {
-    let change: Change
+    /// The change's replica and first sequence number.
+    let replica: ReplicaID
+    let startSeq: UInt64
     /// The notes of the replica, as they are before the change.
     let notes: [NoteID: NoteRecord]
     /// Per note (a change touches a few: searched linearly), its inserts in increasing seq order.
@@ -401,13 +437,17 @@ struct ReferenceChecker {
     /// characters next to each other, so most references fall in the range found for the one before.
     var verified: (replica: ReplicaID, range: Range<UInt64>)?
     var verifiedNote: NoteID?
+    /// The insert made last in this change: typing names the character just typed.
+    var lastInsert: (note: NoteID, seqs: Range<UInt64>)?
 
-    init(change: Change, notes: [NoteID: NoteRecord]) {
-        self.change = change
+    init(replica: ReplicaID, startSeq: UInt64, notes: [NoteID: NoteRecord]) {
+        self.replica = replica
+        self.startSeq = startSeq
         self.notes = notes
     }
 
     mutating func inserted(_ note: NoteID, start: UInt64, count: UInt64) {
+        lastInsert = (note, start ..< start + count)
         if let i = ownInserts.firstIndex(where: { $0.note == note }) {
             ownInserts[i].inserts.append((start, count))
         } else {
@@ -446,13 +486,17 @@ struct ReferenceChecker {
     /// Whether every character of `range` exists: in the note's text or inserted earlier in this
     /// change, before `seq` (a range may span both, when the log joined consecutive edits).
     mutating func exists(_ note: NoteID, _ range: OpIDRange, before seq: UInt64) -> Bool {
+        if let last = lastInsert, range.replica == replica, range.seq >= last.seqs.lowerBound,
+           range.endSeq <= last.seqs.upperBound, last.note == note {
+            return true
+        }
         if let known = verified, verifiedNote == note, range.seq >= known.range.lowerBound,
            range.endSeq <= known.range.upperBound, known.replica == range.replica {
             return true
         }
         var at = range.seq
         while at < range.endSeq {
-            if range.replica == change.replica, at >= change.startSeq, at < seq, let own = ownInsert(note, at) {
+            if range.replica == replica, at >= startSeq, at < seq, let own = ownInsert(note, at) {
                 verified = (range.replica, own.start ..< own.start + own.count)
                 verifiedNote = note
                 at = own.start + own.count

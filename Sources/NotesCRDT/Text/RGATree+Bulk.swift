@@ -17,10 +17,22 @@ struct RGABulkList {
     private var next: [Int32] = []
     private var previous: [Int32] = []
     private var head: Int32 = -1
+    /// Whether the batch's references are checked as it is integrated (see
+    /// `RGAText.withCheckedBulkList`), instead of by `Notebook.validate` before.
+    let checksReferences: Bool
+    /// The first reference found to a character the text does not hold (when checking); nothing
+    /// more is integrated after it.
+    private(set) var missing: MissingReference?
+
+    enum MissingReference: Equatable {
+        case origin(OpID)
+        case deleted(OpIDRange)
+    }
 
     /// Takes the tree apart: its runs in document order, the ID index pointing at them.
-    init(_ tree: consuming RGATree) {
+    init(_ tree: consuming RGATree, checkingReferences: Bool = false) {
         self.tree = tree
+        self.checksReferences = checkingReferences
         var leaf: Int32 = 0
         while leaf >= 0 {
             for run in self.tree.leaves[Int(leaf)].runs { link(run, after: runs.isEmpty ? -1 : Int32(runs.count - 1)) }
@@ -50,9 +62,9 @@ struct RGABulkList {
         return index
     }
 
-    /// The run holding `(agent, seq)` and the offset in it; the character must be in the text.
-    private func find(agent: Int32, seq: UInt64) -> (run: Int32, offset: Int) {
-        let index = tree.leafHolding(agent: agent, seq: seq)!
+    /// The run holding `(agent, seq)` and the offset in it, or nil when the text does not hold it.
+    private func find(agent: Int32, seq: UInt64) -> (run: Int32, offset: Int)? {
+        guard let index = tree.leafHolding(agent: agent, seq: seq) else { return nil }
         return (index, Int(seq - runs[Int(index)].seq))
     }
 
@@ -72,18 +84,18 @@ struct RGABulkList {
         return (index, new)
     }
 
-    /// `RGATree.integrate` on the list: places new characters after their origin (which must
-    /// exist), skipping the items that sort before them.
+    /// `RGATree.integrate` on the list: places new characters after their origin, skipping the
+    /// items that sort before them. False (and nothing changed) when the origin is not there.
     mutating func integrate(agent: Int32, seq: UInt64, key: UInt64, originAgent: Int32, originSeq: UInt64,
-                            scalars: some Collection<Unicode.Scalar>) {
+                            scalars: some Collection<Unicode.Scalar>) -> Bool {
         let length = scalars.count
-        guard length > 0 else { return }
+        guard length > 0 else { return true }
         // The run the new characters would follow, and the candidate item after it.
         var before: Int32 = -1
         var candidate = head
         var offset = 0
         if originAgent >= 0 {
-            let origin = find(agent: originAgent, seq: originSeq)
+            guard let origin = find(agent: originAgent, seq: originSeq) else { return false }
             if origin.offset + 1 < Int(runs[Int(origin.run)].length) {
                 candidate = origin.run
                 offset = origin.offset + 1
@@ -111,20 +123,22 @@ struct RGABulkList {
                originAgent == agent, originSeq == seq - 1, Int(prev.length) + length < Int(Int32.max) {
                 runs[Int(before)].length += Int32(length)
                 tree.assignIndex(agent: agent, from: seq, to: seq + UInt64(length), leaf: before)
-                return
+                return true
             }
         }
         let new = link(RGATree.Run(seq: seq, key: key, originSeq: originSeq, content: contentStart, agent: agent,
                                    originAgent: originAgent, length: Int32(length), deleted: false), after: before)
         tree.assignIndex(agent: agent, from: seq, to: seq + UInt64(length), leaf: new)
+        return true
     }
 
-    /// Marks `count` characters of one agent, from `seq` on, as deleted. All must exist.
-    mutating func delete(agent: Int32, seq: UInt64, count: UInt64) {
+    /// Marks `count` characters of one agent, from `seq` on, as deleted. False when one is not
+    /// there (those before it are marked).
+    mutating func delete(agent: Int32, seq: UInt64, count: UInt64) -> Bool {
         var seq = seq
         var remaining = count
         while remaining > 0 {
-            var (index, offset) = find(agent: agent, seq: seq)
+            guard var (index, offset) = find(agent: agent, seq: seq) else { return false }
             let take = min(UInt64(Int(runs[Int(index)].length) - offset), remaining)
             if !runs[Int(index)].deleted {
                 if offset > 0 { index = split(index, at: offset).tail }
@@ -134,6 +148,7 @@ struct RGABulkList {
             seq += take
             remaining -= take
         }
+        return true
     }
 
 
@@ -219,6 +234,9 @@ struct RGABulkList {
 /// What `Notebook` integrates remote operations into: the text itself, or its list form for a
 /// large batch.
 protocol TextIntegration {
+    /// Whether references are checked as they are integrated (deletes are then integrated at
+    /// once, not gathered: a character must be there when its delete comes).
+    var checksReferences: Bool { get }
     /// Inserts characters whose first identity is `id` after `origin` (which exists).
     mutating func place(id: OpID, origin: OpID?, key: UInt64, scalars: [Unicode.Scalar])
     /// Marks the characters of `range` (which all exist) deleted.
@@ -226,6 +244,8 @@ protocol TextIntegration {
 }
 
 extension RGAText: TextIntegration {
+    var checksReferences: Bool { false }
+
     mutating func place(id: OpID, origin: OpID?, key: UInt64, scalars: [Unicode.Scalar]) {
         integrate(id: id, origin: origin, key: key, scalars: scalars)
     }
@@ -242,17 +262,45 @@ extension RGAText: TextIntegration {
         body(&list)
         box.treePointer.pointee = list.finish()
     }
+
+    /// Runs `body` on a copy of the text in list form that checks every reference as it is
+    /// integrated, and takes the result only when all were there: otherwise returns the first
+    /// missing one, and the text is as it was. (A copy: nothing of the text is written until
+    /// the end; the list copies what it changes, nothing for a new note.)
+    mutating func withCheckedBulkList(_ body: (inout RGABulkList) -> Void) -> RGABulkList.MissingReference? {
+        assert(deferredText == nil, "the tree of a text whose log is deferred")
+        var list = RGABulkList(box.treePointer.pointee, checkingReferences: true)
+        body(&list)
+        if let missing = list.missing { return missing }
+        if !isKnownUniquelyReferenced(&box) { box = Box.make(RGATree()) }
+        box.treePointer.pointee = list.finish()
+        return nil
+    }
 }
 
 extension RGABulkList: TextIntegration {
     mutating func place(id: OpID, origin: OpID?, key: UInt64, scalars: [Unicode.Scalar]) {
+        guard missing == nil else { return }
+        var originAgent: Int32 = -1
+        if let origin {
+            guard let known = tree.existingAgent(origin.replica) else { return miss(.origin(origin)) }
+            originAgent = known
+        }
         let agent = tree.agent(for: id.replica)
-        integrate(agent: agent, seq: id.seq, key: key, originAgent: origin.map { tree.agent(for: $0.replica) } ?? -1,
-                  originSeq: origin?.seq ?? 0, scalars: scalars)
+        if !integrate(agent: agent, seq: id.seq, key: key, originAgent: originAgent, originSeq: origin?.seq ?? 0, scalars: scalars) {
+            miss(.origin(origin!))
+        }
     }
 
     mutating func tombstone(_ range: OpIDRange) {
-        guard range.count > 0 else { return }
-        delete(agent: tree.agent(for: range.replica), seq: range.seq, count: range.count)
+        guard missing == nil, range.count > 0 else { return }
+        guard let agent = tree.existingAgent(range.replica), delete(agent: agent, seq: range.seq, count: range.count) else {
+            return miss(.deleted(range))
+        }
+    }
+
+    private mutating func miss(_ reference: MissingReference) {
+        precondition(checksReferences, "a reference to a character that is not there, in a batch validated before")
+        missing = reference
     }
 }
