@@ -454,9 +454,12 @@ public enum ChangeCodec {
     /// slower, and a whole-column array of scalars would be copied again per insert).
     static func scalars(_ count: Int, from bytes: ArraySlice<UInt8>, at offset: inout Int) throws -> [Unicode.Scalar] {
         var failure: String?
-        // Allocated filled, not uninitialized: `init(unsafeUninitializedCapacity:)` goes through an
-        // unspecialized allocation that looks up the array's type at run time, on every insert.
-        var result = [Unicode.Scalar](repeating: Unicode.Scalar(0), count: count)
+        // Reserved and filled, not allocated uninitialized: `init(unsafeUninitializedCapacity:)`
+        // (and `init(repeating:count:)`) go through an unspecialized allocation that looks the
+        // array's type up at run time, on every insert.
+        var result = [Unicode.Scalar]()
+        result.reserveCapacity(count)
+        result.append(contentsOf: repeatElement(Unicode.Scalar(0), count: count))
         var decoded = 0
         bytes.withUnsafeBufferPointer { utf8 in
             result.withUnsafeMutableBufferPointer { out in
