@@ -85,7 +85,7 @@ let package = Package(
         ),
         .testTarget(
             name: "NotesSyncTests",
-            dependencies: ["NotesSync", "NotesStore", "NotesCRDT"],
+            dependencies: ["NotesSync", "NotesStore", "NotesCRDT", "Deflate"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -184,8 +184,7 @@ final class SimFolder: @unchecked Sendable {
                 result.append((file, file.bytes))
                 continue
             }
-            guard file.uploadedAt != nil, let view = file.views[device], view.visibleAt <= now else { continue }
-            if let cut, view.visibleAt > cut { continue }
+            guard let view = visibleView(file, device: device, now: now, cut: cut) else { continue }
             var bytes = file.bytes
             if now < view.intactAt {
                 var rng = SimRandom(seed: view.damageSeed)
@@ -199,6 +198,24 @@ final class SimFolder: @unchecked Sendable {
             if view.twice { result.append((file, bytes)) }
         }
         return result
+    }
+
+    /// The author and seq range of every file `listing` would give (once each), without copying
+    /// the files and their bytes: what `remoteVersion` needs, at every sync.
+    func ranges(device: Int, local: ReplicaID, now: UInt64) -> [(author: ReplicaID, first: UInt64, last: UInt64)] {
+        let cut = inboundCutSince[device]
+        var result: [(author: ReplicaID, first: UInt64, last: UInt64)] = []
+        for file in files where file.writer == local || visibleView(file, device: device, now: now, cut: cut) != nil {
+            result.append((file.author, file.first, file.last))
+        }
+        return result
+    }
+
+    /// How `device` sees another writer's `file` at `now`, if it sees it at all.
+    private func visibleView(_ file: File, device: Int, now: UInt64, cut: UInt64?) -> View? {
+        guard file.uploadedAt != nil, let view = file.views[device], view.visibleAt <= now else { return nil }
+        if let cut, view.visibleAt > cut { return nil }
+        return view
     }
 }
 

@@ -69,9 +69,7 @@ struct SimFolderTransport: SyncTransport {
     private var folder: SimFolder { world.folders[hub]! }
 
     func remoteVersion(for local: ReplicaID) async throws -> VersionVector {
-        FolderTransport.contiguousCoverage(folder.listing(device: device, local: local, now: world.clocks.now).map {
-            (author: $0.file.author, first: $0.file.first, last: $0.file.last)
-        })
+        FolderTransport.contiguousCoverage(folder.ranges(device: device, local: local, now: world.clocks.now))
     }
 
     func send(_ bundle: SyncBundle) async throws {

@@ -260,8 +260,16 @@ public final class NoteStore: @unchecked Sendable {
     }
 
     /// The version vector: what this replica has applied, per replica.
+    ///
+    /// Read straight from the loaded state: going through `notebook` copied the whole loaded
+    /// state (every field retained and released) to read one vector, and the simulator reads it
+    /// around every edit and sync.
     public var versionVector: VersionVector {
-        get throws { try notebook.versionVector }
+        get throws {
+            lock.lock(); defer { lock.unlock() }
+            if let vector = loaded?.notebook.versionVector { return vector }
+            return try loadedState().notebook.versionVector
+        }
     }
 
     /// Notebook.digest() of the state: equal on two replicas exactly when their visible states are.

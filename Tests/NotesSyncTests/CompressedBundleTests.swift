@@ -1,4 +1,5 @@
 import Foundation
+import Deflate
 import NotesCRDT
 import NotesSync
 import Testing
@@ -139,5 +140,29 @@ struct CompressedBundleTests {
             }
         }
         #expect(rejected > cases / 2)
+    }
+}
+
+/// `Deflate.compress` sizes zlib's window and memory level to the input; every size around the
+/// points where they change round-trips, for text-like, random and repetitive bytes.
+struct DeflateParameterTests {
+    @Test func everySizeAroundTheThresholdsRoundTrips() throws {
+        var rng = SeededRNG(state: 5)
+        var sizes: Set<Int> = [0, 1, 2, 100, 100_000]
+        for bits in 6 ... 16 {
+            for delta in -3 ... 3 { sizes.insert(max(0, (1 << bits) + delta)); sizes.insert(max(0, (1 << bits) - 262 + delta)) }
+        }
+        let words = Array("merge replica offline the note edit never lost sync device ".utf8)
+        for size in sizes.sorted() {
+            let inputs: [[UInt8]] = [
+                (0 ..< size).map { _ in words[Int.random(in: 0 ..< words.count, using: &rng)] },
+                (0 ..< size).map { _ in UInt8.random(in: 0 ... 255, using: &rng) },
+                [UInt8](repeating: 0x61, count: size),
+            ]
+            for input in inputs {
+                let packed = Deflate.compress(input)
+                #expect(try Deflate.decompress(packed, length: input.count) == input, "\(size) bytes")
+            }
+        }
     }
 }

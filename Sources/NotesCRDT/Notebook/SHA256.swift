@@ -22,45 +22,49 @@ public struct SHA256: Sendable {
 
     /// Feeds bytes.
     public mutating func update(_ bytes: some Sequence<UInt8>) {
-        let handled: Bool? = bytes.withContiguousStorageIfAvailable { buffer -> Bool in
-            var index = 0
-            while index < buffer.count, !buffer.isEmpty {
-                if self.buffer.isEmpty, buffer.count - index >= 64 {
-                    compress(Array(buffer[index ..< index + 64]))
-                    index += 64
-                    length += 64
-                } else {
-                    self.buffer.append(buffer[index])
-                    index += 1
-                    length += 1
-                    if self.buffer.count == 64 {
-                        compress(self.buffer)
-                        self.buffer.removeAll(keepingCapacity: true)
-                    }
-                }
-            }
+        let handled: Bool? = bytes.withContiguousStorageIfAvailable { input -> Bool in
+            absorb(input)
             return true
         }
         if handled == true { return }
-        for byte in bytes {
-            buffer.append(byte)
-            if buffer.count == 64 {
-                compress(buffer)
-                buffer.removeAll(keepingCapacity: true)
-            }
-            length += 1
+        Array(bytes).withUnsafeBufferPointer { absorb($0) }
+    }
+
+    /// Feeds contiguous bytes: whole blocks straight from `input`, the rest through `buffer`.
+    private mutating func absorb(_ input: UnsafeBufferPointer<UInt8>) {
+        guard let base = input.baseAddress, !input.isEmpty else { return }
+        let count = input.count
+        length &+= UInt64(count)
+        var index = 0
+        if !buffer.isEmpty {
+            index = min(64 - buffer.count, count)
+            buffer.append(contentsOf: UnsafeBufferPointer(start: base, count: index))
+            guard buffer.count == 64 else { return }
+            let block = buffer
+            block.withUnsafeBufferPointer { compress($0.baseAddress!) }
+            buffer.removeAll(keepingCapacity: true)
         }
+        while count - index >= 64 {
+            compress(base + index)
+            index += 64
+        }
+        if index < count { buffer.append(contentsOf: UnsafeBufferPointer(start: base + index, count: count - index)) }
     }
 
     /// Finishes and returns the 32-byte digest.
     public mutating func finalize() -> [UInt8] {
         let bitLength = length &* 8
-        update([0x80])
-        while buffer.count != 56 { update([0]) }
-        for shift in stride(from: 56, through: 0, by: -8) { buffer.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift))) }
-        compress(buffer)
+        var tail = buffer
+        tail.reserveCapacity(128)
+        tail.append(0x80)
+        while tail.count % 64 != 56 { tail.append(0) }
+        for shift in stride(from: 56, through: 0, by: -8) { tail.append(UInt8(truncatingIfNeeded: bitLength >> UInt64(shift))) }
+        tail.withUnsafeBufferPointer { blocks in
+            for offset in stride(from: 0, to: blocks.count, by: 64) { compress(blocks.baseAddress! + offset) }
+        }
         buffer.removeAll()
         var out: [UInt8] = []
+        out.reserveCapacity(32)
         for word in [state.0, state.1, state.2, state.3, state.4, state.5, state.6, state.7] {
             for shift in stride(from: 24, through: 0, by: -8) { out.append(UInt8(truncatingIfNeeded: word >> UInt32(shift))) }
         }
@@ -82,27 +86,31 @@ public struct SHA256: Sendable {
         return String(decoding: hash.finalize().flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 0xF)]] }, as: UTF8.self)
     }
 
-    private mutating func compress(_ block: [UInt8]) {
-        var w = [UInt32](repeating: 0, count: 64)
-        for i in 0 ..< 16 {
-            w[i] = UInt32(block[4 * i]) << 24 | UInt32(block[4 * i + 1]) << 16 | UInt32(block[4 * i + 2]) << 8 | UInt32(block[4 * i + 3])
+    /// One 64-byte block at `block`: the message schedule in a temporary buffer, no arrays.
+    private mutating func compress(_ block: UnsafePointer<UInt8>) {
+        @inline(__always) func rotr(_ x: UInt32, _ n: UInt32) -> UInt32 { x >> n | x << (32 - n) }
+        withUnsafeTemporaryAllocation(of: UInt32.self, capacity: 64) { w in
+            for i in 0 ..< 16 {
+                w[i] = UInt32(block[4 * i]) << 24 | UInt32(block[4 * i + 1]) << 16 | UInt32(block[4 * i + 2]) << 8 | UInt32(block[4 * i + 3])
+            }
+            for i in 16 ..< 64 {
+                let s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3)
+                let s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10)
+                w[i] = w[i - 16] &+ s0 &+ w[i - 7] &+ s1
+            }
+            var (a, b, c, d, e, f, g, h) = state
+            SHA256.k.withUnsafeBufferPointer { k in
+                for i in 0 ..< 64 {
+                    let s1 = rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)
+                    let ch = (e & f) ^ (~e & g)
+                    let t1 = h &+ s1 &+ ch &+ k[i] &+ w[i]
+                    let s0 = rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)
+                    let maj = (a & b) ^ (a & c) ^ (b & c)
+                    let t2 = s0 &+ maj
+                    h = g; g = f; f = e; e = d &+ t1; d = c; c = b; b = a; a = t1 &+ t2
+                }
+            }
+            state = (state.0 &+ a, state.1 &+ b, state.2 &+ c, state.3 &+ d, state.4 &+ e, state.5 &+ f, state.6 &+ g, state.7 &+ h)
         }
-        func rotr(_ x: UInt32, _ n: UInt32) -> UInt32 { x >> n | x << (32 - n) }
-        for i in 16 ..< 64 {
-            let s0 = rotr(w[i - 15], 7) ^ rotr(w[i - 15], 18) ^ (w[i - 15] >> 3)
-            let s1 = rotr(w[i - 2], 17) ^ rotr(w[i - 2], 19) ^ (w[i - 2] >> 10)
-            w[i] = w[i - 16] &+ s0 &+ w[i - 7] &+ s1
-        }
-        var (a, b, c, d, e, f, g, h) = state
-        for i in 0 ..< 64 {
-            let s1 = rotr(e, 6) ^ rotr(e, 11) ^ rotr(e, 25)
-            let ch = (e & f) ^ (~e & g)
-            let t1 = h &+ s1 &+ ch &+ SHA256.k[i] &+ w[i]
-            let s0 = rotr(a, 2) ^ rotr(a, 13) ^ rotr(a, 22)
-            let maj = (a & b) ^ (a & c) ^ (b & c)
-            let t2 = s0 &+ maj
-            h = g; g = f; f = e; e = d &+ t1; d = c; c = b; b = a; a = t1 &+ t2
-        }
-        state = (state.0 &+ a, state.1 &+ b, state.2 &+ c, state.3 &+ d, state.4 &+ e, state.5 &+ f, state.6 &+ g, state.7 &+ h)
     }
 }
