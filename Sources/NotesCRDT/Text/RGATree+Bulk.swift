@@ -138,7 +138,9 @@ struct RGABulkList {
         var seq = seq
         var remaining = count
         while remaining > 0 {
-            guard var (index, offset) = find(agent: agent, seq: seq) else { return false }
+            guard let found = find(agent: agent, seq: seq) else { return false }
+            var index = found.run
+            let offset = found.offset
             let take = min(UInt64(Int(runs[Int(index)].length) - offset), remaining)
             if !runs[Int(index)].deleted {
                 if offset > 0 { index = split(index, at: offset).tail }
