@@ -141,14 +141,14 @@ extension Notebook {
             case .insertText(let note, let origin, _):  // (binding the text would retain it)
                 if let origin {
                     guard checker.exists(note, OpIDRange(replica: origin.replica, seq: origin.seq, count: 1), before: seq) else {
-                        throw CRDTError(.unknownReference, "an insert into note \(note) follows \(origin), which does not exist")
+                        throw Notebook.missingOrigin(origin, in: note)
                     }
                 }
                 checker.inserted(note, start: seq, count: operations[index].seqCount)
             case .deleteText(let note, let targets):
                 for target in targets {
                     guard checker.exists(note, target, before: seq) else {
-                        throw CRDTError(.unknownReference, "a delete in note \(note) names characters that do not exist (\(target.replica)@\(target.seq)+\(target.count))")
+                        throw Notebook.missingCharacters(target, in: note)
                     }
                 }
             case .deleteEach(let note, let runs):
@@ -156,7 +156,7 @@ extension Notebook {
                 for i in runs.indices {
                     guard checker.exists(note, runs[i].range, before: seq) else {
                         let target = runs[i].range
-                        throw CRDTError(.unknownReference, "a delete in note \(note) names characters that do not exist (\(target.replica)@\(target.seq)+\(target.count))")
+                        throw Notebook.missingCharacters(target, in: note)
                     }
                 }
             case .setNoteField, .setTagField:
@@ -249,15 +249,25 @@ extension Notebook {
         }
         switch missing {
         case .origin(let origin):
-            throw CRDTError(.unknownReference, "an insert into note \(note) follows \(origin), which does not exist")
+            throw Notebook.missingOrigin(origin, in: note)
         case .deleted(let target):
-            throw CRDTError(.unknownReference, "a delete in note \(note) names characters that do not exist (\(target.replica)@\(target.seq)+\(target.count))")
+            throw Notebook.missingCharacters(target, in: note)
         case nil:
             break
         }
         record.body = text
         notes[note] = record
         finishApplying(change)
+    }
+
+    /// The error for an insert whose origin is not there (by `validate` or as a large batch is integrated).
+    static func missingOrigin(_ origin: OpID, in note: NoteID) -> CRDTError {
+        CRDTError(.unknownReference, "an insert into note \(note) follows \(origin), which does not exist")
+    }
+
+    /// The error for a delete naming characters that are not there.
+    static func missingCharacters(_ target: OpIDRange, in note: NoteID) -> CRDTError {
+        CRDTError(.unknownReference, "a delete in note \(note) names characters that do not exist (\(target.replica)@\(target.seq)+\(target.count))")
     }
 
     /// Advances the version vector and the clock past an applied change, and records it.
