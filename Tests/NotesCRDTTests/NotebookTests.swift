@@ -132,6 +132,40 @@ struct NotebookTests {
         #expect(b.versionVector == a.versionVector)
     }
 
+    @Test func eachWaitingChangeIsReleasedWhenTheOperationItWaitsForArrives() throws {
+        // b types five words, c answers each one as it sees it: c's k-th change needs b's k-th.
+        var a = makeNotebook(1)
+        let (id, created) = a.createNote(id: noteID(1), body: "x")
+        var b = makeNotebook(2)
+        var c = makeNotebook(3)
+        try b.apply(created)
+        try c.apply(created)
+        var typed: [Change] = []
+        var answers: [Change] = []
+        for i in 0 ..< 5 {
+            b.setWallTime(baseTime + UInt64(i) * 1000)
+            let word = try #require(try b.insertText(id, at: 0, "b\(i)"))
+            typed.append(word)
+            try c.apply(word)
+            c.setWallTime(baseTime + UInt64(i) * 1000 + 500)
+            answers.append(try #require(try c.insertText(id, at: 0, "c\(i)")))
+        }
+        var reader = makeNotebook(4)
+        try reader.apply(created)
+        // c's changes arrive first, newest first: each waits for its own word of b's (and for c's
+        // change before it).
+        for answer in answers.reversed() { #expect(try reader.apply(answer) == .pending) }
+        #expect(reader.pendingCount == 5)
+        // b's words one at a time: each releases exactly the answer that waited for it.
+        for (i, word) in typed.enumerated() {
+            #expect(try reader.apply(word) == .applied(released: 1))
+            #expect(reader.pendingCount == 4 - i)
+            #expect(reader.versionVector[replica(3)] == answers[i].endSeq)
+        }
+        #expect(reader.digest() == c.digest())
+        #expect(reader.note(id)?.body == c.note(id)?.body)
+    }
+
     // MARK: Malformed changes
 
     @Test func anInsertAfterAnUnknownOriginThrowsAndChangesNothing() throws {

@@ -23,8 +23,8 @@ extension Notebook {
         switch readiness(of: change) {
         case .duplicate:
             return .duplicate
-        case .blocked(let replica):
-            pending.add(change, waitingFor: replica)
+        case .blocked(let replica, let seq):
+            pending.add(change, waitingFor: replica, through: seq)
             return .pending
         case .ready(let ready):
             if let note = largeBatchNote(ready) {
@@ -101,18 +101,19 @@ extension Notebook {
 
     enum Readiness {
         case duplicate
-        case blocked(ReplicaID)
+        /// Waits until `replica`'s operations through `seq` are applied.
+        case blocked(ReplicaID, seq: UInt64)
         case ready(Change)
     }
 
     func readiness(of change: Change) -> Readiness {
         let have = versionVector[change.replica]
         if change.endSeq <= have { return .duplicate }
-        if change.startSeq > have + 1 { return .blocked(change.replica) }
+        if change.startSeq > have + 1 { return .blocked(change.replica, seq: change.startSeq - 1) }
         // Wait for the smallest missing replica (entries are sorted by replica, so it is the first),
         // so that a seed replays the same way in every process.
         if let missing = change.dependencies.storage.first(where: { versionVector[$0.replica] < $0.seq }) {
-            return .blocked(missing.replica)
+            return .blocked(missing.replica, seq: missing.seq)
         }
         return .ready(change.suffix(from: have + 1)!)
     }
@@ -365,16 +366,21 @@ extension Notebook {
     }
 
     /// Applies waiting changes that became ready, starting with those that waited for `replica`.
+    ///
+    /// Only the changes whose awaited operation is now applied are taken out and looked at again:
+    /// a change waits filed under the replica and seq it waits for, so a batch whose changes arrive
+    /// ahead of what they depend on releases each one once, rather than re-filing every waiting
+    /// change at every step (quadratic in the batch).
     private mutating func drain(from replica: ReplicaID) -> Int {
         var released = 0
         var work = [replica]
         while let next = work.popLast() {
-            for change in pending.take(waitingFor: next) {
+            for change in pending.take(waitingFor: next, through: versionVector[next]) {
                 switch readiness(of: change) {
                 case .duplicate:
                     continue
-                case .blocked(let other):
-                    pending.add(change, waitingFor: other)
+                case .blocked(let other, let seq):
+                    pending.add(change, waitingFor: other, through: seq)
                 case .ready(let ready):
                     guard (try? validate(ready)) != nil else { continue }  // malformed: dropped
                     applyValidated(ready)
@@ -387,9 +393,10 @@ extension Notebook {
     }
 }
 
-/// Changes that wait for their dependencies, filed under the replica whose progress they wait for.
+/// Changes that wait for their dependencies, filed under the replica whose progress they wait
+/// for, in the order of the seq they wait for (equal seqs in arrival order).
 struct PendingChanges: Sendable {
-    private var waiting: [ReplicaID: [Change]] = [:]
+    private var waiting: [ReplicaID: [(seq: UInt64, change: Change)]] = [:]
     /// What is waiting, to drop a change that arrives twice in O(1) (a list scan per arrival was
     /// quadratic in the number waiting).
     private var keys: Set<Key> = []
@@ -415,18 +422,35 @@ struct PendingChanges: Sendable {
 
     var count: Int { keys.count }
 
-    mutating func add(_ change: Change, waitingFor replica: ReplicaID) {
+    /// Files `change` until `replica`'s operations through `seq` are applied (a change already
+    /// waiting is not filed twice).
+    mutating func add(_ change: Change, waitingFor replica: ReplicaID, through seq: UInt64) {
         guard keys.insert(Key(change)).inserted else { return }
-        waiting[replica, default: []].append(change)
+        waiting[replica, default: []].insertSorted((seq, change))
     }
 
-    mutating func take(waitingFor replica: ReplicaID) -> [Change] {
-        guard let list = waiting.removeValue(forKey: replica) else { return [] }
-        for change in list { keys.remove(Key(change)) }
-        return list
+    /// Takes out the changes waiting for `replica` whose awaited seq is at most `applied`.
+    mutating func take(waitingFor replica: ReplicaID, through applied: UInt64) -> [Change] {
+        guard let index = waiting.index(forKey: replica) else { return [] }
+        // In place (a copy of the list would make removing from it copy it again). The list is in
+        // seq order: the ready ones are a prefix.
+        let taken: [Change] = PendingChanges.takePrefix(&waiting.values[index], through: applied)
+        if taken.isEmpty { return [] }
+        if waiting.values[index].isEmpty { waiting.remove(at: index) }
+        for change in taken { keys.remove(Key(change)) }
+        return taken
     }
 
-    var all: [Change] { waiting.keys.sorted().flatMap { waiting[$0]! } }
+    private static func takePrefix(_ list: inout [(seq: UInt64, change: Change)], through applied: UInt64) -> [Change] {
+        var end = 0
+        while end < list.count, list[end].seq <= applied { end += 1 }
+        guard end > 0 else { return [] }
+        let taken = list[..<end].map(\.change)
+        list.removeFirst(end)
+        return taken
+    }
+
+    var all: [Change] { waiting.keys.sorted().flatMap { waiting[$0]!.map(\.change) } }
 }
 
 /// What `Notebook.validate(_:)` remembers while it walks a change: the inserts made earlier in the
@@ -519,5 +543,23 @@ struct ReferenceChecker {
             at = runEnd
         }
         return true
+    }
+}
+
+extension Array where Element == (seq: UInt64, change: Change) {
+    /// Inserts after every element with a seq at most `element.seq` (at the end, usually: changes
+    /// mostly arrive in order).
+    mutating func insertSorted(_ element: Element) {
+        guard let last, last.seq > element.seq else {
+            append(element)
+            return
+        }
+        var low = 0
+        var high = count
+        while low < high {
+            let middle = (low + high) / 2
+            if self[middle].seq <= element.seq { low = middle + 1 } else { high = middle }
+        }
+        insert(element, at: low)
     }
 }
