@@ -123,18 +123,25 @@ struct SimFolderTransport: SyncTransport {
     }
 }
 
-/// A bundle's changes in a canonical order (by author, then seq).
+/// A bundle's changes in a canonical order: by the timestamp of their first operation, then by
+/// author and seq.
 ///
-/// The order in which a store lists changes it holds can differ from one process to the next:
-/// `Notebook.readiness(of:)` files a waiting change under the first missing dependency found by
-/// iterating a dictionary (which Swift seeds per process), so the order in which a batch's waiting
-/// changes are released, hence the log's order, is not a function of the seed alone. The state is the same either way, but the simulated relay's arrival order (and so its
-/// pages) would follow that order. Sorting what crosses a transport makes a seed replay exactly
-/// in any process. Per author the order stays by seq, so nothing is reordered that matters.
+/// The order in which a store lists changes it holds is a causal order, but not a function of
+/// the seed alone: the order in which a batch's waiting changes are released follows the order
+/// they arrived in, which follows the transports. The state is the same either way, but the
+/// simulated relay's arrival order (and so its pages) would follow that order. Sorting what
+/// crosses a transport makes a seed replay exactly in any process.
+///
+/// The order is causal too, so a receiver applies each change as it comes rather than holding
+/// it until what it depends on arrives later in the same bundle: a change's timestamps come from
+/// its author's hybrid logical clock, which had observed every operation the change depends on,
+/// so the change's first timestamp is later than the timestamp of the piece that carries each
+/// of them (and an author's own changes follow each other in seq order and in time).
 enum Canonical {
     static func bundle(_ bundle: SyncBundle) -> SyncBundle {
         let sorted = bundle.changes.enumerated().sorted {
-            ($0.element.replica, $0.element.startSeq, $0.offset) < ($1.element.replica, $1.element.startSeq, $1.offset)
+            ($0.element.timestamp.rawValue, $0.element.replica, $0.element.startSeq, $0.offset)
+                < ($1.element.timestamp.rawValue, $1.element.replica, $1.element.startSeq, $1.offset)
         }.map(\.element)
         return SyncBundle(sender: bundle.sender, senderVersion: bundle.senderVersion, changes: sorted)
     }
