@@ -75,10 +75,14 @@ extension NoteStore {
     /// Records the rows whose index entries are stale in `note_fts_stale`, in the order they were
     /// touched: the first record of a row says what the index holds for it, and stays until the
     /// index is brought up to date (`INSERT OR IGNORE`).
+    ///
+    /// An in-memory store skips the rows it knows have a record already (`staleRecorded`).
     func recordStaleIndex(_ stale: StaleIndexRows, _ db: Database) throws {
         guard !stale.entries.isEmpty else { return }
         let record = try db.cachedStatement(sql: "INSERT OR IGNORE INTO note_fts_stale (row, indexed, title, body) VALUES (?, ?, ?, ?)")
+        let remember = path == nil
         for entry in stale.entries {
+            if remember, !staleRecorded.insert(entry.row).inserted { continue }
             try record.run(.int(entry.row), .bool(entry.indexed), .text(entry.title), .text(entry.body))
         }
     }

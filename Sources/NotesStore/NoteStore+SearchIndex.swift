@@ -24,7 +24,7 @@ extension NoteStore {
     public func updateSearchIndex() throws -> Int {
         do {
             return try queue.inDatabase { db in
-                try NoteStore.transaction(db, begin: "BEGIN IMMEDIATE TRANSACTION") { try NoteStore.reindexStaleRows(db) }
+                try NoteStore.transaction(db, begin: "BEGIN IMMEDIATE TRANSACTION") { try self.reindexStaleRows(db) }
             }
         } catch {
             throw StoreError.wrap(error, "cannot bring the search index up to date")
@@ -43,7 +43,7 @@ extension NoteStore {
                 }
                 if let result { return result }
                 return try NoteStore.transaction(db, begin: "BEGIN IMMEDIATE TRANSACTION") {
-                    try NoteStore.reindexStaleRows(db)
+                    try self.reindexStaleRows(db)
                     return try body(db)
                 }
             }
@@ -64,8 +64,12 @@ extension NoteStore {
     /// id comes lower than the one before), and the two make two segments.
     ///
     /// - Returns: how many rows were re-indexed.
+    ///
+    /// The records are gone (or will be, once this transaction commits; if it fails, the records
+    /// stay, and writing one again is harmless), so `staleRecorded` is emptied.
     @discardableResult
-    static func reindexStaleRows(_ db: Database) throws -> Int {
+    func reindexStaleRows(_ db: Database) throws -> Int {
+        staleRecorded.removeAll()
         let count = try Int.fetchOne(db.cachedStatement(sql: "SELECT count(*) FROM note_fts_stale")) ?? 0
         guard count > 0 else { return 0 }
         try db.execute(sql: """

@@ -81,6 +81,13 @@ public final class NoteStore: @unchecked Sendable {
     var loaded: Loaded?
     /// Set while a transaction has mutated `loaded`; a failed transaction then drops it.
     var dirty = false
+    /// In an in-memory store, the `note_text` rows that have a committed record in
+    /// `note_fts_stale`, so that a transaction does not run `INSERT OR IGNORE` for them again
+    /// (a keystroke in a chunk already stale wrote nothing, in a statement that bound the
+    /// chunk's whole text). Only read and written inside the queue's closures; emptied when the
+    /// index is brought up to date and when a write transaction fails. A file store has none:
+    /// another process may bring the index up to date without this one knowing.
+    var staleRecorded: Set<Int64> = []
 
     private init(queue: DatabaseQueue, replicaID: ReplicaID, path: String?, options: StoreOptions, wasCreated: Bool) {
         self.queue = queue
@@ -400,9 +407,15 @@ public final class NoteStore: @unchecked Sendable {
             return try queue.writeWithoutTransaction { db in
                 // BEGIN and COMMIT are compiled once per connection, like every statement of the
                 // write path (GRDB's statement cache), rather than parsed at every edit.
-                try NoteStore.transaction(db, begin: "BEGIN IMMEDIATE TRANSACTION") {
-                    try self.makeCurrent(db)
-                    return try body(db)
+                do {
+                    return try NoteStore.transaction(db, begin: "BEGIN IMMEDIATE TRANSACTION") {
+                        try self.makeCurrent(db)
+                        return try body(db)
+                    }
+                } catch {
+                    // The records this transaction wrote were rolled back.
+                    self.staleRecorded.removeAll()
+                    throw error
                 }
             }
         } catch {
