@@ -79,6 +79,8 @@ struct ReferenceModel {
         var visible: [NoteID: [OpID: Unicode.Scalar]] = [:]
         var notes: Set<NoteID> = []
         var tags: Set<String> = []
+        /// Per note, the keys of the tags whose membership field's winning write is `true`.
+        var memberships: [NoteID: [String]] = [:]
     }
 
     /// Works out the expected state from the recorded operations.
@@ -134,6 +136,9 @@ struct ReferenceModel {
             let gone = deleted[note] ?? []
             result.visible[note] = chars.filter { !gone.contains($0.key) }
         }
+        for (key, write) in result.fields {
+            if case .tag(let tag) = key.field, write.value == .bool(true) { result.memberships[key.note, default: []].append(tag) }
+        }
         return result
     }
 
@@ -164,11 +169,7 @@ struct ReferenceModel {
             if note.state != state { report("note \(id): state is \(note.state), expected \(state)") }
             let created = UInt64(max(0, value(id, .createdAt)?.intValue ?? 0))
             if note.createdAt != created { report("note \(id): createdAt is \(note.createdAt), expected \(created)") }
-            var tags: [String] = []
-            for (key, write) in expected.fields where key.note == id {
-                if case .tag(let tag) = key.field, write.value == .bool(true) { tags.append(tagName(tag)) }
-            }
-            tags.sort()
+            let tags = (expected.memberships[id] ?? []).map(tagName).sorted()
             if note.tags != tags { report("note \(id): tags are \(note.tags), expected \(tags)") }
 
             // The body: the same characters, and the text they spell.
