@@ -1,10 +1,13 @@
 // swift-tools-version:6.1
 import PackageDescription
 
-/// One set of Swift settings for every target: Swift 6 language mode with strict concurrency.
+/// One set of Swift settings for every target: Swift 6 language mode with strict concurrency, and
+/// in release builds cross-module optimization, so that the store, the sync layer and the
+/// simulator inline and specialize the core's small functions (Docs/Performance.md).
 let swiftSettings: [SwiftSetting] = [
     .swiftLanguageMode(.v6),
     .enableUpcomingFeature("ExistentialAny"),
+    .unsafeFlags(["-cross-module-optimization"], .when(configuration: .release)),
 ]
 
 let package = Package(
@@ -23,13 +26,14 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-crypto", "3.12.3" ..< "5.0.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
     ],
     targets: [
         .target(name: "NotesCRDT", swiftSettings: swiftSettings),
         .target(
             name: "NotesSync",
-            dependencies: ["NotesCRDT", "NotesStore", "Deflate"],
+            dependencies: ["NotesCRDT", "NotesStore", "Deflate", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: swiftSettings
         ),
         .target(

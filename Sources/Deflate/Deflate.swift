@@ -12,7 +12,7 @@ public enum Deflate {
         public var description: String { message }
     }
 
-    /// Compresses `input` at zlib's best compression.
+    /// Compresses `input` at zlib's `level` (9, its best compression, unless told otherwise).
     public static func compress(_ input: [UInt8], level: Int32 = 9) -> [UInt8] {
         var stream = z_stream()
         // Raw deflate (negative window bits), with the window and the memory level sized to the
