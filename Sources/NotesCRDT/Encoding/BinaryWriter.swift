@@ -6,14 +6,30 @@ public struct BinaryWriter: Sendable {
     /// An empty writer.
     public init() {}
 
+    /// An empty writer with room for `capacity` bytes.
+    public init(capacity: Int) { bytes.reserveCapacity(capacity) }
+
     /// Appends an unsigned LEB128 varint.
+    ///
+    /// One append of the whole varint (a byte at a time checked the array's uniqueness and
+    /// capacity for each: the writer's appends were about a third of encoding changes).
     public mutating func varint(_ value: UInt64) {
-        var v = value
-        while v >= 0x80 {
-            bytes.append(UInt8(truncatingIfNeeded: v) | 0x80)
-            v >>= 7
+        if value < 0x80 {
+            bytes.append(UInt8(truncatingIfNeeded: value))
+            return
         }
-        bytes.append(UInt8(v))
+        var buffer: (UInt64, UInt64) = (0, 0)  // room for the longest varint, 10 bytes
+        withUnsafeMutableBytes(of: &buffer) { raw in
+            var v = value
+            var count = 0
+            while v >= 0x80 {
+                raw[count] = UInt8(truncatingIfNeeded: v) | 0x80
+                v >>= 7
+                count += 1
+            }
+            raw[count] = UInt8(truncatingIfNeeded: v)
+            bytes.append(contentsOf: UnsafeRawBufferPointer(rebasing: raw[..<(count + 1)]))
+        }
     }
 
     /// Appends a zigzag-encoded signed varint.
@@ -29,12 +45,23 @@ public struct BinaryWriter: Sendable {
 
     /// Appends a 32-bit big-endian integer.
     public mutating func uint32(_ value: UInt32) {
-        for shift in stride(from: 24, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: value >> UInt32(shift))) }
+        withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) }
     }
 
     /// Appends a 64-bit big-endian integer.
     public mutating func uint64(_ value: UInt64) {
-        for shift in stride(from: 56, through: 0, by: -8) { bytes.append(UInt8(truncatingIfNeeded: value >> UInt64(shift))) }
+        withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) }
+    }
+
+    /// Appends the UTF-8 encoding of `scalars` (no length).
+    mutating func utf8(_ scalars: [Unicode.Scalar]) {
+        for scalar in scalars {
+            if scalar.value < 0x80 {
+                bytes.append(UInt8(truncatingIfNeeded: scalar.value))
+            } else {
+                UTF8.encode(scalar) { bytes.append($0) }
+            }
+        }
     }
 
     /// Appends a varint byte length, then the UTF-8 bytes.

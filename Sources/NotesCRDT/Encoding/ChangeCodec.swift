@@ -119,7 +119,7 @@ public enum ChangeCodec {
         func note(_ n: NoteID) { noteIndex.add(n) }
         for change in changes {
             replica(change.replica)
-            for (r, _) in change.dependencies.sortedEntries { replica(r) }
+            for entry in change.dependencies.storage { replica(entry.replica) }
             for op in change.operations {
                 if let n = op.note { note(n) }
                 switch op {
@@ -149,11 +149,11 @@ public enum ChangeCodec {
             writer.varint(UInt64(replicaIndex[change.replica]))
             writer.varint(change.startSeq)
             writer.varint(change.timestamp.rawValue)
-            let deps = change.dependencies.sortedEntries
+            let deps = change.dependencies.storage  // sorted by replica, as `sortedEntries`
             writer.varint(UInt64(deps.count))
-            for (r, seq) in deps {
-                writer.varint(UInt64(replicaIndex[r]))
-                writer.varint(seq)
+            for entry in deps {
+                writer.varint(UInt64(replicaIndex[entry.replica]))
+                writer.varint(entry.seq)
             }
             // Records: one per operation, and per run of a `deleteEach` (the decoder joins them again).
             writer.varint(UInt64(change.operations.reduce(0) { count, op in
@@ -213,7 +213,7 @@ public enum ChangeCodec {
                         explicit.signedVarint(Int64(bitPattern: seq &- origin.seq))
                     }
                     lengths.varint(UInt64(scalars.count))
-                    for scalar in scalars { UTF8.encode(scalar) { text.byte($0) } }
+                    text.utf8(scalars)
                     predictor.inserted(OpID(replica: change.replica, seq: seq), count: UInt64(scalars.count))
                 case .deleteText(let n, let targets):
                     delete(n, targets, at: seq)
@@ -244,7 +244,9 @@ public enum ChangeCodec {
 
     /// The encoding of `changes`.
     public static func encode(_ changes: [Change]) -> [UInt8] {
-        var writer = BinaryWriter()
+        // Room for the tables and a few bytes per operation (the text comes on top): growing the
+        // array from nothing reallocated it several times for every change logged.
+        var writer = BinaryWriter(capacity: 64 + 48 * min(changes.count, 1 << 14))
         encode(changes, into: &writer)
         return writer.bytes
     }
