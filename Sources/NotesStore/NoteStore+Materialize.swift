@@ -96,7 +96,7 @@ extension NoteStore {
     /// else read. Every statement is compiled once per connection.
     func materialize(_ id: NoteID, bodyTouched: Bool, _ stale: inout StaleIndexRows, _ db: Database) throws {
         let hex = id.description
-        guard let note = loaded!.notebook.noteFields(id), note.state != .deleted else {
+        guard let note = inLoadedNotebook({ $0.noteFields(id) }), note.state != .deleted else {
             try db.cachedStatement(sql: "DELETE FROM notes WHERE id = ?").run(.text(hex))
             try db.cachedStatement(sql: "DELETE FROM note_tags WHERE note = ?").run(.text(hex))
             try db.cachedStatement(sql: "SELECT id, title, body FROM note_text WHERE note = ?").forEachRow(.text(hex)) {
@@ -111,7 +111,7 @@ extension NoteStore {
         let tags = note.tags.joined(separator: "\u{1F}")
         var body = ""
         if !isNew, bodyTouched {
-            let text = loaded!.notebook.body(of: id)
+            let text = inLoadedNotebook { $0.body(of: id) }
             body = text?.string ?? ""
             try db.cachedStatement(sql: """
                 UPDATE notes SET title = ?, pinned = ?, archived = ?, color = ?, state = ?, tags = ?,
@@ -120,7 +120,7 @@ extension NoteStore {
                          .text(note.state.rawValue), .text(tags), .int(Int64(note.createdAt)), .int(Int64(note.updatedAt)),
                          .int(Int64(text?.count ?? 0)), .text(NoteStore.preview(of: body)), .text(hex))
         } else if isNew {
-            let text = loaded!.notebook.body(of: id)
+            let text = inLoadedNotebook { $0.body(of: id) }
             body = text?.string ?? ""
             try db.cachedStatement(sql: """
                 INSERT INTO notes (id, title, pinned, archived, color, state, tags, created_at, updated_at, body_length, preview)
@@ -168,6 +168,13 @@ extension NoteStore {
             chunks = try syncChunks(hex, body: body, old: isNew ? nil : old!.chunks, &stale, db)
         }
         remember(id, .present(title: note.title, tags: tags, chunks: chunks))
+    }
+
+    /// Reads the loaded notebook in place: a read through `loaded!.notebook` copied the whole
+    /// notebook (a retain and a release of every one of its arrays and tables) for every note
+    /// materialized.
+    func inLoadedNotebook<T>(_ read: (inout Notebook) -> T) -> T {
+        read(&loaded!.notebook)
     }
 
     /// A note's title row in `note_text`, if it has one.
