@@ -89,6 +89,32 @@ struct NotebookPropertyTests {
         }
     }
 
+    /// `changes(since:)` is the log in the order applied, each change cut where the vector's
+    /// knowledge of its author ends and dropped when the vector has all of it (written out plainly
+    /// here), and a replica at that vector applies it without waiting.
+    @Test(.shrinking(false)) func changesSinceAVectorAreTheLogCutAtIt() async {
+        await propertyCheck(count: 30, input: Self.seeds, Self.replicaCounts, Self.stepCounts) { seed, replicaCount, steps in
+            await reportingErrors("seed \(seed), replicaCount \(replicaCount), steps \(steps)") {
+                var sim = Simulation(seed: seed, replicaCount: replicaCount)
+                try sim.run(steps: steps)
+                var rng = SplitMix64(seed: seed ^ 0x5EED)
+                let source = rng.pick(sim.replicas)
+                for _ in 0 ..< 4 {
+                    let peer = try replay(Array(sim.made.prefix(rng.int(0 ... sim.made.count))), as: 300)
+                    let have = peer.versionVector
+                    let expected = source.allChanges.compactMap { $0.suffix(from: have[$0.replica] + 1) }
+                    let sent = source.changes(since: have)
+                    #expect(sent == expected)
+                    var caughtUp = peer
+                    for change in sent where caughtUp.versionVector[change.replica] < change.endSeq {
+                        #expect(try caughtUp.apply(change) != .pending)
+                    }
+                    #expect(caughtUp.pendingCount == 0)
+                }
+            }
+        }
+    }
+
     /// merge(_:)/merging(_:) is commutative, associative and idempotent.
     @Test(.shrinking(false)) func mergeIsCommutativeAssociativeAndIdempotent() async {
         await propertyCheck(count: 30, input: Self.seeds, Self.stepCounts) { seed, steps in

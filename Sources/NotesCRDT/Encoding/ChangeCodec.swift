@@ -120,13 +120,22 @@ public enum ChangeCodec {
         for change in changes {
             replica(change.replica)
             for entry in change.dependencies.storage { replica(entry.replica) }
-            for op in change.operations {
-                if let n = op.note { note(n) }
-                switch op {
-                case .insertText(_, let origin?, _): replica(origin.replica)
-                case .deleteText(_, let targets): targets.forEach { replica($0.replica) }
-                case .deleteEach(_, let runs): runs.forEach { replica($0.range.replica) }
-                default: break
+            // In place: an operation copied out of the array retains and releases its payload.
+            change.operations.withUnsafeBufferPointer { operations in
+                for index in operations.indices {
+                    switch operations[index] {
+                    case .setNoteField(let n, _, _): note(n)
+                    case .insertText(let n, let origin, _):
+                        note(n)
+                        if let origin { replica(origin.replica) }
+                    case .deleteText(let n, let targets):
+                        note(n)
+                        for target in targets { replica(target.replica) }
+                    case .deleteEach(let n, let runs):
+                        note(n)
+                        for run in runs { replica(run.range.replica) }
+                    case .setTagField: break
+                    }
                 }
             }
         }

@@ -61,7 +61,12 @@ extension Notebook {
     /// - Complexity: O(*r* log *h* + *k* log *k*): a binary search per replica, then the *k* changes sent.
     public func changes(since version: VersionVector) -> [Change] {
         if deferred != nil { return materialized.changes(since: version) }
-        var picked: [(index: Int, change: Change)] = []
+        // The log positions first (per replica, the first change that ends past what `version`
+        // has, and every one after it), then each change copied once, in log order: a list of
+        // (position, change) pairs sorted and mapped copied every change twice.
+        var picked: [Int] = []
+        var cuts: [(position: Int, from: UInt64)] = []  // a change the other side has part of
+        var sorted = true
         for (replica, indexes) in historyIndex {
             let have = version[replica]
             guard have < versionVector[replica] else { continue }
@@ -71,12 +76,25 @@ extension Notebook {
                 let mid = (low + high) / 2
                 if history[indexes[mid]].endSeq <= have { low = mid + 1 } else { high = mid }
             }
-            for position in low ..< indexes.count {
-                let change = history[indexes[position]]
-                picked.append((indexes[position], position == low ? change.suffix(from: have + 1)! : change))
-            }
+            guard low < indexes.count else { continue }
+            if history[indexes[low]].startSeq <= have { cuts.append((indexes[low], have + 1)) }
+            if let last = picked.last, last > indexes[low] { sorted = false }
+            picked.append(contentsOf: indexes[low...])
         }
-        return picked.sorted { $0.index < $1.index }.map(\.change)
+        if !sorted { picked.sort() }
+        var result: [Change] = []
+        result.reserveCapacity(picked.count)
+        for position in picked { result.append(history[position]) }
+        for cut in cuts {
+            var low = 0
+            var high = picked.count
+            while low < high {
+                let mid = (low + high) / 2
+                if picked[mid] < cut.position { low = mid + 1 } else { high = mid }
+            }
+            result[low] = history[cut.position].suffix(from: cut.from)!
+        }
+        return result
     }
 
     /// Every change in the log, in the order applied.
