@@ -104,29 +104,44 @@ public struct Notebook: Sendable {
         return copy
     }
 
-    func makeNote(_ id: NoteID, _ record: NoteRecord) -> Note {
+    /// The public view of a note's record.
+    ///
+    /// One pass over the record's fields (a lookup per named field hashed the field, and the
+    /// pass was needed anyway for the tags); the body is left empty unless `withBody`.
+    func makeNote(_ id: NoteID, _ record: NoteRecord, withBody: Bool = true) -> Note {
+        var title = ""
+        var pinned = false
+        var archived = false
+        var color: String?
+        var state = NoteLifecycle.active
+        var createdAt: UInt64 = 0
         var tags: [String] = []
         var extras: [String: FieldValue] = [:]
         for (field, register) in record.fields {
+            let value = register.value
             switch field {
-            case .tag(let key) where register.value == .bool(true):
-                tags.append(tagRecords[key]?[.name]?.value.stringValue ?? key)
+            case .title: title = value.stringValue ?? ""
+            case .pinned: pinned = value.boolValue ?? false
+            case .archived: archived = value.boolValue ?? false
+            case .color: color = value.stringValue
+            case .state: state = value.stringValue.flatMap(NoteLifecycle.init(rawValue:)) ?? .active
+            case .createdAt: createdAt = UInt64(max(0, value.intValue ?? 0))
+            case .tag(let key):
+                if value == .bool(true) { tags.append(tagRecords[key]?[.name]?.value.stringValue ?? key) }
             case .extra(let key):
-                extras[key] = register.value
-            default:
-                break
+                extras[key] = value
             }
         }
         return Note(
             id: id,
-            title: record.value(.title).stringValue ?? "",
-            body: record.body.string,
-            pinned: record.value(.pinned).boolValue ?? false,
-            archived: record.value(.archived).boolValue ?? false,
-            color: record.value(.color).stringValue,
-            state: record.value(.state).stringValue.flatMap(NoteLifecycle.init(rawValue:)) ?? .active,
+            title: title,
+            body: withBody ? record.body.string : "",
+            pinned: pinned,
+            archived: archived,
+            color: color,
+            state: state,
             tags: tags.sorted(),
-            createdAt: UInt64(max(0, record.value(.createdAt).intValue ?? 0)),
+            createdAt: createdAt,
             updatedAt: record.updatedAt.milliseconds,
             extras: extras
         )
