@@ -73,6 +73,10 @@ public struct SyncBundle: Hashable, Sendable {
     /// bytes and costs a compressor's setup and a Huffman table. (At 512, about half the bodies of a
     /// simulation run were compressed for 8% of the bytes saved, at a quarter of the time spent.)
     static let compressionThreshold = 1024
+    /// zlib's level for a body: 6 (its default) below 64 KiB, 9 from there. On the bodies of a
+    /// simulation run the two give the same bytes and 6 takes an eighth less time; on a whole
+    /// history (the editing traces) 9 is 0.2 to 0.8% smaller.
+    static func compressionLevel(forLength length: Int) -> Int32 { length < 1 << 16 ? 6 : 9 }
     static let checksumLength = 32
     /// Magic, version, flags, sender.
     static let fixedHeaderLength = 8 + 1 + 1 + 16
@@ -145,7 +149,7 @@ public struct SyncBundle: Hashable, Sendable {
         guard encoding.count >= compressionThreshold else { return (0, encoding) }
         var packed = BinaryWriter()
         packed.varint(UInt64(encoding.count))
-        packed.raw(Deflate.compress(encoding))
+        packed.raw(Deflate.compress(encoding, level: compressionLevel(forLength: encoding.count)))
         return packed.bytes.count < encoding.count ? (deflatedFlag, packed.bytes) : (0, encoding)
     }
 
