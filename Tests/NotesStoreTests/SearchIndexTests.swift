@@ -107,6 +107,33 @@ struct SearchIndexTests {
         try MaterializationTests.checkIndex(store)
     }
 
+    /// An in-memory store remembers which rows have a stale-index record and skips writing them
+    /// again; a transaction that fails rolls its records back, so it must forget what it
+    /// remembered, or the next edit of the row would leave the index behind.
+    @Test func aFailedEditForgetsTheStaleRecordsItRolledBack() throws {
+        let store = try NoteStore.openInMemory()
+        let note = try store.createNote(title: "Kept", body: "alpha ")
+        #expect(try store.search("alpha").map(\.note.id) == [note])
+        #expect(try Self.staleRows(store) == 0)
+        // Every record written from now on fails while the flag is up, and the edit with it.
+        try store.queue.writeWithoutTransaction { db in
+            try db.execute(sql: """
+                CREATE TABLE fail_flag (x);
+                CREATE TRIGGER fail_stale AFTER INSERT ON note_fts_stale WHEN EXISTS (SELECT 1 FROM fail_flag)
+                BEGIN SELECT RAISE(ABORT, 'injected failure'); END;
+                INSERT INTO fail_flag VALUES (1);
+                """)
+        }
+        #expect(throws: StoreError.self) { try store.appendText(note, "beta ") }
+        #expect(try store.note(note)?.body == "alpha ")
+        try store.queue.writeWithoutTransaction { db in try db.execute(sql: "DELETE FROM fail_flag") }
+        try store.appendText(note, "gamma ")
+        #expect(try Self.staleRows(store) > 0)
+        #expect(try store.search("gamma").map(\.note.id) == [note])
+        #expect(try store.search("beta").isEmpty)
+        try MaterializationTests.checkIndex(store)
+    }
+
     @Test(arguments: StoreKind.allCases)
     func updatingTheIndexLeavesNothingStaleAndPassesFTS5sCheck(_ kind: StoreKind) throws {
         let folder = TemporaryFolder()
