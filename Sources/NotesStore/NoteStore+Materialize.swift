@@ -60,7 +60,7 @@ extension NoteStore {
             }
         }
         for tag in renamedTags {
-            try db.cachedStatement(sql: "SELECT note FROM note_tags WHERE tag = ?").forEachRow(.text(tag)) {
+            try statement("SELECT note FROM note_tags WHERE tag = ?", db).forEachRow(.text(tag)) {
                 if let id = NoteID(hex: SQLColumn.text($0, 0)), touched[id] == nil { touched[id] = false }
             }
         }
@@ -79,7 +79,7 @@ extension NoteStore {
     /// An in-memory store skips the rows it knows have a record already (`staleRecorded`).
     func recordStaleIndex(_ stale: StaleIndexRows, _ db: Database) throws {
         guard !stale.entries.isEmpty else { return }
-        let record = try db.cachedStatement(sql: "INSERT OR IGNORE INTO note_fts_stale (row, indexed, title, body) VALUES (?, ?, ?, ?)")
+        let record = try statement("INSERT OR IGNORE INTO note_fts_stale (row, indexed, title, body) VALUES (?, ?, ?, ?)", db)
         let remember = path == nil
         for entry in stale.entries {
             if remember, !staleRecorded.insert(entry.row).inserted { continue }
@@ -97,12 +97,12 @@ extension NoteStore {
     func materialize(_ id: NoteID, bodyTouched: Bool, _ stale: inout StaleIndexRows, _ db: Database) throws {
         let hex = id.description
         guard let note = inLoadedNotebook({ $0.noteFields(id) }), note.state != .deleted else {
-            try db.cachedStatement(sql: "DELETE FROM notes WHERE id = ?").run(.text(hex))
-            try db.cachedStatement(sql: "DELETE FROM note_tags WHERE note = ?").run(.text(hex))
-            try db.cachedStatement(sql: "SELECT id, title, body FROM note_text WHERE note = ?").forEachRow(.text(hex)) {
+            try statement("DELETE FROM notes WHERE id = ?", db).run(.text(hex))
+            try statement("DELETE FROM note_tags WHERE note = ?", db).run(.text(hex))
+            try statement("SELECT id, title, body FROM note_text WHERE note = ?", db).forEachRow(.text(hex)) {
                 stale.changed(SQLColumn.int($0, 0), title: SQLColumn.text($0, 1), body: SQLColumn.text($0, 2))
             }
-            try db.cachedStatement(sql: "DELETE FROM note_text WHERE note = ?").run(.text(hex))
+            try statement("DELETE FROM note_text WHERE note = ?", db).run(.text(hex))
             remember(id, .absent)
             return
         }
@@ -113,38 +113,38 @@ extension NoteStore {
         if !isNew, bodyTouched {
             let text = inLoadedNotebook { $0.body(of: id) }
             body = text?.string ?? ""
-            try db.cachedStatement(sql: """
+            try statement("""
                 UPDATE notes SET title = ?, pinned = ?, archived = ?, color = ?, state = ?, tags = ?,
                     created_at = ?, updated_at = ?, body_length = ?, preview = ? WHERE id = ?
-                """).run(.text(note.title), .bool(note.pinned), .bool(note.archived), .optionalText(note.color),
+                """, db).run(.text(note.title), .bool(note.pinned), .bool(note.archived), .optionalText(note.color),
                          .text(note.state.rawValue), .text(tags), .int(Int64(note.createdAt)), .int(Int64(note.updatedAt)),
                          .int(Int64(text?.count ?? 0)), .text(NoteStore.preview(of: body)), .text(hex))
         } else if isNew {
             let text = inLoadedNotebook { $0.body(of: id) }
             body = text?.string ?? ""
-            try db.cachedStatement(sql: """
+            try statement("""
                 INSERT INTO notes (id, title, pinned, archived, color, state, tags, created_at, updated_at, body_length, preview)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (id) DO UPDATE SET title = excluded.title, pinned = excluded.pinned,
                     archived = excluded.archived, color = excluded.color, state = excluded.state,
                     tags = excluded.tags, created_at = excluded.created_at, updated_at = excluded.updated_at,
                     body_length = excluded.body_length, preview = excluded.preview
-                """).run(.text(hex), .text(note.title), .bool(note.pinned), .bool(note.archived), .optionalText(note.color),
+                """, db).run(.text(hex), .text(note.title), .bool(note.pinned), .bool(note.archived), .optionalText(note.color),
                          .text(note.state.rawValue), .text(tags), .int(Int64(note.createdAt)), .int(Int64(note.updatedAt)),
                          .int(Int64(text?.count ?? 0)), .text(NoteStore.preview(of: body)))
         } else {
-            try db.cachedStatement(sql: """
+            try statement("""
                 UPDATE notes SET title = ?, pinned = ?, archived = ?, color = ?, state = ?, tags = ?,
                     created_at = ?, updated_at = ? WHERE id = ?
-                """).run(.text(note.title), .bool(note.pinned), .bool(note.archived), .optionalText(note.color),
+                """, db).run(.text(note.title), .bool(note.pinned), .bool(note.archived), .optionalText(note.color),
                          .text(note.state.rawValue), .text(tags), .int(Int64(note.createdAt)), .int(Int64(note.updatedAt)),
                          .text(hex))
         }
         // The tag rows follow the row's tag list, the title row its title (both are written in the
         // same transactions as the row), so they are rewritten only when those changed.
         if isNew || old!.tags != tags {
-            try db.cachedStatement(sql: "DELETE FROM note_tags WHERE note = ?").run(.text(hex))
-            let insertTag = try db.cachedStatement(sql: "INSERT OR IGNORE INTO note_tags (tag, note) VALUES (?, ?)")
+            try statement("DELETE FROM note_tags WHERE note = ?", db).run(.text(hex))
+            let insertTag = try statement("INSERT OR IGNORE INTO note_tags (tag, note) VALUES (?, ?)", db)
             for name in note.tags {
                 try insertTag.run(.text(Notebook.tagKey(name)), .text(hex))
             }
@@ -155,7 +155,7 @@ extension NoteStore {
                     try retitle(row.id, from: row.title, to: note.title, body: row.body, &stale, db)
                 }
             } else {
-                try db.cachedStatement(sql: "INSERT INTO note_text (note, ord, title) VALUES (?, -1, ?)").run(.text(hex), .text(note.title))
+                try statement("INSERT INTO note_text (note, ord, title) VALUES (?, -1, ?)", db).run(.text(hex), .text(note.title))
                 stale.added(db.lastInsertedRowID)
             }
         } else if old!.title != note.title {
@@ -180,7 +180,7 @@ extension NoteStore {
     /// A note's title row in `note_text`, if it has one.
     private func titleRow(_ hex: String, _ db: Database) throws -> (id: Int64, title: String, body: String)? {
         var row: (id: Int64, title: String, body: String)?
-        try db.cachedStatement(sql: "SELECT id, title, body FROM note_text WHERE note = ? AND ord = -1").forEachRow(.text(hex)) {
+        try statement("SELECT id, title, body FROM note_text WHERE note = ? AND ord = -1", db).forEachRow(.text(hex)) {
             row = (SQLColumn.int($0, 0), SQLColumn.text($0, 1), SQLColumn.text($0, 2))
         }
         return row
@@ -188,7 +188,7 @@ extension NoteStore {
 
     /// Sets the title of a title row (its index entry goes stale).
     private func retitle(_ row: Int64, from old: String, to title: String, body: String, _ stale: inout StaleIndexRows, _ db: Database) throws {
-        try db.cachedStatement(sql: "UPDATE note_text SET title = ? WHERE id = ?").run(.text(title), .int(row))
+        try statement("UPDATE note_text SET title = ? WHERE id = ?", db).run(.text(title), .int(row))
         stale.changed(row, title: old, body: body)
     }
 
@@ -202,7 +202,7 @@ extension NoteStore {
             return nil
         case nil:
             var row: (title: String, tags: String)?
-            try db.cachedStatement(sql: "SELECT title, tags FROM notes WHERE id = ?").forEachRow(.text(id.description)) {
+            try statement("SELECT title, tags FROM notes WHERE id = ?", db).forEachRow(.text(id.description)) {
                 row = (SQLColumn.text($0, 0), SQLColumn.text($0, 1))
             }
             guard let row else {
@@ -245,14 +245,14 @@ extension NoteStore {
         let updated = min(oldMiddle.count, newMiddle.count)
         var result = Array(old[..<prefix])
         result.reserveCapacity(new.count)
-        let update = try db.cachedStatement(sql: "UPDATE note_text SET body = ? WHERE id = ?")
+        let update = try statement("UPDATE note_text SET body = ? WHERE id = ?", db)
         for i in 0 ..< updated {
             let row = oldMiddle[prefix + i]
             try update.run(.text(newMiddle[prefix + i]), .int(row.id))
             stale.changed(row.id, title: "", body: row.body)
             result.append(StoredChunk(id: row.id, ord: row.ord, body: newMiddle[prefix + i]))
         }
-        let delete = try db.cachedStatement(sql: "DELETE FROM note_text WHERE id = ?")
+        let delete = try statement("DELETE FROM note_text WHERE id = ?", db)
         for row in oldMiddle.dropFirst(updated) {
             try delete.run(.int(row.id))
             stale.changed(row.id, title: "", body: row.body)
@@ -269,14 +269,14 @@ extension NoteStore {
         } else {
             step = NoteStore.chunkOrderGap
         }
-        let insert = try db.cachedStatement(sql: "INSERT INTO note_text (note, ord, body) VALUES (?, ?, ?)")
+        let insert = try statement("INSERT INTO note_text (note, ord, body) VALUES (?, ?, ?)", db)
         if step < 1 {
             // No room between the neighbours: number the whole body afresh.
             // The rows still there are the prefix, the updated ones (with their new text) and the suffix.
             for row in result + old[(old.count - suffix)...] {
                 stale.changed(row.id, title: "", body: row.body)
             }
-            try db.cachedStatement(sql: "DELETE FROM note_text WHERE note = ? AND ord >= 0").run(.text(hex))
+            try statement("DELETE FROM note_text WHERE note = ? AND ord >= 0", db).run(.text(hex))
             result.removeAll(keepingCapacity: true)
             for (position, chunk) in new.enumerated() {
                 let ord = Int64(position + 1) * NoteStore.chunkOrderGap
@@ -299,7 +299,7 @@ extension NoteStore {
     /// A note's body chunks as stored, in order.
     private func storedChunks(_ hex: String, _ db: Database) throws -> [StoredChunk] {
         var chunks: [StoredChunk] = []
-        try db.cachedStatement(sql: "SELECT id, ord, body FROM note_text WHERE note = ? AND ord >= 0 ORDER BY ord").forEachRow(.text(hex)) {
+        try statement("SELECT id, ord, body FROM note_text WHERE note = ? AND ord >= 0 ORDER BY ord", db).forEachRow(.text(hex)) {
             chunks.append(StoredChunk(id: SQLColumn.int($0, 0), ord: SQLColumn.int($0, 1), body: SQLColumn.text($0, 2)))
         }
         return chunks

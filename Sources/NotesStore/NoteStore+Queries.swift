@@ -112,9 +112,10 @@ extension NoteStore {
 
     /// The row of a note and its body chunks in order, in one statement: a row per chunk (the
     /// note's columns repeated, the chunk's text last), or one row with no text for an empty body.
-    static let noteWithBodySQL = """
-        SELECT \(noteColumns.split(separator: ",").map { "notes." + $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ", ")),
-            note_text.body
+    /// The columns are `noteColumns`, in that order.
+    static let noteWithBodySQL: StaticString = """
+        SELECT notes.id, notes.title, notes.pinned, notes.archived, notes.color, notes.state, notes.tags,
+            notes.created_at, notes.updated_at, notes.body_length, notes.preview, note_text.body
         FROM notes LEFT JOIN note_text ON note_text.note = notes.id AND note_text.ord >= 0
         WHERE notes.id = ? ORDER BY note_text.ord
         """
@@ -124,11 +125,11 @@ extension NoteStore {
     /// One statement for the row and the chunks (`noteWithBodySQL`): the simulator reads every
     /// note a step touched this way, after every step, and two statements per note were a tenth
     /// of all the statements of a run.
-    static func storedNote(_ id: NoteID, _ db: Database) throws -> StoredNote? {
+    func storedNote(_ id: NoteID, _ db: Database) throws -> StoredNote? {
         var note: StoredNote?
         var body = ""
-        try db.cachedStatement(sql: noteWithBodySQL).forEachRow(.text(id.description)) {
-            if note == nil { note = storedNote(columnsOf: $0, id: id) }
+        try statement(NoteStore.noteWithBodySQL, db).forEachRow(.text(id.description)) {
+            if note == nil { note = NoteStore.storedNote(columnsOf: $0, id: id) }
             if let chunk = SQLColumn.optionalText($0, 11) { body += chunk }
         }
         note?.body = body
@@ -146,20 +147,21 @@ extension NoteStore {
         do {
             return try queue.inDatabase { db in
                 if path == nil { return try body(db) }
-                return try NoteStore.transaction(db, begin: "BEGIN DEFERRED TRANSACTION") { try body(db) }
+                return try transaction(db, begin: "BEGIN DEFERRED TRANSACTION") { try body(db) }
             }
         } catch {
             throw StoreError.wrap(error, what())
         }
     }
 
-    /// Runs `body` between `begin` and COMMIT, both compiled once per connection (GRDB's statement
-    /// cache), and rolls back when it throws.
-    static func transaction<T>(_ db: Database, begin: String, _ body: () throws -> T) throws -> T {
-        try db.cachedStatement(sql: begin).execute()
+    /// Runs `body` between `begin` and COMMIT, both compiled once per connection (`statement`),
+    /// and rolls back when it throws. They run through GRDB (`execute`), which tracks the
+    /// transaction.
+    func transaction<T>(_ db: Database, begin: StaticString, _ body: () throws -> T) throws -> T {
+        try statement(begin, db).execute()
         do {
             let result = try body()
-            try db.cachedStatement(sql: "COMMIT TRANSACTION").execute()
+            try statement("COMMIT TRANSACTION", db).execute()
             return result
         } catch {
             if db.isInsideTransaction { try? db.rollback() }
@@ -215,13 +217,13 @@ extension NoteStore {
 
     /// The note with this identity, with its body, or nil (deleted notes included).
     public func note(_ id: NoteID) throws -> StoredNote? {
-        try read("cannot read note \(id)") { db in try NoteStore.storedNote(id, db) }
+        try read("cannot read note \(id)") { db in try storedNote(id, db) }
     }
 
     /// The notes with these identities, with their bodies, in the same order (nil for a note
     /// that has no row: unknown or deleted), read in one read transaction.
     public func notes(_ ids: [NoteID]) throws -> [StoredNote?] {
-        try read("cannot read notes") { db in try ids.map { try NoteStore.storedNote($0, db) } }
+        try read("cannot read notes") { db in try ids.map { try storedNote($0, db) } }
     }
 
     /// The note whose id starts with `prefix` (hex digits, as git names commits).

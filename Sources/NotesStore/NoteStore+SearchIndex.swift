@@ -24,7 +24,7 @@ extension NoteStore {
     public func updateSearchIndex() throws -> Int {
         do {
             return try queue.inDatabase { db in
-                try NoteStore.transaction(db, begin: "BEGIN IMMEDIATE TRANSACTION") { try self.reindexStaleRows(db) }
+                try self.transaction(db, begin: "BEGIN IMMEDIATE TRANSACTION") { try self.reindexStaleRows(db) }
             }
         } catch {
             throw StoreError.wrap(error, "cannot bring the search index up to date")
@@ -38,11 +38,11 @@ extension NoteStore {
         do {
             return try queue.inDatabase { db in
                 var result: T?
-                try NoteStore.transaction(db, begin: "BEGIN DEFERRED TRANSACTION") {
+                try self.transaction(db, begin: "BEGIN DEFERRED TRANSACTION") {
                     if try !NoteStore.indexIsStale(db) { result = try body(db) }
                 }
                 if let result { return result }
-                return try NoteStore.transaction(db, begin: "BEGIN IMMEDIATE TRANSACTION") {
+                return try self.transaction(db, begin: "BEGIN IMMEDIATE TRANSACTION") {
                     try self.reindexStaleRows(db)
                     return try body(db)
                 }

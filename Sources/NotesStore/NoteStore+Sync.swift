@@ -90,16 +90,16 @@ extension NoteStore {
         let now = seenAt ?? options.wallClock.milliseconds()
         do {
             try queue.writeWithoutTransaction { db in
-                try db.cachedStatement(sql: "BEGIN IMMEDIATE TRANSACTION").execute()
+                try statement("BEGIN IMMEDIATE TRANSACTION", db).execute()
                 do {
                     var vector = versionVector
                     let key = replica.raw.bytes
-                    try db.cachedStatement(sql: "SELECT version_vector FROM peers WHERE replica = ?").forEachRow(.blob(key)) {
+                    try statement("SELECT version_vector FROM peers WHERE replica = ?", db).forEachRow(.blob(key)) {
                         vector.merge(try VersionVector(storeBytes: SQLColumn.blob($0, 0)))
                     }
-                    try db.cachedStatement(sql: "INSERT OR REPLACE INTO peers (replica, version_vector, last_seen) VALUES (?, ?, ?)")
+                    try statement("INSERT OR REPLACE INTO peers (replica, version_vector, last_seen) VALUES (?, ?, ?)", db)
                         .run(.blob(key), .blob(vector.storeBytes), .int(Int64(now)))
-                    try db.cachedStatement(sql: "COMMIT TRANSACTION").execute()
+                    try statement("COMMIT TRANSACTION", db).execute()
                 } catch {
                     if db.isInsideTransaction { try? db.rollback() }
                     throw error
@@ -145,9 +145,9 @@ extension NoteStore {
         let waiting = loaded!.notebook.pendingChanges
         var current = Set<PendingKey>(minimumCapacity: waiting.count)
         let now = Int64(options.wallClock.milliseconds())
-        let insert = try db.cachedStatement(sql: """
+        let insert = try statement("""
             INSERT INTO pending_changes (replica, start_seq, end_seq, received_at, payload) VALUES (?, ?, ?, ?, ?)
-            """)
+            """, db)
         for change in waiting {
             let key = PendingKey(change)
             guard current.insert(key).inserted, rows[key] == nil else { continue }
@@ -155,7 +155,7 @@ extension NoteStore {
                            .int(Int64(bitPattern: change.endSeq)), .int(now), .blob(ChangeCodec.encode([change])))
             rows[key] = db.lastInsertedRowID
         }
-        let delete = try db.cachedStatement(sql: "DELETE FROM pending_changes WHERE row = ?")
+        let delete = try statement("DELETE FROM pending_changes WHERE row = ?", db)
         for (key, row) in rows where !current.contains(key) {
             try delete.run(.int(row))
             rows[key] = nil
@@ -167,7 +167,7 @@ extension NoteStore {
     private func pendingRows(_ db: Database) throws -> [PendingKey: Int64] {
         if let rows = loaded!.pendingRows { return rows }
         var rows: [PendingKey: Int64] = [:]
-        try db.cachedStatement(sql: "SELECT row, replica, start_seq, end_seq FROM pending_changes").forEachRow { row in
+        try statement("SELECT row, replica, start_seq, end_seq FROM pending_changes", db).forEachRow { row in
             guard let replica = ReplicaID(blob: SQLColumn.blob(row, 1)) else {
                 throw StoreError(.corrupt, "a pending change's replica identity is not 16 bytes")
             }
