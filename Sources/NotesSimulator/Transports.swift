@@ -123,8 +123,8 @@ struct SimFolderTransport: SyncTransport {
     }
 }
 
-/// A bundle's changes in a canonical order: by the timestamp of their first operation, then by
-/// author and seq.
+/// A bundle's changes in a canonical order: a causal order that keeps each author's changes
+/// together as long as it can.
 ///
 /// The order in which a store lists changes it holds is a causal order, but not a function of
 /// the seed alone: the order in which a batch's waiting changes are released follows the order
@@ -132,17 +132,62 @@ struct SimFolderTransport: SyncTransport {
 /// simulated relay's arrival order (and so its pages) would follow that order. Sorting what
 /// crosses a transport makes a seed replay exactly in any process.
 ///
-/// The order is causal too, so a receiver applies each change as it comes rather than holding
-/// it until what it depends on arrives later in the same bundle: a change's timestamps come from
-/// its author's hybrid logical clock, which had observed every operation the change depends on,
-/// so the change's first timestamp is later than the timestamp of the piece that carries each
-/// of them (and an author's own changes follow each other in seq order and in time).
+/// The order is causal, so a receiver applies each change as it comes rather than holding it
+/// until what it depends on arrives later in the same bundle; and it keeps an author's changes
+/// in runs, so a receiver logs a batch in a few rows (one per run of one author's changes) and
+/// joins them in its history. It is built from each author's changes in seq order: the author
+/// whose change came last goes on while its next change is ready (every operation it depends on
+/// is already placed, or not in the bundle); otherwise the ready change with the earliest first
+/// timestamp (then author) goes next. One always is ready: a change's author had observed,
+/// through its hybrid logical clock, every operation the change depends on, so the earliest of
+/// the authors' next changes depends on nothing still to come.
 enum Canonical {
     static func bundle(_ bundle: SyncBundle) -> SyncBundle {
-        let sorted = bundle.changes.enumerated().sorted {
-            ($0.element.timestamp.rawValue, $0.element.replica, $0.element.startSeq, $0.offset)
-                < ($1.element.timestamp.rawValue, $1.element.replica, $1.element.startSeq, $1.offset)
-        }.map(\.element)
-        return SyncBundle(sender: bundle.sender, senderVersion: bundle.senderVersion, changes: sorted)
+        SyncBundle(sender: bundle.sender, senderVersion: bundle.senderVersion, changes: order(bundle.changes))
+    }
+
+    static func order(_ changes: [Change]) -> [Change] {
+        guard changes.count > 1 else { return changes }
+        // Each author's changes by seq (then as given), the authors in identity order.
+        var byAuthor: [ReplicaID: [Change]] = [:]
+        for change in changes { byAuthor[change.replica, default: []].append(change) }
+        let authors = byAuthor.keys.sorted()
+        var queues = authors.map { author in
+            byAuthor[author]!.enumerated().sorted { ($0.element.startSeq, $0.offset) < ($1.element.startSeq, $1.offset) }.map(\.element)
+        }
+        let index = Dictionary(uniqueKeysWithValues: authors.enumerated().map { ($1, $0) })
+        var next = [Int](repeating: 0, count: authors.count)  // per author, its first change not placed
+        /// Whether every operation `change` depends on is placed or not in the bundle.
+        func ready(_ change: Change) -> Bool {
+            for dependency in change.dependencies.sortedEntries where dependency.replica != change.replica {
+                guard let a = index[dependency.replica], next[a] < queues[a].count else { continue }
+                if queues[a][next[a]].startSeq <= dependency.seq { return false }
+            }
+            return true
+        }
+        var result: [Change] = []
+        result.reserveCapacity(changes.count)
+        var current: Int?
+        while result.count < changes.count {
+            if let a = current, next[a] < queues[a].count, ready(queues[a][next[a]]) {
+                result.append(queues[a][next[a]])
+                next[a] += 1
+                continue
+            }
+            var best: Int?
+            var fallback: Int?
+            for a in authors.indices where next[a] < queues[a].count {
+                let head = queues[a][next[a]]
+                if fallback == nil || head.timestamp < queues[fallback!][next[fallback!]].timestamp { fallback = a }
+                if ready(head), best == nil || head.timestamp < queues[best!][next[best!]].timestamp { best = a }
+            }
+            // (Without a ready one, which a causal history cannot give, the earliest goes.)
+            let a = best ?? fallback!
+            result.append(queues[a][next[a]])
+            next[a] += 1
+            current = a
+        }
+        queues.removeAll()
+        return result
     }
 }
