@@ -152,7 +152,7 @@ enum Canonical {
         var byAuthor: [ReplicaID: [Change]] = [:]
         for change in changes { byAuthor[change.replica, default: []].append(change) }
         let authors = byAuthor.keys.sorted()
-        var queues = authors.map { author in
+        let queues = authors.map { author in
             byAuthor[author]!.enumerated().sorted { ($0.element.startSeq, $0.offset) < ($1.element.startSeq, $1.offset) }.map(\.element)
         }
         let index = Dictionary(uniqueKeysWithValues: authors.enumerated().map { ($1, $0) })
@@ -187,7 +187,6 @@ enum Canonical {
             next[a] += 1
             current = a
         }
-        queues.removeAll()
         return result
     }
 }

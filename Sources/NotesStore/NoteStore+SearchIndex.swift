@@ -63,10 +63,10 @@ extension NoteStore {
     /// Each statement writes its entries in row-id order (FTS5 writes a segment early when a row
     /// id comes lower than the one before), and the two make two segments.
     ///
-    /// - Returns: how many rows were re-indexed.
-    ///
     /// The records are gone (or will be, once this transaction commits; if it fails, the records
     /// stay, and writing one again is harmless), so `staleRecorded` is emptied.
+    ///
+    /// - Returns: how many rows were re-indexed.
     @discardableResult
     func reindexStaleRows(_ db: Database) throws -> Int {
         staleRecorded.removeAll()

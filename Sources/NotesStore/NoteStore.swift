@@ -452,7 +452,7 @@ public final class NoteStore: @unchecked Sendable {
         do {
             return try queue.writeWithoutTransaction { db in
                 // BEGIN and COMMIT are compiled once per connection, like every statement of the
-                // write path (GRDB's statement cache), rather than parsed at every edit.
+                // write path (`statement(_:_:)`), rather than parsed at every edit.
                 do {
                     return try self.transaction(db, begin: "BEGIN IMMEDIATE TRANSACTION") {
                         try self.makeCurrent(db)
