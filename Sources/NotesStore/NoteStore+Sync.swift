@@ -90,8 +90,7 @@ extension NoteStore {
         let now = seenAt ?? options.wallClock.milliseconds()
         do {
             try queue.writeWithoutTransaction { db in
-                try statement("BEGIN IMMEDIATE TRANSACTION", db).execute()
-                do {
+                try transaction(db, begin: "BEGIN IMMEDIATE TRANSACTION") {
                     var vector = versionVector
                     let key = replica.raw.bytes
                     try statement("SELECT version_vector FROM peers WHERE replica = ?", db).forEachRow(.blob(key)) {
@@ -99,10 +98,6 @@ extension NoteStore {
                     }
                     try statement("INSERT OR REPLACE INTO peers (replica, version_vector, last_seen) VALUES (?, ?, ?)", db)
                         .run(.blob(key), .blob(vector.storeBytes), .int(Int64(now)))
-                    try statement("COMMIT TRANSACTION", db).execute()
-                } catch {
-                    if db.isInsideTransaction { try? db.rollback() }
-                    throw error
                 }
             }
         } catch {
