@@ -115,8 +115,8 @@ struct SimFolderTransport: SyncTransport {
         let byWriter = Dictionary(grouping: all, by: \.file.writer)
         for (writer, files) in byWriter.sorted(by: { $0.key < $1.key }) where !newestRead.contains(writer) {
             guard let newest = files.max(by: { $0.file.writtenAt < $1.file.writtenAt }),
-                  let bundle = try? SyncBundle.decode(newest.bytes) else { continue }
-            bundles.append(ReceivedBundle(bundle: SyncBundle(sender: bundle.sender, senderVersion: bundle.senderVersion, changes: []),
+                  let header = try? SyncBundle.decodeHeader(newest.bytes) else { continue }
+            bundles.append(ReceivedBundle(bundle: SyncBundle(sender: header.sender, senderVersion: header.senderVersion, changes: []),
                                           source: "\(name)/\(writer)"))
         }
         return (bundles, [])

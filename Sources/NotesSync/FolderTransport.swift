@@ -137,8 +137,8 @@ public struct FolderTransport: SyncTransport {
         let byWriter = Dictionary(grouping: all, by: \.writer)
         for (writer, files) in byWriter where newestRead[writer] == nil {
             guard let newest = files.max(by: { modificationDate($0.url) < modificationDate($1.url) }) else { continue }
-            if case .success(let bundle) = read(newest) {
-                bundles.append(ReceivedBundle(bundle: SyncBundle(sender: bundle.sender, senderVersion: bundle.senderVersion, changes: []),
+            if case .success(let header) = read(newest, SyncBundle.decodeHeader) {
+                bundles.append(ReceivedBundle(bundle: SyncBundle(sender: header.sender, senderVersion: header.senderVersion, changes: []),
                                               source: newest.url.path))
             }
         }
@@ -150,11 +150,17 @@ public struct FolderTransport: SyncTransport {
     }
 
     private func read(_ entry: Entry) -> Result<SyncBundle, SyncError> {
+        read(entry, SyncBundle.decode)
+    }
+
+    /// Reads a file with `decode` (the whole bundle, or its header), and checks that the writer it
+    /// names is the one whose folder it sits in.
+    private func read<T: BundleReading>(_ entry: Entry, _ decode: ([UInt8]) throws -> T) -> Result<T, SyncError> {
         guard let data = FileManager.default.contents(atPath: entry.url.path) else {
             return .failure(SyncError(.io, "cannot be read (it may have just been replaced)"))
         }
         do {
-            let bundle = try SyncBundle.decode([UInt8](data))
+            let bundle = try decode([UInt8](data))
             guard bundle.sender == entry.writer else {
                 return .failure(SyncError(.malformed, "written by \(bundle.sender), but it sits in \(entry.writer)'s folder"))
             }
@@ -227,3 +233,8 @@ public enum AtomicFile {
         if dir >= 0 { fsync(dir); close(dir) }
     }
 }
+
+/// What a folder read hands out, a whole bundle or its header: both name their writer.
+protocol BundleReading { var sender: ReplicaID { get } }
+extension SyncBundle: BundleReading {}
+extension SyncBundle.Header: BundleReading {}

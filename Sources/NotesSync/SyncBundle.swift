@@ -102,7 +102,32 @@ public struct SyncBundle: Hashable, Sendable {
 
     /// Reads a bundle, checking everything before returning any of it.
     public static func decode(_ bytes: [UInt8]) throws -> SyncBundle {
-        guard bytes.count >= magic.count, Array(bytes[0 ..< magic.count]) == magic else {
+        let (header, flags, body) = try checkedParts(bytes)
+        do {
+            let changes = try ChangeCodec.decode(try unpackBody(flags: flags, Array(body)))
+            return SyncBundle(sender: header.sender, senderVersion: header.senderVersion, changes: changes)
+        } catch let error as CRDTError {
+            throw SyncError(.malformed, "malformed bundle: \(error.message)")
+        }
+    }
+
+    /// Who wrote a bundle and what it had: a bundle's header.
+    public struct Header: Hashable, Sendable {
+        public var sender: ReplicaID
+        public var senderVersion: VersionVector
+    }
+
+    /// Reads only a bundle's header, after the same checks of the whole bundle as `decode` (the
+    /// magic, the version, the checksum over every byte, the lengths), without inflating or
+    /// decoding its changes: what a folder reader needs from a writer's newest file to learn what
+    /// the writer has.
+    public static func decodeHeader(_ bytes: [UInt8]) throws -> Header {
+        try checkedParts(bytes).header
+    }
+
+    /// The checks every read makes before it hands anything out, and the parts they delimit.
+    private static func checkedParts(_ bytes: [UInt8]) throws -> (header: Header, flags: UInt8, body: ArraySlice<UInt8>) {
+        guard bytes.count >= magic.count, bytes[0 ..< magic.count].elementsEqual(magic) else {
             throw SyncError(.notABundle, "not a crdt-sync bundle (wrong magic bytes)")
         }
         guard bytes.count > magic.count else { throw SyncError(.truncated, "truncated bundle: no format version") }
@@ -128,9 +153,8 @@ public struct SyncBundle: Hashable, Sendable {
             guard bodyLength == reader.remaining else {
                 throw SyncError(.malformed, "the body length says \(bodyLength) bytes but \(reader.remaining) follow")
             }
-            let body = try unpackBody(flags: flags, Array(try reader.raw(bodyLength)))
-            let changes = try ChangeCodec.decode(body)
-            return SyncBundle(sender: sender, senderVersion: senderVersion, changes: changes)
+            let start = contentEnd - bodyLength
+            return (Header(sender: sender, senderVersion: senderVersion), flags, bytes[start ..< contentEnd])
         } catch let error as CRDTError {
             throw SyncError(.malformed, "malformed bundle: \(error.message)")
         }

@@ -131,6 +131,50 @@ struct CompressedBundleTests {
         expectError(reseal(framed(declaring: declared, compressed + [0])), .malformed, "follow")
     }
 
+    /// `decodeHeader` makes every check of the whole bundle that `decode` makes (so damage
+    /// anywhere, the body included, is caught the same way), but does not inflate or decode the
+    /// changes: a sealed bundle whose compressed body is cut short still gives its header.
+    @Test func theHeaderIsCheckedWholeButTheBodyIsNotInflated() throws {
+        let nb = try Self.largeNotebook()
+        let bundle = Self.bundle(nb)
+        let bytes = bundle.encoded()
+        let header = try SyncBundle.decodeHeader(bytes)
+        #expect(header.sender == bundle.sender)
+        #expect(header.senderVersion == bundle.senderVersion)
+
+        func code(_ read: ([UInt8]) throws -> Void, _ bytes: [UInt8]) -> SyncError.Code? {
+            do { try read(bytes); return nil } catch { return (error as? SyncError)?.code }
+        }
+        var damaged: [[UInt8]] = []
+        var flipped = bytes
+        flipped[bytes.count - 100] ^= 0x10  // inside the compressed body
+        damaged.append(flipped)
+        damaged.append(Array(bytes.dropLast()))
+        damaged.append([0] + bytes.dropFirst())
+        var future = bytes
+        future[8] = 99
+        damaged.append(future)
+        for bad in damaged {
+            let whole = code({ _ = try SyncBundle.decode($0) }, bad)
+            #expect(whole != nil)
+            #expect(code({ _ = try SyncBundle.decodeHeader($0) }, bad) == whole)
+        }
+
+        // The body cut short and sealed again: the bundle is malformed, its header still reads.
+        let content = Array(bytes.dropLast(32))
+        var reader = BinaryReader(content, offset: Self.bodyLengthOffset(bundle))
+        let bodyLength = Int(try reader.varint())
+        let body = Array(content[reader.offset...].dropLast(40))
+        var writer = BinaryWriter()
+        writer.raw(content[..<Self.bodyLengthOffset(bundle)])
+        writer.varint(UInt64(body.count))
+        writer.raw(body)
+        let resealed = writer.bytes + SHA256.digest(writer.bytes)
+        #expect(bodyLength == body.count + 40)
+        #expect(code({ _ = try SyncBundle.decode($0) }, resealed) == .malformed)
+        #expect(try SyncBundle.decodeHeader(resealed) == header)
+    }
+
     /// Random damage to the compressed body, re-sealed so the checksum matches: never a crash,
     /// and either the whole bundle or a SyncError.
     @Test func fuzzedCompressedBodiesNeverCrash() throws {
