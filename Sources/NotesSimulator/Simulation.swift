@@ -643,7 +643,7 @@ public final class Simulation: @unchecked Sendable {
         } else {
             device.notes?.set(id, nil)
         }
-        guard let note = notebook.note(id), note.state != .deleted else {
+        guard let note = notebook.noteFields(id), note.state != .deleted else {
             if stored != nil { violation("device \(device.index): note \(id) is deleted (or unknown) but still has a row") }
             return
         }
@@ -651,7 +651,7 @@ public final class Simulation: @unchecked Sendable {
             violation("device \(device.index): note \(id) has no materialized row")
             return
         }
-        if let difference = Self.difference(stored, note) {
+        if let difference = Self.difference(stored, note, notebook.body(of: id) ?? RGAText()) {
             violation("device \(device.index): note \(id): the materialized \(difference) differs from the CRDT")
         }
     }
@@ -664,7 +664,7 @@ public final class Simulation: @unchecked Sendable {
             row.body = nil
             return row
         })
-        let notes = notebook.noteIDs.compactMap { notebook.note($0) }.filter { $0.state != .deleted }
+        let notes = notebook.noteIDs.compactMap { notebook.noteFields($0) }.filter { $0.state != .deleted }
         let byID = Dictionary(rows.map { ($0.id, $0) }, uniquingKeysWith: { a, _ in a })
         if rows.count != notes.count {
             violation("device \(device.index): \(rows.count) materialized notes, \(notes.count) in the CRDT")
@@ -674,16 +674,19 @@ public final class Simulation: @unchecked Sendable {
                 violation("device \(device.index): note \(note.id) has no materialized row")
                 continue
             }
-            if let difference = Self.difference(stored, note) {
+            if let difference = Self.difference(stored, note, notebook.body(of: note.id) ?? RGAText()) {
                 violation("device \(device.index): note \(note.id): the materialized \(difference) differs from the CRDT")
             }
         }
     }
 
-    static func difference(_ stored: StoredNote, _ note: Note) -> String? {
+    /// What differs between a materialized row and the CRDT's note (its fields, `note.body`
+    /// unused) and body: nil when nothing does. The body is compared scalar for scalar, without
+    /// building the CRDT's text.
+    static func difference(_ stored: StoredNote, _ note: Note, _ body: RGAText) -> String? {
         if stored.title != note.title { return "title" }
-        if stored.body != nil, stored.body != note.body { return "body" }
-        if stored.bodyLength != note.body.unicodeScalars.count { return "body length" }
+        if let text = stored.body, !body.spells(text) { return "body" }
+        if stored.bodyLength != body.count { return "body length" }
         if stored.pinned != note.pinned { return "pinned flag" }
         if stored.archived != note.archived { return "archived flag" }
         if stored.color != note.color { return "color" }

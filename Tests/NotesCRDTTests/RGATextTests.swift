@@ -166,6 +166,33 @@ struct RGATextTests {
         run.check(samples: 200)
     }
 
+    /// `spells` says whether the text is a string scalar for scalar, across many runs and leaves
+    /// and every UTF-8 length, and says no to any string one scalar off (longer, shorter, or one
+    /// changed) and to a canonically equivalent string with other scalars.
+    @Test func spellsIsScalarEqualityWithoutBuildingTheText() throws {
+        var run = ModelRun(seed: 5)
+        for step in 0 ..< 300 {
+            try run.step()
+            let text = String(String.UnicodeScalarView(run.model))
+            #expect(run.body.spells(text), "step \(step)")
+            #expect(!run.body.spells(text + "x"), "step \(step)")
+            #expect(!run.body.spells("🙂" + text), "step \(step)")
+            guard !run.model.isEmpty else { continue }
+            #expect(!run.body.spells(String(String.UnicodeScalarView(run.model.dropLast()))), "step \(step)")
+            var changed = run.model
+            changed[changed.count / 2] = changed[changed.count / 2] == "é" ? "e" : "é"
+            #expect(!run.body.spells(String(String.UnicodeScalarView(changed))), "step \(step)")
+        }
+        var nb = makeNotebook(1)
+        let id = nb.createNote(id: noteID(1), body: "caf\u{E9} 日本 🙂").id
+        #expect(nb.body(of: id)!.spells("café 日本 🙂"))
+        #expect(!nb.body(of: id)!.spells("cafe\u{301} 日本 🙂"))  // == as Strings, not the same scalars
+        #expect("cafe\u{301} 日本 🙂" == nb.body(of: id)!.string)
+        let empty = nb.createNote(id: noteID(2)).id
+        #expect(nb.body(of: empty)!.spells(""))
+        #expect(!nb.body(of: empty)!.spells(" "))
+    }
+
     /// A 24,000-scalar note cut into thousands of runs: far more than one leaf (64 runs) times one
     /// inner node (32 children) holds, so leaves and inner nodes split many times.
     @Test(arguments: [11] as [UInt64])

@@ -64,6 +64,16 @@ public struct RGAText: @unchecked Sendable {  // a value with copy-on-write stor
     /// - Complexity: O(*n*).
     public var string: String { deferredText?.string ?? tree.string }
 
+    /// Whether the visible text is `string` scalar for scalar, without building the text.
+    /// (Stricter than `text.string == string`, which compares canonical equivalence: "é" as one
+    /// scalar or as "e" and a combining accent are equal strings, but not the same text.)
+    ///
+    /// - Complexity: O(*n*), with no allocation.
+    public func spells(_ string: String) -> Bool {
+        if let deferredText { return deferredText.string.unicodeScalars.elementsEqual(string.unicodeScalars) }
+        return tree.spells(string)
+    }
+
     /// The number of characters ever inserted, tombstones included.
     public var totalCharacters: Int { tree.totalCharacters }
 

@@ -444,6 +444,32 @@ struct RGATree: Sendable {
         }
     }
 
+    /// Whether the visible text is `string` scalar for scalar: its UTF-8 compared with the
+    /// scalars' as they are walked, without building the text.
+    func spells(_ string: String) -> Bool {
+        var string = string
+        return string.withUTF8 { bytes in
+            var at = 0
+            var same = true
+            forEachVisibleSlice { slice in
+                guard same else { return }
+                for scalar in slice {
+                    let value = scalar.value
+                    if value < 0x80 {
+                        guard at < bytes.count, bytes[at] == UInt8(truncatingIfNeeded: value) else { same = false; return }
+                        at += 1
+                    } else {
+                        UTF8.encode(scalar) { byte in
+                            if at < bytes.count, bytes[at] == byte { at += 1 } else { same = false }
+                        }
+                        guard same else { return }
+                    }
+                }
+            }
+            return same && at == bytes.count
+        }
+    }
+
     /// The visible text, written as UTF-8 straight into the string's storage: one pass to size it,
     /// one to write it (several times faster than appending scalar by scalar to a
     /// `String.UnicodeScalarView`, and no intermediate byte array).
