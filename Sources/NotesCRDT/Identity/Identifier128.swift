@@ -20,14 +20,15 @@ public struct Identifier128: Hashable, Comparable, Sendable {
 
     /// Parses 32 hexadecimal digits (case-insensitive); returns nil for anything else.
     public init?(hex: some StringProtocol) {
-        let utf8 = Array(hex.utf8)
-        guard utf8.count == 32 else { return nil }
         var high: UInt64 = 0
         var low: UInt64 = 0
-        for (index, byte) in utf8.enumerated() {
-            guard let nibble = Identifier128.nibble(byte) else { return nil }
+        var index = 0
+        for byte in hex.utf8 {
+            guard index < 32, let nibble = Identifier128.nibble(byte) else { return nil }
             if index < 16 { high = high << 4 | UInt64(nibble) } else { low = low << 4 | UInt64(nibble) }
+            index += 1
         }
+        guard index == 32 else { return nil }
         self.init(high: high, low: low)
     }
 
@@ -52,15 +53,18 @@ public struct Identifier128: Hashable, Comparable, Sendable {
     }
 
     /// 32 lowercase hexadecimal digits.
+    ///
+    /// Written straight into the string's storage: one allocation (the store binds a note's
+    /// identity as text in every statement about it).
     public var hex: String {
-        let digits = Array("0123456789abcdef".utf8)
-        var out = [UInt8]()
-        out.reserveCapacity(32)
-        for byte in bytes {
-            out.append(digits[Int(byte >> 4)])
-            out.append(digits[Int(byte & 0xF)])
+        String(unsafeUninitializedCapacity: 32) { buffer in
+            for i in 0 ..< 32 {
+                let word = i < 16 ? high : low
+                let value = UInt8(truncatingIfNeeded: word >> UInt64(60 - 4 * (i & 15))) & 0xF
+                buffer[i] = value < 10 ? 0x30 + value : 0x57 + value  // 0-9, a-f
+            }
+            return 32
         }
-        return String(decoding: out, as: UTF8.self)
     }
 
     public static func < (lhs: Identifier128, rhs: Identifier128) -> Bool {
