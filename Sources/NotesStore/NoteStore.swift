@@ -233,13 +233,24 @@ public final class NoteStore: @unchecked Sendable {
     /// shadow tables) for every store: about a tenth of a simulation run of `partition.json`,
     /// whose devices each open a store and make 60 edits. A copy holds the same rows and schema,
     /// and is a plain in-memory database like one migrated in place.
+    ///
+    /// Its pages are 2 KiB (`inMemoryPageSize`), and so are its copies' (a backup into an
+    /// in-memory database takes the source's page size).
     private static let emptyDatabase = Result<DatabaseQueue, any Error> {
         var configuration = Configuration()
         configuration.label = "NoteStore.memory.empty"
         let queue = try DatabaseQueue(configuration: configuration)
+        try queue.inDatabase { try $0.execute(sql: "PRAGMA page_size = \(inMemoryPageSize)") }
         try Schema.migrator.migrate(queue)
         return queue
     }
+
+    /// The page size of in-memory stores. The first write to a page in a transaction copies the
+    /// whole page into the rollback journal; a keystroke writes a few rows in four or five
+    /// tables, one page each. At 2 KiB a simulation run spends about 5% less time in SQLite
+    /// statements than at SQLite's default 4 KiB (41.2 against 39.2 ms a run, measured around
+    /// every statement), and at 8 KiB 10% more. Files keep the default, the size of a disk block.
+    static let inMemoryPageSize = 2048
 
     private static func finishOpening(_ queue: DatabaseQueue, path: String?, options: StoreOptions,
                                       newReplica: ReplicaID?) throws -> NoteStore {

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import NotesCRDT
 @testable import NotesStore
 import Testing
@@ -241,6 +242,20 @@ struct NoteStoreTests {
         #expect(state.versionVector[peer] == 10)
         #expect(state.versionVector[store.replicaID] == 3)
         #expect(state.lastSeen == 2000)
+    }
+
+    /// In-memory stores are copies of one migrated database with 2 KiB pages (a smaller rollback
+    /// journal per transaction); a file keeps SQLite's default page size.
+    @Test func inMemoryStoresHaveTheirOwnPageSize() throws {
+        let store = try NoteStore.openInMemory()
+        _ = try store.createNote(title: "a", body: String(repeating: "words and more words ", count: 400))
+        #expect(try store.queue.read { try Int.fetchOne($0, sql: "PRAGMA page_size") } == NoteStore.inMemoryPageSize)
+        #expect(try store.queue.read { try String.fetchOne($0, sql: "PRAGMA integrity_check") } == "ok")
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pagesize-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let file = try NoteStore.open(path: folder.appendingPathComponent("r.db").path)
+        #expect(try file.queue.read { try Int.fetchOne($0, sql: "PRAGMA page_size") } == 4096)
+        try file.close()
     }
 
     @Test func resolvingIdPrefixes() throws {
