@@ -147,7 +147,7 @@ extension NoteStore {
             let key = PendingKey(change)
             guard current.insert(key).inserted, rows[key] == nil else { continue }
             try insert.run(.blob(change.replica.raw.bytes), .int(Int64(bitPattern: change.startSeq)),
-                           .int(Int64(bitPattern: change.endSeq)), .int(now), .blob(ChangeCodec.encode([change])))
+                           .int(Int64(bitPattern: change.endSeq)), .int(now), .blob(logEncoder.encode([change])))
             rows[key] = db.lastInsertedRowID
         }
         let delete = try statement("DELETE FROM pending_changes WHERE row = ?", db)

@@ -43,6 +43,9 @@ public struct BinaryWriter: Sendable {
     /// Appends raw bytes.
     public mutating func raw(_ data: some Sequence<UInt8>) { bytes.append(contentsOf: data) }
 
+    /// Empties the writer, keeping its storage.
+    public mutating func removeAll() { bytes.removeAll(keepingCapacity: true) }
+
     /// Appends a 32-bit big-endian integer.
     public mutating func uint32(_ value: UInt32) {
         withUnsafeBytes(of: value.bigEndian) { bytes.append(contentsOf: $0) }

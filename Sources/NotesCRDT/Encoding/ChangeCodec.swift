@@ -24,6 +24,15 @@ public enum ChangeCodec {
         /// hold a seq, and the encoder and the decoder would disagree.
         var irregular: [Bool] = []
 
+        /// Forgets everything, keeping the arrays' storage (for the next encoding).
+        mutating func reset() {
+            lastInsertEnd = nil
+            lastDeleted = nil
+            insertedBy.removeAll(keepingCapacity: true)
+            irregular.removeAll(keepingCapacity: true)
+            lastHit = nil
+        }
+
         mutating func inserted(_ id: OpID, count: UInt64) {
             lastInsertEnd = OpID(replica: id.replica, seq: id.seq + count - 1)
             if let i = insertedBy.firstIndex(where: { $0.replica == id.replica }) {
@@ -113,10 +122,55 @@ public enum ChangeCodec {
 
     /// Appends the encoding of `changes` to `writer`.
     public static func encode(_ changes: [Change], into writer: inout BinaryWriter) {
+        var encoder = Encoder()
+        encoder.encode(changes, into: &writer)
+    }
+
+    /// An encoder that keeps its working storage (the tables, the columns, the predictor's
+    /// ranges) from one encoding to the next: an encoding allocated about fifteen arrays, most of
+    /// the cost of encoding one change (a keystroke's log row). The bytes are the same as
+    /// `ChangeCodec.encode`'s; nothing of one encoding carries into the next.
+    public struct Encoder: Sendable {
         var replicaIndex = FirstUseIndex<ReplicaID>()
         var noteIndex = FirstUseIndex<NoteID>()
-        func replica(_ r: ReplicaID) { replicaIndex.add(r) }
-        func note(_ n: NoteID) { noteIndex.add(n) }
+        var kinds = TwoBitColumn()
+        var noteColumn = RunLengthColumn()
+        var insertModes = TwoBitColumn()
+        var deleteModes = TwoBitColumn()
+        var lengths = BinaryWriter()
+        var text = BinaryWriter()
+        var explicit = BinaryWriter()
+        var predictor = Predictor()
+
+        public init() {}
+
+        /// The encoding of `changes`.
+        public mutating func encode(_ changes: [Change]) -> [UInt8] {
+            var writer = BinaryWriter(capacity: ChangeCodec.expectedSize(of: changes))
+            encode(changes, into: &writer)
+            return writer.bytes
+        }
+
+        /// Appends the encoding of `changes` to `writer`.
+        public mutating func encode(_ changes: [Change], into writer: inout BinaryWriter) {
+            replicaIndex.removeAll()
+            noteIndex.removeAll()
+            kinds.removeAll()
+            noteColumn.removeAll()
+            insertModes.removeAll()
+            deleteModes.removeAll()
+            lengths.removeAll()
+            text.removeAll()
+            explicit.removeAll()
+            predictor.reset()
+            ChangeCodec.encode(changes, into: &writer, using: &self)
+        }
+    }
+
+    /// Appends the encoding of `changes` to `writer`, with the encoder's (emptied) storage.
+    private static func encode(_ changes: [Change], into writer: inout BinaryWriter, using state: inout Encoder) {
+        func replica(_ r: ReplicaID) { state.replicaIndex.add(r) }
+        func note(_ n: NoteID) { state.noteIndex.add(n) }
         for change in changes {
             replica(change.replica)
             for entry in change.dependencies.storage { replica(entry.replica) }
@@ -139,29 +193,20 @@ public enum ChangeCodec {
                 }
             }
         }
-        writer.varint(UInt64(replicaIndex.keys.count))
-        for r in replicaIndex.keys { writer.uint64(r.raw.high); writer.uint64(r.raw.low) }
-        writer.varint(UInt64(noteIndex.keys.count))
-        for n in noteIndex.keys { writer.uint64(n.raw.high); writer.uint64(n.raw.low) }
-
-        var kinds = TwoBitColumn()
-        var noteColumn = RunLengthColumn()
-        var insertModes = TwoBitColumn()
-        var deleteModes = TwoBitColumn()
-        var lengths = BinaryWriter()
-        var text = BinaryWriter()
-        var explicit = BinaryWriter()
-        var predictor = Predictor()
+        writer.varint(UInt64(state.replicaIndex.keys.count))
+        for r in state.replicaIndex.keys { writer.uint64(r.raw.high); writer.uint64(r.raw.low) }
+        writer.varint(UInt64(state.noteIndex.keys.count))
+        for n in state.noteIndex.keys { writer.uint64(n.raw.high); writer.uint64(n.raw.low) }
 
         writer.varint(UInt64(changes.count))
         for change in changes {
-            writer.varint(UInt64(replicaIndex[change.replica]))
+            writer.varint(UInt64(state.replicaIndex[change.replica]))
             writer.varint(change.startSeq)
             writer.varint(change.timestamp.rawValue)
             let deps = change.dependencies.storage  // sorted by replica, as `sortedEntries`
             writer.varint(UInt64(deps.count))
             for entry in deps {
-                writer.varint(UInt64(replicaIndex[entry.replica]))
+                writer.varint(UInt64(state.replicaIndex[entry.replica]))
                 writer.varint(entry.seq)
             }
             // Records: one per operation, and per run of a `deleteEach` (the decoder joins them again).
@@ -172,58 +217,58 @@ public enum ChangeCodec {
             var seq = change.startSeq
             /// Writes one delete operation.
             func delete(_ n: NoteID, _ targets: some Collection<OpIDRange>, at seq: UInt64) {
-                kinds.append(Kind.deleteText.rawValue)
-                noteColumn.append(UInt64(noteIndex[n]))
-                let mode = predictor.deleteMode(targets)
-                deleteModes.append(mode)
+                state.kinds.append(Kind.deleteText.rawValue)
+                state.noteColumn.append(UInt64(state.noteIndex[n]))
+                let mode = state.predictor.deleteMode(targets)
+                state.deleteModes.append(mode)
                 if mode == 0 {
-                    explicit.varint(UInt64(targets.count))
+                    state.explicit.varint(UInt64(targets.count))
                     for t in targets {
-                        explicit.varint(UInt64(replicaIndex[t.replica]))
-                        explicit.signedVarint(Int64(bitPattern: seq &- t.seq))
-                        explicit.varint(t.count)
+                        state.explicit.varint(UInt64(state.replicaIndex[t.replica]))
+                        state.explicit.signedVarint(Int64(bitPattern: seq &- t.seq))
+                        state.explicit.varint(t.count)
                     }
                 }
-                predictor.deleted(targets)
+                state.predictor.deleted(targets)
             }
             /// Writes a run of two or more deletes of one character each as one record: an explicit
             /// delete of no targets, the run's length and order, then its first delete's target
             /// as a single delete would give it (a delete mode, and when that is explicit, the
             /// replica index and seq difference).
             func deleteRun(_ n: NoteID, _ run: DeleteRun, at seq: UInt64) {
-                kinds.append(Kind.deleteText.rawValue)
-                noteColumn.append(UInt64(noteIndex[n]))
-                deleteModes.append(0)
-                explicit.varint(0)
-                explicit.varint((run.range.count - 2) << 1 | (run.order == .forward ? 1 : 0))
+                state.kinds.append(Kind.deleteText.rawValue)
+                state.noteColumn.append(UInt64(state.noteIndex[n]))
+                state.deleteModes.append(0)
+                state.explicit.varint(0)
+                state.explicit.varint((run.range.count - 2) << 1 | (run.order == .forward ? 1 : 0))
                 let first = run.target(0)
-                let mode = predictor.deleteMode(CollectionOfOne(first))
-                deleteModes.append(mode)
+                let mode = state.predictor.deleteMode(CollectionOfOne(first))
+                state.deleteModes.append(mode)
                 if mode == 0 {
-                    explicit.varint(UInt64(replicaIndex[first.replica]))
-                    explicit.signedVarint(Int64(bitPattern: seq &- first.seq))
+                    state.explicit.varint(UInt64(state.replicaIndex[first.replica]))
+                    state.explicit.signedVarint(Int64(bitPattern: seq &- first.seq))
                 }
-                predictor.deleted(CollectionOfOne(run.target(run.operationCount - 1)))
+                state.predictor.deleted(CollectionOfOne(run.target(run.operationCount - 1)))
             }
             for op in change.operations {
                 switch op {
                 case .setNoteField(let n, let field, let value):
-                    kinds.append(Kind.setNoteField.rawValue)
-                    noteColumn.append(UInt64(noteIndex[n]))
-                    encode(field, &explicit)
-                    encode(value, &explicit)
+                    state.kinds.append(Kind.setNoteField.rawValue)
+                    state.noteColumn.append(UInt64(state.noteIndex[n]))
+                    encode(field, &state.explicit)
+                    encode(value, &state.explicit)
                 case .insertText(let n, let origin, let scalars):
-                    kinds.append(Kind.insertText.rawValue)
-                    noteColumn.append(UInt64(noteIndex[n]))
-                    let mode = predictor.insertMode(origin)
-                    insertModes.append(mode)
+                    state.kinds.append(Kind.insertText.rawValue)
+                    state.noteColumn.append(UInt64(state.noteIndex[n]))
+                    let mode = state.predictor.insertMode(origin)
+                    state.insertModes.append(mode)
                     if mode == 1, let origin {
-                        explicit.varint(UInt64(replicaIndex[origin.replica]))
-                        explicit.signedVarint(Int64(bitPattern: seq &- origin.seq))
+                        state.explicit.varint(UInt64(state.replicaIndex[origin.replica]))
+                        state.explicit.signedVarint(Int64(bitPattern: seq &- origin.seq))
                     }
-                    lengths.varint(UInt64(scalars.count))
-                    text.utf8(scalars)
-                    predictor.inserted(OpID(replica: change.replica, seq: seq), count: UInt64(scalars.count))
+                    state.lengths.varint(UInt64(scalars.count))
+                    state.text.utf8(scalars)
+                    state.predictor.inserted(OpID(replica: change.replica, seq: seq), count: UInt64(scalars.count))
                 case .deleteText(let n, let targets):
                     delete(n, targets, at: seq)
                 case .deleteEach(let n, let runs):
@@ -237,28 +282,40 @@ public enum ChangeCodec {
                         at += run.operationCount
                     }
                 case .setTagField(let tag, let field, let value):
-                    kinds.append(Kind.setTagField.rawValue)
-                    explicit.string(tag)
-                    explicit.byte(field.rawValue)
-                    encode(value, &explicit)
+                    state.kinds.append(Kind.setTagField.rawValue)
+                    state.explicit.string(tag)
+                    state.explicit.byte(field.rawValue)
+                    encode(value, &state.explicit)
                 }
                 seq += op.seqCount
             }
         }
-        for column in [kinds.bytes, noteColumn.bytes, insertModes.bytes, deleteModes.bytes, lengths.bytes, explicit.bytes, text.bytes] {
-            writer.varint(UInt64(column.count))
-            writer.raw(column)
+        state.noteColumn.flush()
+        for column in 0 ..< 7 {
+            let bytes: [UInt8]
+            switch column {
+            case 0: bytes = state.kinds.bytes
+            case 1: bytes = state.noteColumn.flushedBytes
+            case 2: bytes = state.insertModes.bytes
+            case 3: bytes = state.deleteModes.bytes
+            case 4: bytes = state.lengths.bytes
+            case 5: bytes = state.explicit.bytes
+            default: bytes = state.text.bytes
+            }
+            writer.varint(UInt64(bytes.count))
+            writer.raw(bytes)
         }
     }
 
     /// The encoding of `changes`.
     public static func encode(_ changes: [Change]) -> [UInt8] {
-        // Room for the tables and a few bytes per operation (the text comes on top): growing the
-        // array from nothing reallocated it several times for every change logged.
-        var writer = BinaryWriter(capacity: 64 + 48 * min(changes.count, 1 << 14))
-        encode(changes, into: &writer)
-        return writer.bytes
+        var encoder = Encoder()
+        return encoder.encode(changes)
     }
+
+    /// Room for the tables and a few bytes per operation (the text comes on top): growing the
+    /// array from nothing reallocated it several times for every change logged.
+    static func expectedSize(of changes: [Change]) -> Int { 64 + 48 * min(changes.count, 1 << 14) }
 
     /// Decodes changes, checking every index and length against what is there.
     public static func decode(from reader: inout BinaryReader) throws -> [Change] {
@@ -603,11 +660,17 @@ public enum ChangeCodec {
 /// Keys numbered in the order they were first added: the replica and note tables of an encoding.
 /// Searched linearly while short (a change or a bundle names a handful), with a dictionary beside
 /// the list once it grows, so encoding one change builds no hash table.
-struct FirstUseIndex<Key: Hashable> {
+struct FirstUseIndex<Key: Hashable & Sendable>: Sendable {
     private(set) var keys: [Key] = []
     private var lookup: [Key: Int]?
 
     static var linearLimit: Int { 16 }
+
+    /// Forgets every key, keeping the storage.
+    mutating func removeAll() {
+        keys.removeAll(keepingCapacity: true)
+        lookup = nil
+    }
 
     /// Numbers `key` if it is new.
     mutating func add(_ key: Key) {

@@ -3,6 +3,11 @@ struct TwoBitColumn {
     private(set) var bytes: [UInt8] = []
     private var count = 0
 
+    mutating func removeAll() {
+        bytes.removeAll(keepingCapacity: true)
+        count = 0
+    }
+
     mutating func append(_ value: UInt8) {
         if count % 4 == 0 { bytes.append(0) }
         bytes[bytes.count - 1] |= (value & 3) << UInt8(2 * (count % 4))
@@ -36,16 +41,21 @@ struct RunLengthColumn {
         run = 1
     }
 
-    private mutating func flush() {
+    /// Writes the run in progress (the last one: nothing is appended after a flush).
+    mutating func flush() {
         guard run > 0 else { return }
         writer.varint(run)
         writer.varint(current)
+        run = 0
     }
 
-    var bytes: [UInt8] {
-        var copy = self
-        copy.flush()
-        return copy.writer.bytes
+    /// The bytes written, after `flush()`.
+    var flushedBytes: [UInt8] { writer.bytes }
+
+    mutating func removeAll() {
+        writer.removeAll()
+        current = 0
+        run = 0
     }
 }
 
