@@ -128,6 +128,8 @@ public final class Simulation: @unchecked Sendable {
     var reference = ReferenceModel()
     var violations: [String] = []
     public private(set) var trace = Trace()
+    /// Encodes the changes of every bundle the simulated transports write (see `ChangeCodec.Encoder`).
+    var bundleEncoder = ChangeCodec.Encoder()
     /// Uploads in flight (delayed), delivered at their time.
     private var inFlight: [(deliverAt: UInt64, order: Int, device: Int, hub: Int, bytes: [UInt8])] = []
     private var inFlightOrder = 0

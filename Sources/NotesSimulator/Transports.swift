@@ -19,7 +19,7 @@ struct SimRelayTransport: SyncTransport {
 
     func send(_ bundle: SyncBundle) async throws {
         try world.request(device, hub, "upload")
-        try world.upload(Canonical.bundle(bundle).encoded(), from: device, to: hub)
+        try world.upload(Canonical.bundle(bundle).encoded(using: &world.bundleEncoder), from: device, to: hub)
         try world.response(device, hub, "upload")
     }
 
@@ -33,7 +33,7 @@ struct SimRelayTransport: SyncTransport {
             world.stats.reordered += 1
         }
         let response = SyncBundle(sender: relay.id, senderVersion: relay.version, changes: changes)
-        var bytes = response.encoded()
+        var bytes = response.encoded(using: &world.bundleEncoder)
         try world.response(device, hub, "download")
         let damaged = world.faultsOn && world.eventRandom.chance(world.scenario.network.corrupt)
         if damaged {
@@ -84,7 +84,7 @@ struct SimFolderTransport: SyncTransport {
             let piece = SyncBundle(sender: bundle.sender, senderVersion: bundle.senderVersion, changes: changes)
             world.writeFile(SimFolder.File(writer: bundle.sender, writerDevice: device, author: author,
                                            first: changes.map(\.startSeq).min()!, last: changes.map(\.endSeq).max()!,
-                                           bytes: piece.encoded(), writtenAt: world.clocks.now), hub: hub)
+                                           bytes: piece.encoded(using: &world.bundleEncoder), writtenAt: world.clocks.now), hub: hub)
         }
     }
 

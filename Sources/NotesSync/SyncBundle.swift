@@ -90,9 +90,16 @@ public struct SyncBundle: Hashable, Sendable {
 
     /// The bundle's bytes.
     public func encoded() -> [UInt8] {
+        var encoder = ChangeCodec.Encoder()
+        return encoded(using: &encoder)
+    }
+
+    /// The bundle's bytes, with the changes encoded by `encoder` (a writer of many bundles keeps
+    /// one: see `ChangeCodec.Encoder`).
+    public func encoded(using encoder: inout ChangeCodec.Encoder) -> [UInt8] {
         var writer = BinaryWriter()
         writer.raw(SyncBundle.magic)
-        let (flags, body) = SyncBundle.packBody(ChangeCodec.encode(changes))
+        let (flags, body) = SyncBundle.packBody(encoder.encode(changes))
         writer.byte(SyncBundle.formatVersion)
         writer.byte(flags)
         writer.raw(sender.raw.bytes)

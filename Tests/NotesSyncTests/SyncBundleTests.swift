@@ -58,6 +58,19 @@ struct SyncBundleTests {
         return SyncBundle(sender: b.replicaID, senderVersion: b.versionVector, changes: b.changes(since: VersionVector())).encoded()
     }
 
+    /// A writer of many bundles keeps one encoder: the bytes are those of `encoded()`.
+    @Test func bundlesEncodedWithOneEncoderAreTheSame() throws {
+        let (a, b) = try sampleNotebooks()
+        let bundles = [a, b, a].map { SyncBundle(sender: $0.replicaID, senderVersion: $0.versionVector, changes: $0.changes(since: VersionVector())) }
+            + [SyncBundle(sender: a.replicaID, senderVersion: a.versionVector, changes: [])]
+        var encoder = ChangeCodec.Encoder()
+        for bundle in bundles {
+            let bytes = bundle.encoded(using: &encoder)
+            #expect(bytes == bundle.encoded())
+            #expect(try SyncBundle.decode(bytes) == bundle)
+        }
+    }
+
     @Test func flippedByteIsAChecksumMismatch() throws {
         var bytes = try validBytes()
         bytes[bytes.count / 2] ^= 0x40
