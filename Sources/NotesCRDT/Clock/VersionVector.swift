@@ -60,7 +60,13 @@ public struct VersionVector: Hashable, Sendable, CustomStringConvertible {
             if found {
                 if newValue == 0 { storage.remove(at: index) } else if storage[index].seq != newValue { storage[index].seq = newValue }
             } else if newValue != 0 {
-                storage.insert(Entry(replica: replica, seq: newValue), at: index)
+                // Entries usually come in order (a decoder reads them sorted): appending skips
+                // the general insertion's range replacement.
+                if index == storage.count {
+                    storage.append(Entry(replica: replica, seq: newValue))
+                } else {
+                    storage.insert(Entry(replica: replica, seq: newValue), at: index)
+                }
             }
         }
     }
