@@ -453,17 +453,31 @@ struct RGATree: Sendable {
             var same = true
             forEachVisibleSlice { slice in
                 guard same else { return }
-                for scalar in slice {
-                    let value = scalar.value
-                    if value < 0x80 {
-                        guard at < bytes.count, bytes[at] == UInt8(truncatingIfNeeded: value) else { same = false; return }
-                        at += 1
-                    } else {
-                        UTF8.encode(scalar) { byte in
-                            if at < bytes.count, bytes[at] == byte { at += 1 } else { same = false }
+                same = slice.withUnsafeBufferPointer { scalars in
+                    for scalar in scalars {
+                        let value = scalar.value
+                        // The scalar's UTF-8 (at most four bytes), written out as the string stores it.
+                        let length = value < 0x80 ? 1 : value < 0x800 ? 2 : value < 0x10000 ? 3 : 4
+                        guard at + length <= bytes.count else { return false }
+                        switch length {
+                        case 1:
+                            guard bytes[at] == UInt8(truncatingIfNeeded: value) else { return false }
+                        case 2:
+                            guard bytes[at] == UInt8(truncatingIfNeeded: 0xC0 | value >> 6),
+                                  bytes[at + 1] == UInt8(truncatingIfNeeded: 0x80 | value & 0x3F) else { return false }
+                        case 3:
+                            guard bytes[at] == UInt8(truncatingIfNeeded: 0xE0 | value >> 12),
+                                  bytes[at + 1] == UInt8(truncatingIfNeeded: 0x80 | value >> 6 & 0x3F),
+                                  bytes[at + 2] == UInt8(truncatingIfNeeded: 0x80 | value & 0x3F) else { return false }
+                        default:
+                            guard bytes[at] == UInt8(truncatingIfNeeded: 0xF0 | value >> 18),
+                                  bytes[at + 1] == UInt8(truncatingIfNeeded: 0x80 | value >> 12 & 0x3F),
+                                  bytes[at + 2] == UInt8(truncatingIfNeeded: 0x80 | value >> 6 & 0x3F),
+                                  bytes[at + 3] == UInt8(truncatingIfNeeded: 0x80 | value & 0x3F) else { return false }
                         }
-                        guard same else { return }
+                        at += length
                     }
+                    return true
                 }
             }
             return same && at == bytes.count
