@@ -155,13 +155,19 @@ extension NoteStore {
     }
 
     /// Runs `body` between `begin` and COMMIT, both compiled once per connection (`statement`),
-    /// and rolls back when it throws. They run through GRDB (`execute`), which tracks the
-    /// transaction.
+    /// and rolls back when it throws.
+    ///
+    /// BEGIN and COMMIT run through the SQLite C API (`Statement.run`), like the statements
+    /// between them. Through GRDB's `execute`, its per-statement bookkeeping (observation,
+    /// suspension and cancellation checks, and a wall-clock read for `transactionDate` at every
+    /// BEGIN) cost about as much as SQLite's work on the two, which a keystroke pays. Nothing here
+    /// uses what that bookkeeping serves; `Database.isInsideTransaction`, which the rollback
+    /// below and GRDB's own checks read, asks SQLite (`sqlite3_get_autocommit`).
     func transaction<T>(_ db: Database, begin: StaticString, _ body: () throws -> T) throws -> T {
-        try statement(begin, db).execute()
+        try statement(begin, db).run()
         do {
             let result = try body()
-            try statement("COMMIT TRANSACTION", db).execute()
+            try statement("COMMIT TRANSACTION", db).run()
             return result
         } catch {
             if db.isInsideTransaction { try? db.rollback() }
