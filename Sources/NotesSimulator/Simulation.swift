@@ -315,8 +315,8 @@ public final class Simulation: @unchecked Sendable {
             trace.add(elapsed, d, .edit, Int64(Trace.code(effective)), Int64(after[device.replicaID]), Int64(produced.count))
             noteStateChange()
             // Tagging with a tag the device did not know names the tag, and that re-materializes
-            // every note in it: check them all then.
-            try checkAfterStep(device, notes: [note], all: Self.namesATag(produced))
+            // every note in it: check those too.
+            try checkAfterStep(device, notes: [note], tagsNamed: Self.tagsNamed(produced))
         } catch {
             device.notes = nil
             violation("device \(d): a \(kind.rawValue) edit failed: \(error)")
@@ -366,9 +366,9 @@ public final class Simulation: @unchecked Sendable {
                         if let note = op.note { touched.insert(note) }
                     }
                 }
-                try checkAfterStep(device, notes: touched.sorted(), all: Self.namesATag(changes))
+                try checkAfterStep(device, notes: touched.sorted(), tagsNamed: Self.tagsNamed(changes))
             } else {
-                try checkAfterStep(device, notes: [], all: false)
+                try checkAfterStep(device, notes: [])
             }
         } catch {
             device.notes = nil
@@ -572,22 +572,34 @@ public final class Simulation: @unchecked Sendable {
     private func noteStateChange() { lastStateChange = elapsed }
 
     /// Safety after a step: the version vector only grew, and the materialized rows of the notes
-    /// the step touched (every note when `all`) equal the CRDT state.
+    /// the step touched, and of every note in a tag it named (every note when `all`), equal the
+    /// CRDT state.
     ///
-    /// Why the touched notes are enough: a store re-materializes, in the transaction of an edit or
-    /// a batch, exactly the notes its changes name and every note of a tag they rename; no other
-    /// row moves. The step's changes are `changes(since:)` the version vector before it, so every
-    /// note a step could have re-materialized is compared, and `all` (a tag was named) compares
-    /// every note. Crashes and the end compare every note too.
+    /// Why those notes are enough: a store re-materializes, in the transaction of an edit or a
+    /// batch, exactly the notes its changes name and every note of a tag they rename; no other row
+    /// moves. The step's changes are `changes(since:)` the version vector before it, so every note
+    /// a step could have re-materialized is compared: the notes they name, and the notes the CRDT
+    /// has in each tag they name (`tagsNamed`, by its key). A note a store re-materialized outside
+    /// those would have to be one it wrongly holds in the tag, which the comparison at the end
+    /// finds (its tag list). Crashes and the end compare every note (`all`).
     ///
     /// The rows read here also bring the device's note list (`SimDevice.notes`) up to date.
-    func checkAfterStep(_ device: SimDevice, notes: [NoteID], all: Bool) throws {
+    func checkAfterStep(_ device: SimDevice, notes touched: [NoteID], tagsNamed: Set<String> = [], all: Bool = false) throws {
         let notebook = try device.store.notebook
         let version = notebook.versionVector
         if !device.lastVersion.isCovered(by: version) {
             violation("device \(device.index): the version vector went back from \(device.lastVersion) to \(version)")
         }
         device.lastVersion = version
+        var notes = touched
+        if !tagsNamed.isEmpty {
+            // The notes in those tags, by the tags' names as the CRDT gives them in a note's tags.
+            let names = Set(notebook.tags.filter { tagsNamed.contains($0.key) }.map(\.name))
+            let already = Set(touched)
+            for id in notebook.noteIDs where !already.contains(id) {
+                if let fields = notebook.noteFields(id), fields.tags.contains(where: names.contains) { notes.append(id) }
+            }
+        }
         if all {
             try compareAll(device, notebook)
         } else if !notes.isEmpty {
@@ -603,14 +615,15 @@ public final class Simulation: @unchecked Sendable {
         }
     }
 
-    /// Whether changes name a tag (and so re-materialize every note in it).
-    static func namesATag(_ changes: [Change]) -> Bool {
-        changes.contains { change in
-            change.operations.contains { op in
-                if case .setTagField(_, .name, _) = op { return true }
-                return false
+    /// The keys of the tags whose name changes write (a store re-materializes every note in them).
+    static func tagsNamed(_ changes: [Change]) -> Set<String> {
+        var keys: Set<String> = []
+        for change in changes {
+            for op in change.operations {
+                if case .setTagField(let key, .name, _) = op { keys.insert(key) }
             }
         }
+        return keys
     }
 
     /// The device's materialized notes, sorted by identity: what `store.list(.all)` returns.
