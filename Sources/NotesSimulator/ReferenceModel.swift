@@ -142,10 +142,26 @@ struct ReferenceModel {
         return result
     }
 
+    /// The verdicts on the bodies `differences` compared, by note: the body's identities and text
+    /// with what was found. A body's verdict depends only on those and the expected characters,
+    /// so a device whose body of a note is the same as one compared before (devices that
+    /// converged) gets the same verdict without the character-by-character comparison again.
+    struct BodyVerdicts {
+        fileprivate var byNote: [NoteID: (identities: [OpIDRange], text: String, lines: [String])] = [:]
+    }
+
     /// Compares one device's CRDT state with the expected state.
     ///
     /// - Returns: one line per difference (empty when the device lost nothing and invented nothing).
     static func differences(_ notebook: Notebook, _ expected: Expected, device: String, limit: Int = 20) -> [String] {
+        var verdicts = BodyVerdicts()
+        return differences(notebook, expected, device: device, limit: limit, verdicts: &verdicts)
+    }
+
+    /// `differences`, reusing the body verdicts of notes already compared (for other devices
+    /// against the same expected state) when a body is the same.
+    static func differences(_ notebook: Notebook, _ expected: Expected, device: String, limit: Int = 20,
+                            verdicts: inout BodyVerdicts) -> [String] {
         var problems: [String] = []
         func report(_ line: String) { if problems.count < limit { problems.append("\(device): \(line)") } else if problems.count == limit { problems.append("\(device): ...") } }
         let noteIDs = Set(notebook.noteIDs)
@@ -173,8 +189,15 @@ struct ReferenceModel {
             if note.tags != tags { report("note \(id): tags are \(note.tags), expected \(tags)") }
 
             // The body: the same characters, and the text they spell.
-            let chars = expected.visible[id] ?? [:]
             let body = notebook.body(of: id) ?? RGAText()
+            let identities = body.identities(of: 0 ..< body.count)
+            let string = body.string
+            if let known = verdicts.byNote[id], known.identities == identities, known.text.utf8.elementsEqual(string.utf8) {
+                for line in known.lines { report(line) }
+                continue
+            }
+            var lines: [String] = []
+            let chars = expected.visible[id] ?? [:]
             // One pass over the device's characters, in its order: each is looked up once in the
             // expected ones (its scalar spells the text) and counted once if it is one of them.
             var seen = Set<OpID>(minimumCapacity: body.count)
@@ -182,7 +205,7 @@ struct ReferenceModel {
             var extra = 0
             var firstExtra: OpID?
             var text = String.UnicodeScalarView()
-            for range in body.identities(of: 0 ..< body.count) {
+            for range in identities {
                 for s in range.seq ..< range.seq + range.count {
                     let opID = OpID(replica: range.replica, seq: s)
                     let isNew = seen.insert(opID).inserted
@@ -197,12 +220,16 @@ struct ReferenceModel {
             }
             if found < chars.count {
                 let missing = chars.keys.filter { !seen.contains($0) }
-                report("note \(id): \(missing.count) typed characters are missing (first \(missing.min()!))")
+                lines.append("note \(id): \(missing.count) typed characters are missing (first \(missing.min()!))")
             }
-            if let firstExtra { report("note \(id): \(extra) characters are visible that should not be (first \(firstExtra))") }
+            if let firstExtra { lines.append("note \(id): \(extra) characters are visible that should not be (first \(firstExtra))") }
             if found == chars.count, extra == 0 {
-                if String(text) != body.string { report("note \(id): the body text does not spell its characters") }
+                if !String(text).unicodeScalars.elementsEqual(string.unicodeScalars) {
+                    lines.append("note \(id): the body text does not spell its characters")
+                }
             }
+            verdicts.byNote[id] = (identities, string, lines)
+            for line in lines { report(line) }
         }
         // Tags.
         let tagKeys = Set(notebook.tags.map(\.key))

@@ -760,6 +760,7 @@ public final class Simulation: @unchecked Sendable {
         var pending = 0
         var lost = 0
         let expected = reference.expected()
+        var verdicts = ReferenceModel.BodyVerdicts()
         for device in devices {
             do {
                 let notebook = try device.store.notebook
@@ -768,7 +769,7 @@ public final class Simulation: @unchecked Sendable {
                 if notebook.pendingCount > 0 {
                     problems.append("device \(device.index): \(notebook.pendingCount) changes still wait for their dependencies")
                 }
-                let differences = ReferenceModel.differences(notebook, expected, device: "device \(device.index)")
+                let differences = ReferenceModel.differences(notebook, expected, device: "device \(device.index)", verdicts: &verdicts)
                 lost += differences.count
                 problems += differences.prefix(10)
                 try compareAll(device, notebook)
