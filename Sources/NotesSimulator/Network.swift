@@ -78,7 +78,9 @@ final class SimRelay: @unchecked Sendable {
 
     /// The changes a replica at `since` lacks, oldest arrival first, at most `limit` of them.
     func changes(beyond since: VersionVector, limit: Int) -> [Change] {
-        var picked: [(arrival: Int, change: Change)] = []
+        // Positions are picked and sorted, and only the changes sent are copied out.
+        var sources: [(log: [(arrival: Int, change: Change)], have: UInt64)] = []
+        var picked: [(arrival: Int, source: Int, index: Int)] = []
         for (author, log) in logs {
             let have = since[author]
             guard version[author] > have else { continue }
@@ -89,13 +91,15 @@ final class SimRelay: @unchecked Sendable {
                 let mid = (low + high) / 2
                 if log[mid].change.endSeq > have { high = mid } else { low = mid + 1 }
             }
-            for i in low ..< log.count {
-                let entry = log[i]
-                picked.append((entry.arrival, i == low ? entry.change.suffix(from: have + 1)! : entry.change))
-            }
+            for i in low ..< log.count { picked.append((log[i].arrival, sources.count, i)) }
+            sources.append((log, have))
         }
         picked.sort { $0.arrival < $1.arrival }
-        return picked.prefix(limit).map(\.change)
+        return picked.prefix(limit).map { position in
+            let source = sources[position.source]
+            let change = source.log[position.index].change
+            return change.startSeq > source.have ? change : change.suffix(from: source.have + 1)!
+        }
     }
 
     /// The seq ranges of `author` the relay holds (stored and held).

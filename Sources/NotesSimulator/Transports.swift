@@ -148,42 +148,49 @@ enum Canonical {
 
     static func order(_ changes: [Change]) -> [Change] {
         guard changes.count > 1 else { return changes }
-        // Each author's changes by seq (then as given), the authors in identity order.
-        var byAuthor: [ReplicaID: [Change]] = [:]
-        for change in changes { byAuthor[change.replica, default: []].append(change) }
-        let authors = byAuthor.keys.sorted()
-        let queues = authors.map { author in
-            byAuthor[author]!.enumerated().sorted { ($0.element.startSeq, $0.offset) < ($1.element.startSeq, $1.offset) }.map(\.element)
+        // Each author's changes (their positions) by seq (then as given), the authors in identity
+        // order. A bundle has a handful of authors: they are found by a linear search, and the
+        // changes are copied once, into the result.
+        var found: [ReplicaID] = []
+        var byAuthor: [[Int]] = []
+        for i in changes.indices {
+            let replica = changes[i].replica
+            if let a = found.firstIndex(of: replica) { byAuthor[a].append(i) } else { found.append(replica); byAuthor.append([i]) }
         }
-        let index = Dictionary(uniqueKeysWithValues: authors.enumerated().map { ($1, $0) })
+        let sorted = found.indices.sorted { found[$0] < found[$1] }
+        let authors = sorted.map { found[$0] }
+        let queues = sorted.map { a in
+            byAuthor[a].sorted { (changes[$0].startSeq, $0) < (changes[$1].startSeq, $1) }
+        }
         var next = [Int](repeating: 0, count: authors.count)  // per author, its first change not placed
         /// Whether every operation `change` depends on is placed or not in the bundle.
-        func ready(_ change: Change) -> Bool {
-            for dependency in change.dependencies.sortedEntries where dependency.replica != change.replica {
-                guard let a = index[dependency.replica], next[a] < queues[a].count else { continue }
-                if queues[a][next[a]].startSeq <= dependency.seq { return false }
+        func ready(_ change: Int) -> Bool {
+            for dependency in changes[change].dependencies.sortedEntries where dependency.replica != changes[change].replica {
+                guard let a = authors.firstIndex(of: dependency.replica), next[a] < queues[a].count else { continue }
+                if changes[queues[a][next[a]]].startSeq <= dependency.seq { return false }
             }
             return true
         }
+        func head(_ a: Int) -> Int { queues[a][next[a]] }
         var result: [Change] = []
         result.reserveCapacity(changes.count)
         var current: Int?
         while result.count < changes.count {
-            if let a = current, next[a] < queues[a].count, ready(queues[a][next[a]]) {
-                result.append(queues[a][next[a]])
+            if let a = current, next[a] < queues[a].count, ready(head(a)) {
+                result.append(changes[head(a)])
                 next[a] += 1
                 continue
             }
             var best: Int?
             var fallback: Int?
             for a in authors.indices where next[a] < queues[a].count {
-                let head = queues[a][next[a]]
-                if fallback == nil || head.timestamp < queues[fallback!][next[fallback!]].timestamp { fallback = a }
-                if ready(head), best == nil || head.timestamp < queues[best!][next[best!]].timestamp { best = a }
+                let timestamp = changes[head(a)].timestamp
+                if fallback == nil || timestamp < changes[head(fallback!)].timestamp { fallback = a }
+                if ready(head(a)), best == nil || timestamp < changes[head(best!)].timestamp { best = a }
             }
             // (Without a ready one, which a causal history cannot give, the earliest goes.)
             let a = best ?? fallback!
-            result.append(queues[a][next[a]])
+            result.append(changes[head(a)])
             next[a] += 1
             current = a
         }
