@@ -69,9 +69,8 @@ public struct BinaryWriter: Sendable {
 
     /// Appends a varint byte length, then the UTF-8 bytes.
     public mutating func string(_ value: String) {
-        let utf8 = Array(value.utf8)
-        varint(UInt64(utf8.count))
-        bytes.append(contentsOf: utf8)
+        varint(UInt64(value.utf8.count))
+        bytes.append(contentsOf: value.utf8)
     }
 }
 
