@@ -142,11 +142,22 @@ extension NoteStore {
         }
         // The tag rows follow the row's tag list, the title row its title (both are written in the
         // same transactions as the row), so they are rewritten only when those changed.
-        if isNew || old!.tags != tags {
+        if isNew {
             try statement("DELETE FROM note_tags WHERE note = ?", db).run(.text(hex))
             let insertTag = try statement("INSERT OR IGNORE INTO note_tags (tag, note) VALUES (?, ?)", db)
             for name in note.tags {
                 try insertTag.run(.text(Notebook.tagKey(name)), .text(hex))
+            }
+        } else if old!.tags != tags {
+            // The rows are by tag key: only the keys that came or went are written (a renamed
+            // tag changes the list, not its keys).
+            let before = Set(old!.tags.split(separator: "\u{1F}", omittingEmptySubsequences: true).map { Notebook.tagKey(String($0)) })
+            let after = Set(note.tags.map(Notebook.tagKey))
+            for key in before.subtracting(after).sorted() {
+                try statement("DELETE FROM note_tags WHERE tag = ? AND note = ?", db).run(.text(key), .text(hex))
+            }
+            for key in after.subtracting(before).sorted() {
+                try statement("INSERT OR IGNORE INTO note_tags (tag, note) VALUES (?, ?)", db).run(.text(key), .text(hex))
             }
         }
         if isNew {
@@ -156,7 +167,7 @@ extension NoteStore {
                 }
             } else {
                 try statement("INSERT INTO note_text (note, ord, title) VALUES (?, -1, ?)", db).run(.text(hex), .text(note.title))
-                stale.added(db.lastInsertedRowID)
+                stale.added(db.lastRowID)
             }
         } else if old!.title != note.title {
             if let row = try titleRow(hex, db) {
@@ -281,16 +292,16 @@ extension NoteStore {
             for (position, chunk) in new.enumerated() {
                 let ord = Int64(position + 1) * NoteStore.chunkOrderGap
                 try insert.run(.text(hex), .int(ord), .text(chunk))
-                stale.added(db.lastInsertedRowID)
-                result.append(StoredChunk(id: db.lastInsertedRowID, ord: ord, body: chunk))
+                stale.added(db.lastRowID)
+                result.append(StoredChunk(id: db.lastRowID, ord: ord, body: chunk))
             }
             return result
         }
         for (position, chunk) in extra.enumerated() {
             let ord = low + Int64(position + 1) * step
             try insert.run(.text(hex), .int(ord), .text(chunk))
-            stale.added(db.lastInsertedRowID)
-            result.append(StoredChunk(id: db.lastInsertedRowID, ord: ord, body: chunk))
+            stale.added(db.lastRowID)
+            result.append(StoredChunk(id: db.lastRowID, ord: ord, body: chunk))
         }
         result.append(contentsOf: old[(old.count - suffix)...])
         return result

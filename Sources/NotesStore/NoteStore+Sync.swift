@@ -148,7 +148,7 @@ extension NoteStore {
             guard current.insert(key).inserted, rows[key] == nil else { continue }
             try insert.run(.blob(change.replica.raw.bytes), .int(Int64(bitPattern: change.startSeq)),
                            .int(Int64(bitPattern: change.endSeq)), .int(now), .blob(logEncoder.encode([change])))
-            rows[key] = db.lastInsertedRowID
+            rows[key] = db.lastRowID
         }
         let delete = try statement("DELETE FROM pending_changes WHERE row = ?", db)
         for (key, row) in rows where !current.contains(key) {

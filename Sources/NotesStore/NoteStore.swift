@@ -519,7 +519,7 @@ public final class NoteStore: @unchecked Sendable {
             try insert.run(.blob(first.replica.raw.bytes), .int(Int64(bitPattern: first.startSeq)),
                            .int(Int64(bitPattern: changes[end - 1].endSeq)), .int(Int64(bitPattern: first.timestamp.rawValue)),
                            .bool(first.replica == replicaID), .int(now), .blob(payload))
-            loaded!.lastLogRow = db.lastInsertedRowID
+            loaded!.lastLogRow = db.lastRowID
             loaded!.changesSinceSnapshot += end - start
             start = end
         }
@@ -527,7 +527,7 @@ public final class NoteStore: @unchecked Sendable {
 
     /// Refreshes the snapshot when enough log rows have piled up since the last one.
     func compactIfDue() {
-        guard let state = loaded, state.changesSinceSnapshot >= options.snapshotInterval else { return }
+        guard let count = loaded?.changesSinceSnapshot, count >= options.snapshotInterval else { return }
         try? compactLocked()
     }
 

@@ -132,3 +132,10 @@ enum SQLColumn {
         return Array(UnsafeRawBufferPointer(start: bytes, count: count))
     }
 }
+
+extension Database {
+    /// The rowid of the last row inserted on this connection, from SQLite (GRDB's
+    /// `lastInsertedRowID` first checks which dispatch queue it runs on, at every call; the
+    /// write path reads it after every log row and new chunk).
+    var lastRowID: Int64 { sqlite3_last_insert_rowid(sqliteConnection) }
+}

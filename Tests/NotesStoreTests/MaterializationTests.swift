@@ -39,8 +39,9 @@ struct MaterializationTests {
     }
 
     /// A random edit of `store`'s notes: typing, deleting, pasting long text (new chunks),
-    /// cutting much (chunks go), renaming, tagging, trashing, restoring, deleting for good.
-    static func randomEdit(_ store: NoteStore, _ rng: inout SplitMix64) throws {
+    /// cutting much (chunks go), renaming, tagging, trashing, restoring, deleting for good; and
+    /// with `renamingTags`, renaming a tag (its key stays; every note in it lists the new name).
+    static func randomEdit(_ store: NoteStore, _ rng: inout SplitMix64, renamingTags: Bool = false) throws {
         let words = ["alpha ", "beta ", "gamma ", "café ", "日本 ", "🙂 ", "delta\n", "epsilon ", "zeta "]
         let notes = try store.list(.all).sorted { $0.id < $1.id }
         if notes.isEmpty || rng.next() % 20 == 0 {
@@ -70,7 +71,12 @@ struct MaterializationTests {
         case 8:
             try store.setTitle(note.id, "title \(rng.next() % 1000)")
         case 9:
-            try store.setTag(note.id, ["Work", "home", "Later"][Int(rng.next() % 3)], member: rng.next() % 3 != 0)
+            if renamingTags, rng.next() % 4 == 0 {
+                let name = ["Work", "WORK", "work", "Home", "HOME"][Int(rng.next() % 5)]
+                try store.edit { _ = try $0.setTagField(name, .name, .string(name)) }
+            } else {
+                try store.setTag(note.id, ["Work", "home", "Later"][Int(rng.next() % 3)], member: rng.next() % 3 != 0)
+            }
         case 10:
             try store.setState(note.id, note.state == .trashed ? .active : .trashed)
         default:
@@ -83,7 +89,7 @@ struct MaterializationTests {
         var rng = SplitMix64(seed: seed)
         let store = try NoteStore.openInMemory(replicaID: ReplicaID.random(using: &rng))
         for step in 0 ..< 300 {
-            try Self.randomEdit(store, &rng)
+            try Self.randomEdit(store, &rng, renamingTags: true)
             if step % 50 == 49 {
                 // A second replica gets everything in one batch: every note materialized once, from nothing.
                 let fresh = try NoteStore.openInMemory()
@@ -105,8 +111,8 @@ struct MaterializationTests {
         let author = try NoteStore.openInMemory(replicaID: ReplicaID.random(using: &rng))
         let follower = try NoteStore.openInMemory(replicaID: ReplicaID.random(using: &rng))
         for round in 0 ..< 12 {
-            for _ in 0 ..< 25 { try Self.randomEdit(author, &rng) }
-            for _ in 0 ..< 5 { try Self.randomEdit(follower, &rng) }
+            for _ in 0 ..< 25 { try Self.randomEdit(author, &rng, renamingTags: true) }
+            for _ in 0 ..< 5 { try Self.randomEdit(follower, &rng, renamingTags: true) }
             // Both ways, in batches: each batch re-materializes the notes it touched.
             try follower.apply(try author.changes(since: try follower.versionVector))
             try author.apply(try follower.changes(since: try author.versionVector))
