@@ -65,7 +65,7 @@ let package = Package(
         ),
         .target(
             name: "NotesSimulator",
-            dependencies: ["NotesSync", "NotesStore", "NotesCRDT"],
+            dependencies: ["NotesSync", "NotesStore", "NotesCRDT", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: swiftSettings
         ),
         .executableTarget(

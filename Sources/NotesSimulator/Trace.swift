@@ -1,3 +1,4 @@
+import Crypto
 import NotesCRDT
 import NotesSync
 
@@ -23,7 +24,8 @@ public struct Trace: Sendable {
 
     public private(set) var entries: [Entry] = []
     public private(set) var digests: [String] = []
-    private var hasher = SHA256()
+    /// SHA-256 through swift-crypto (the CPU's SHA instructions), fed 4 KiB at a time.
+    private var hasher = Crypto.SHA256()
     private var buffer: [UInt8] = []
 
     mutating func add(_ time: UInt64, _ device: Int, _ kind: Kind, _ a: Int64 = 0, _ b: Int64 = 0, _ c: Int64 = 0, _ d: Int64 = 0) {
@@ -32,7 +34,10 @@ public struct Trace: Sendable {
         append(time)
         buffer.append(UInt8(truncatingIfNeeded: device))
         buffer.append(kind.rawValue)
-        for value in [a, b, c, d] { append(UInt64(bitPattern: value)) }
+        append(UInt64(bitPattern: a))
+        append(UInt64(bitPattern: b))
+        append(UInt64(bitPattern: c))
+        append(UInt64(bitPattern: d))
         if buffer.count >= 4096 { flush() }
     }
 
@@ -51,15 +56,19 @@ public struct Trace: Sendable {
     }
 
     private mutating func flush() {
-        hasher.update(buffer)
+        buffer.withUnsafeBytes { hasher.update(bufferPointer: $0) }
         buffer.removeAll(keepingCapacity: true)
     }
 
     /// SHA-256 (hex) of every entry and the final digests.
     mutating func hash() -> String {
         flush()
-        var copy = hasher
-        return SHA256.hex(copy.finalize())
+        // The hex of the SHA-256 *of the digest*, as the hash has always been written (it was
+        // `SHA256.hex(hasher.finalize())`, and `hex` hashes its input): the trace hashes of every
+        // seed stay what they were.
+        let digest = Crypto.SHA256.hash(data: Array(hasher.finalize()))
+        let digits = Array("0123456789abcdef".utf8)
+        return String(decoding: digest.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 0xF)]] }, as: UTF8.self)
     }
 
     static func code(_ kind: EditKind) -> Int { EditKind.allCases.firstIndex(of: kind) ?? -1 }
