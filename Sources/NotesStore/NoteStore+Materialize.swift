@@ -240,28 +240,63 @@ extension NoteStore {
 
     /// Brings a note's body chunks in line with `body`, writing only the chunks that differ.
     ///
+    /// The body is cut into chunks (`TextChunker`) only from the first stored chunk it no longer
+    /// starts with: a cut depends only on the bytes before it and the one after it, so a stored
+    /// chunk (not the last) whose bytes, and the byte after them, begin the body at the same place
+    /// ends at a cut of the body too. The chunks of the body that equal stored ones at its start
+    /// and at its end are compared as bytes, and only the chunks in between become strings.
+    ///
     /// - Parameter old: the stored chunks in order, when known (else they are read).
     /// - Returns: the chunks stored now, in order.
     func syncChunks(_ hex: String, body: String, old known: [StoredChunk]?, _ stale: inout StaleIndexRows,
                     _ db: Database) throws -> [StoredChunk] {
-        let new = TextChunker.chunks(body)
         let old = try known ?? storedChunks(hex, db)
-        var prefix = 0
-        let limit = min(old.count, new.count)
-        while prefix < limit, old[prefix].body == new[prefix] { prefix += 1 }
-        var suffix = 0
-        while suffix < limit - prefix, old[old.count - 1 - suffix].body == new[new.count - 1 - suffix] { suffix += 1 }
+        var body = body
+        let (prefix, suffix, newMiddle) = body.withUTF8 { bytes -> (Int, Int, [String]) in
+            func equal(_ chunk: String, _ range: Range<Int>) -> Bool {
+                var chunk = chunk
+                return chunk.withUTF8 { stored in
+                    stored.count == range.count && (range.isEmpty || memcmp(stored.baseAddress!, bytes.baseAddress! + range.lowerBound, range.count) == 0)
+                }
+            }
+            var prefix = 0
+            var offset = 0
+            while prefix + 1 < old.count {
+                let length = old[prefix].body.utf8.count
+                guard offset + length < bytes.count, equal(old[prefix].body, offset ..< offset + length),
+                      bytes[offset + length] == old[prefix + 1].body.utf8.first else { break }
+                offset += length
+                prefix += 1
+            }
+            let ends = TextChunker.ends(of: bytes, from: offset)
+            var starts = [offset]
+            starts.append(contentsOf: ends.dropLast())
+            // The body's chunks after those, against the stored ones in the same places.
+            var first = 0
+            while first < ends.count, prefix < old.count, equal(old[prefix].body, starts[first] ..< ends[first]) {
+                first += 1
+                prefix += 1
+            }
+            var suffix = 0
+            while suffix < min(old.count - prefix, ends.count - first),
+                  equal(old[old.count - 1 - suffix].body, starts[ends.count - 1 - suffix] ..< ends[ends.count - 1 - suffix]) {
+                suffix += 1
+            }
+            let middle = (first ..< ends.count - suffix).map {
+                String(decoding: UnsafeBufferPointer(rebasing: bytes[starts[$0] ..< ends[$0]]), as: UTF8.self)
+            }
+            return (prefix, suffix, middle)
+        }
         let oldMiddle = old[prefix ..< old.count - suffix]
-        let newMiddle = new[prefix ..< new.count - suffix]
         let updated = min(oldMiddle.count, newMiddle.count)
         var result = Array(old[..<prefix])
-        result.reserveCapacity(new.count)
+        result.reserveCapacity(prefix + newMiddle.count + suffix)
         let update = try statement("UPDATE note_text SET body = ? WHERE id = ?", db)
         for i in 0 ..< updated {
             let row = oldMiddle[prefix + i]
-            try update.run(.text(newMiddle[prefix + i]), .int(row.id))
+            try update.run(.text(newMiddle[i]), .int(row.id))
             stale.changed(row.id, title: "", body: row.body)
-            result.append(StoredChunk(id: row.id, ord: row.ord, body: newMiddle[prefix + i]))
+            result.append(StoredChunk(id: row.id, ord: row.ord, body: newMiddle[i]))
         }
         let delete = try statement("DELETE FROM note_text WHERE id = ?", db)
         for row in oldMiddle.dropFirst(updated) {
@@ -289,6 +324,7 @@ extension NoteStore {
             }
             try statement("DELETE FROM note_text WHERE note = ? AND ord >= 0", db).run(.text(hex))
             result.removeAll(keepingCapacity: true)
+            let new = old[..<prefix].map(\.body) + newMiddle + old[(old.count - suffix)...].map(\.body)
             for (position, chunk) in new.enumerated() {
                 let ord = Int64(position + 1) * NoteStore.chunkOrderGap
                 try insert.run(.text(hex), .int(ord), .text(chunk))

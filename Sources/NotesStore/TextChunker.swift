@@ -32,44 +32,58 @@ enum TextChunker {
     static func chunks(_ text: String) -> [String] {
         var text = text
         return text.withUTF8 { bytes in
-            gear.withUnsafeBufferPointer { gear in
-                var result: [String] = []
-                var start = 0
-                var hash: UInt64 = 0
-                var wantCut = false
-                var lastSpace = -1
-                var index = 0
-                let count = bytes.count
-                while index < count {
-                    let byte = bytes[index]
-                    index += 1
-                    hash = (hash << 1) &+ gear[Int(byte)]
-                    let length = index - start
-                    let isSpace = byte == 0x20 || (byte >= 0x09 && byte <= 0x0D)
-                    if isSpace { lastSpace = index }
-                    if length >= minimumLength, hash & mask == 0 { wantCut = true }
-                    var cut = -1
-                    if wantCut, isSpace {
-                        cut = index
-                    } else if length >= maximumLength {
-                        if lastSpace > start {
-                            cut = lastSpace
-                        } else if index < count, bytes[index] & 0xC0 != 0x80 {
-                            cut = index
-                        }
-                    }
-                    if cut > start {
-                        result.append(String(decoding: UnsafeBufferPointer(rebasing: bytes[start ..< cut]), as: UTF8.self))
-                        start = cut
-                        wantCut = false
-                        lastSpace = -1
-                    }
-                }
-                if start < count {
-                    result.append(String(decoding: UnsafeBufferPointer(rebasing: bytes[start ..< count]), as: UTF8.self))
-                }
-                return result
+            var start = 0
+            return ends(of: bytes, from: 0).map { end in
+                defer { start = end }
+                return String(decoding: UnsafeBufferPointer(rebasing: bytes[start ..< end]), as: UTF8.self)
             }
+        }
+    }
+
+    /// Where the chunks of `bytes` from `start` on end (the last is `bytes.count`), given that a
+    /// chunk of the whole text starts at `start`: the same ends `chunks` finds there.
+    ///
+    /// A cut depends only on the bytes since the previous cut and the byte after it: the rolling
+    /// hash spans the last 64 bytes, no cut comes before `minimumLength` (512) bytes, and what the
+    /// scan remembers is reset at every cut. So the text after a cut is cut the same whatever
+    /// came before it, and a body edited after its first few chunks need only be cut again from
+    /// the first chunk the edit reached (`NoteStore.syncChunks`).
+    static func ends(of bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> [Int] {
+        gear.withUnsafeBufferPointer { gear in
+            var result: [Int] = []
+            var start = start
+            var hash: UInt64 = 0
+            var wantCut = false
+            var lastSpace = -1
+            var index = start
+            let count = bytes.count
+            while index < count {
+                let byte = bytes[index]
+                index += 1
+                hash = (hash << 1) &+ gear[Int(byte)]
+                let length = index - start
+                let isSpace = byte == 0x20 || (byte >= 0x09 && byte <= 0x0D)
+                if isSpace { lastSpace = index }
+                if length >= minimumLength, hash & mask == 0 { wantCut = true }
+                var cut = -1
+                if wantCut, isSpace {
+                    cut = index
+                } else if length >= maximumLength {
+                    if lastSpace > start {
+                        cut = lastSpace
+                    } else if index < count, bytes[index] & 0xC0 != 0x80 {
+                        cut = index
+                    }
+                }
+                if cut > start {
+                    result.append(cut)
+                    start = cut
+                    wantCut = false
+                    lastSpace = -1
+                }
+            }
+            if start < count { result.append(count) }
+            return result
         }
     }
 }

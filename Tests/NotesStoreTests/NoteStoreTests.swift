@@ -227,6 +227,24 @@ struct NoteStoreTests {
         #expect(TextChunker.chunks("").isEmpty)
     }
 
+    /// Cutting from a cut gives the same ends as cutting the whole text (what lets the store cut
+    /// an edited body only from the first chunk the edit reached), for text with and without
+    /// whitespace, non-ASCII scalars and runs past the longest chunk.
+    @Test func cuttingFromACutGivesTheSameChunks() {
+        var rng = SplitMix64(seed: 9)
+        let pieces = ["word ", "longerword ", "café ", "日本語", "🙂", "x", "\n", "\t", String(repeating: "y", count: 700)]
+        for _ in 0 ..< 40 {
+            var text = (0 ..< 200 + Int(rng.next() % 3000)).map { _ in pieces[Int(rng.next() % UInt64(pieces.count))] }.joined()
+            text.withUTF8 { bytes in
+                let ends = TextChunker.ends(of: bytes, from: 0)
+                #expect(ends.last == bytes.count)
+                for (i, cut) in ends.dropLast().enumerated() {
+                    #expect(TextChunker.ends(of: bytes, from: cut) == Array(ends[(i + 1)...]))
+                }
+            }
+        }
+    }
+
     @Test(arguments: StoreKind.allCases)
     func peersAreRecorded(_ kind: StoreKind) throws {
         let folder = TemporaryFolder()
