@@ -4,7 +4,7 @@ import NotesCRDT
 import NotesSync
 import Testing
 
-/// Version 2 bundles compress bodies of 1,024 bytes or more with DEFLATE (512 before); version 1 bundles (never
+/// Version 2 bundles compress bodies of 2,048 bytes or more with DEFLATE (512, then 1,024 before); version 1 bundles (never
 /// compressed) are still read.
 struct CompressedBundleTests {
     /// A notebook with a few thousand characters of typed, edited text: enough to be compressed.
@@ -58,15 +58,15 @@ struct CompressedBundleTests {
         #expect(bytes[9] == 0)
     }
 
-    @Test func bodiesAreCompressedFromAKilobyteOn() throws {
-        let text = Array(String(repeating: "merge the replica offline ", count: 60).utf8)
-        let below = Array(text.prefix(1023))
+    @Test func bodiesAreCompressedFromTwoKibibytesOn() throws {
+        let text = Array(String(repeating: "merge the replica offline ", count: 100).utf8)
+        let below = Array(text.prefix(2047))
         let raw = SyncBundle.packBody(below)
         #expect(raw.flags == 0 && raw.body == below)
-        let from = Array(text.prefix(1024))
+        let from = Array(text.prefix(2048))
         let (flags, body) = SyncBundle.packBody(from)
         #expect(flags == 1)
-        #expect(body.count < 200, "\(body.count) bytes for 1,024 repetitive ones")
+        #expect(body.count < 200, "\(body.count) bytes for 2,048 repetitive ones")
         #expect(try SyncBundle.unpackBody(flags: flags, body) == from)
     }
 
