@@ -75,7 +75,11 @@ extension NoteStore {
 
     /// Exactly the changes a replica at `version` lacks, in a causal order.
     public func changes(since version: VersionVector) throws -> [Change] {
-        try notebook.changes(since: version)
+        lock.lock(); defer { lock.unlock() }
+        // Read in place: through `notebook`, the whole notebook was copied (retained and
+        // released) to cut a few changes from its log.
+        if let changes = loaded?.notebook.changes(since: version) { return changes }
+        return try loadedState().notebook.changes(since: version)
     }
 
     /// The changes that wait for their dependencies.

@@ -309,6 +309,9 @@ public final class NoteStore: @unchecked Sendable {
     public var notebook: Notebook {
         get throws {
             lock.lock(); defer { lock.unlock() }
+            // The loaded notebook alone (a copy of the whole loaded state retained and released
+            // all of it; the simulator reads the notebook after every step).
+            if let notebook = loaded?.notebook { return notebook }
             return try loadedState().notebook
         }
     }
