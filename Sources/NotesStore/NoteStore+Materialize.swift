@@ -150,8 +150,10 @@ extension NoteStore {
             }
         } else if old!.tags != tags {
             // The rows are by tag key: only the keys that came or went are written (a renamed
-            // tag changes the list, not its keys).
-            let before = Set(old!.tags.split(separator: "\u{1F}", omittingEmptySubsequences: true).map { Notebook.tagKey(String($0)) })
+            // tag changes the list, not its keys). The keys there are read rather than worked out
+            // from the stored list, whose names may be empty or hold the separator.
+            var before: Set<String> = []
+            try statement("SELECT tag FROM note_tags WHERE note = ?", db).forEachRow(.text(hex)) { before.insert(SQLColumn.text($0, 0)) }
             let after = Set(note.tags.map(Notebook.tagKey))
             for key in before.subtracting(after).sorted() {
                 try statement("DELETE FROM note_tags WHERE tag = ? AND note = ?", db).run(.text(key), .text(hex))
@@ -240,11 +242,9 @@ extension NoteStore {
 
     /// Brings a note's body chunks in line with `body`, writing only the chunks that differ.
     ///
-    /// The body is cut into chunks (`TextChunker`) only from the first stored chunk it no longer
-    /// starts with: a cut depends only on the bytes before it and the one after it, so a stored
-    /// chunk (not the last) whose bytes, and the byte after them, begin the body at the same place
-    /// ends at a cut of the body too. The chunks of the body that equal stored ones at its start
-    /// and at its end are compared as bytes, and only the chunks in between become strings.
+    /// The body is cut whole (`TextChunker.ends(of:)`); its chunks that equal the stored ones at
+    /// its start and at its end are compared as bytes, and only the chunks in between become
+    /// strings.
     ///
     /// - Parameter old: the stored chunks in order, when known (else they are read).
     /// - Returns: the chunks stored now, in order.
@@ -259,30 +259,18 @@ extension NoteStore {
                     stored.count == range.count && (range.isEmpty || memcmp(stored.baseAddress!, bytes.baseAddress! + range.lowerBound, range.count) == 0)
                 }
             }
-            var prefix = 0
-            var offset = 0
-            while prefix + 1 < old.count {
-                let length = old[prefix].body.utf8.count
-                guard offset + length < bytes.count, equal(old[prefix].body, offset ..< offset + length),
-                      bytes[offset + length] == old[prefix + 1].body.utf8.first else { break }
-                offset += length
-                prefix += 1
-            }
-            let ends = TextChunker.ends(of: bytes, from: offset)
-            var starts = [offset]
+            let ends = TextChunker.ends(of: bytes)
+            var starts = [0]
             starts.append(contentsOf: ends.dropLast())
-            // The body's chunks after those, against the stored ones in the same places.
-            var first = 0
-            while first < ends.count, prefix < old.count, equal(old[prefix].body, starts[first] ..< ends[first]) {
-                first += 1
-                prefix += 1
-            }
+            let limit = min(old.count, ends.count)
+            var prefix = 0
+            while prefix < limit, equal(old[prefix].body, starts[prefix] ..< ends[prefix]) { prefix += 1 }
             var suffix = 0
-            while suffix < min(old.count - prefix, ends.count - first),
+            while suffix < limit - prefix,
                   equal(old[old.count - 1 - suffix].body, starts[ends.count - 1 - suffix] ..< ends[ends.count - 1 - suffix]) {
                 suffix += 1
             }
-            let middle = (first ..< ends.count - suffix).map {
+            let middle = (prefix ..< ends.count - suffix).map {
                 String(decoding: UnsafeBufferPointer(rebasing: bytes[starts[$0] ..< ends[$0]]), as: UTF8.self)
             }
             return (prefix, suffix, middle)

@@ -162,7 +162,8 @@ extension NoteStore {
     /// suspension and cancellation checks, and a wall-clock read for `transactionDate` at every
     /// BEGIN) cost about as much as SQLite's work on the two, which a keystroke pays. Nothing here
     /// uses what that bookkeeping serves; `Database.isInsideTransaction`, which the rollback
-    /// below and GRDB's own checks read, asks SQLite (`sqlite3_get_autocommit`).
+    /// below and GRDB's own checks read, asks SQLite (`sqlite3_get_autocommit`). GRDB's own record
+    /// of the transaction (`transactionDate`) is therefore not kept: nothing may read it.
     func transaction<T>(_ db: Database, begin: StaticString, _ body: () throws -> T) throws -> T {
         try statement(begin, db).run()
         do {

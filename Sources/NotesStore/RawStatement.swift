@@ -15,15 +15,14 @@ enum SQLValue {
 private let transient = unsafeBitCast(OpaquePointer(bitPattern: -1), to: sqlite3_destructor_type.self)
 
 extension Statement {
-    /// Runs a statement that returns no rows (an INSERT, UPDATE or DELETE of the write path) with
-    /// these values bound by position, through the SQLite C API.
+    /// Runs a statement that returns no rows (an INSERT, UPDATE or DELETE of the write path, and
+    /// the store's BEGIN and COMMIT) with these values bound by position, through the SQLite C API.
     ///
     /// GRDB's `execute(arguments:)` turns each value into an existential, validates the arguments
     /// against the statement, and notifies its observers before and after every statement: per
     /// keystroke that cost about as much as SQLite's own work on the row. The store uses no GRDB
-    /// observation, and the statement comes from GRDB's cache (GRDB keeps compiling and finalizing
-    /// it); only the transaction statements (BEGIN, COMMIT, ROLLBACK) still go through GRDB, which
-    /// tracks the transaction. The values must be as many as the statement's parameters (checked).
+    /// observation; only ROLLBACK still goes through GRDB (see `NoteStore.transaction`). The
+    /// values must be as many as the statement's parameters (checked).
     ///
     /// - Throws: GRDB's `DatabaseError` with SQLite's code and message, as `execute` would.
     func run(_ values: SQLValue...) throws {

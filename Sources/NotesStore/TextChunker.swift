@@ -33,29 +33,28 @@ enum TextChunker {
         var text = text
         return text.withUTF8 { bytes in
             var start = 0
-            return ends(of: bytes, from: 0).map { end in
+            return ends(of: bytes).map { end in
                 defer { start = end }
                 return String(decoding: UnsafeBufferPointer(rebasing: bytes[start ..< end]), as: UTF8.self)
             }
         }
     }
 
-    /// Where the chunks of `bytes` from `start` on end (the last is `bytes.count`), given that a
-    /// chunk of the whole text starts at `start`: the same ends `chunks` finds there.
+    /// Where the chunks of `bytes` end, in order (the last end is `bytes.count`): the cuts of
+    /// `chunks`, without making the chunks into strings.
     ///
-    /// A cut depends only on the bytes since the previous cut and the byte after it: the rolling
-    /// hash spans the last 64 bytes, no cut comes before `minimumLength` (512) bytes, and what the
-    /// scan remembers is reset at every cut. So the text after a cut is cut the same whatever
-    /// came before it, and a body edited after its first few chunks need only be cut again from
-    /// the first chunk the edit reached (`NoteStore.syncChunks`).
-    static func ends(of bytes: UnsafeBufferPointer<UInt8>, from start: Int) -> [Int] {
+    /// (A body is always cut whole, not from a cut left by an earlier version of it: a chunk that
+    /// reaches `maximumLength` without a cut is cut back at its last whitespace, so that cut
+    /// depends on up to `maximumLength` bytes after it, and restarting there could cut
+    /// differently.)
+    static func ends(of bytes: UnsafeBufferPointer<UInt8>) -> [Int] {
         gear.withUnsafeBufferPointer { gear in
             var result: [Int] = []
-            var start = start
+            var start = 0
             var hash: UInt64 = 0
             var wantCut = false
             var lastSpace = -1
-            var index = start
+            var index = 0
             let count = bytes.count
             while index < count {
                 let byte = bytes[index]

@@ -227,21 +227,30 @@ struct NoteStoreTests {
         #expect(TextChunker.chunks("").isEmpty)
     }
 
-    /// Cutting from a cut gives the same ends as cutting the whole text (what lets the store cut
-    /// an edited body only from the first chunk the edit reached), for text with and without
-    /// whitespace, non-ASCII scalars and runs past the longest chunk.
-    @Test func cuttingFromACutGivesTheSameChunks() {
-        var rng = SplitMix64(seed: 9)
-        let pieces = ["word ", "longerword ", "café ", "日本語", "🙂", "x", "\n", "\t", String(repeating: "y", count: 700)]
-        for _ in 0 ..< 40 {
-            var text = (0 ..< 200 + Int(rng.next() % 3000)).map { _ in pieces[Int(rng.next() % UInt64(pieces.count))] }.joined()
-            text.withUTF8 { bytes in
-                let ends = TextChunker.ends(of: bytes, from: 0)
-                #expect(ends.last == bytes.count)
-                for (i, cut) in ends.dropLast().enumerated() {
-                    #expect(TextChunker.ends(of: bytes, from: cut) == Array(ends[(i + 1)...]))
-                }
+    /// The chunks a store keeps for a body, edited a piece at a time, are always the chunks of
+    /// the whole body, also where a chunk is cut back at its last whitespace after 4 KiB without a
+    /// cut (runs of varied bytes without whitespace, such as a pasted URL or base64 data).
+    @Test func storedChunksAreAlwaysTheChunksOfTheWholeBody() throws {
+        var rng = SplitMix64(seed: 13)
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+        func run(_ length: Int) -> String { String((0 ..< length).map { _ in alphabet[Int(rng.next() % 64)] }) }
+        let store = try NoteStore.openInMemory()
+        let note = try store.createNote(title: "data", body: "note " + run(6000) + " tail " + run(3000))
+        for step in 0 ..< 60 {
+            let length = try #require(try store.note(note)).bodyLength
+            let at = Int(rng.next() % UInt64(length + 1))
+            switch rng.next() % 4 {
+            case 0: try store.insertText(note, at: at, " ")
+            case 1: try store.insertText(note, at: at, run(Int(rng.next() % 900)))
+            case 2: try store.insertText(note, at: at, "word \(step) ")
+            default:
+                if length > 10 { try store.deleteText(note, at: min(at, length - 1), count: 1 + Int(rng.next() % UInt64(min(300, length - min(at, length - 1))))) }
             }
+            let body = try #require(try store.note(note)?.body)
+            let stored = try store.queue.read {
+                try String.fetchAll($0, sql: "SELECT body FROM note_text WHERE note = ? AND ord >= 0 ORDER BY ord", arguments: [note.description])
+            }
+            #expect(stored == TextChunker.chunks(body), "step \(step)")
         }
     }
 
