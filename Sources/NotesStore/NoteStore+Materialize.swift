@@ -109,19 +109,19 @@ extension NoteStore {
         let old = try materializedRow(id, db)
         let isNew = old == nil
         let tags = note.tags.joined(separator: "\u{1F}")
-        var body = ""
+        var body: [UInt8] = []  // the body's UTF-8, when it is written
         if !isNew, bodyTouched {
             let text = inLoadedNotebook { $0.body(of: id) }
-            body = text?.string ?? ""
+            body = text?.utf8 ?? []
             try statement("""
                 UPDATE notes SET title = ?, pinned = ?, archived = ?, color = ?, state = ?, tags = ?,
                     created_at = ?, updated_at = ?, body_length = ?, preview = ? WHERE id = ?
                 """, db).run(.text(note.title), .bool(note.pinned), .bool(note.archived), .optionalText(note.color),
                          .text(note.state.rawValue), .text(tags), .int(Int64(note.createdAt)), .int(Int64(note.updatedAt)),
-                         .int(Int64(text?.count ?? 0)), .text(NoteStore.preview(of: body)), .text(hex))
+                         .int(Int64(text?.count ?? 0)), .text(NoteStore.preview(ofUTF8: body)), .text(hex))
         } else if isNew {
             let text = inLoadedNotebook { $0.body(of: id) }
-            body = text?.string ?? ""
+            body = text?.utf8 ?? []
             try statement("""
                 INSERT INTO notes (id, title, pinned, archived, color, state, tags, created_at, updated_at, body_length, preview)
                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
@@ -131,7 +131,7 @@ extension NoteStore {
                     body_length = excluded.body_length, preview = excluded.preview
                 """, db).run(.text(hex), .text(note.title), .bool(note.pinned), .bool(note.archived), .optionalText(note.color),
                          .text(note.state.rawValue), .text(tags), .int(Int64(note.createdAt)), .int(Int64(note.updatedAt)),
-                         .int(Int64(text?.count ?? 0)), .text(NoteStore.preview(of: body)))
+                         .int(Int64(text?.count ?? 0)), .text(NoteStore.preview(ofUTF8: body)))
         } else {
             try statement("""
                 UPDATE notes SET title = ?, pinned = ?, archived = ?, color = ?, state = ?, tags = ?,
@@ -240,7 +240,7 @@ extension NoteStore {
     /// The most notes whose materialized state a store keeps in memory.
     static let materializedLimit = 512
 
-    /// Brings a note's body chunks in line with `body`, writing only the chunks that differ.
+    /// Brings a note's body chunks in line with `body` (its UTF-8), writing only the chunks that differ.
     ///
     /// The body is cut whole (`TextChunker.ends(of:)`); its chunks that equal the stored ones at
     /// its start and at its end are compared as bytes, and only the chunks in between become
@@ -248,11 +248,10 @@ extension NoteStore {
     ///
     /// - Parameter old: the stored chunks in order, when known (else they are read).
     /// - Returns: the chunks stored now, in order.
-    func syncChunks(_ hex: String, body: String, old known: [StoredChunk]?, _ stale: inout StaleIndexRows,
+    func syncChunks(_ hex: String, body: [UInt8], old known: [StoredChunk]?, _ stale: inout StaleIndexRows,
                     _ db: Database) throws -> [StoredChunk] {
         let old = try known ?? storedChunks(hex, db)
-        var body = body
-        let (prefix, suffix, newMiddle) = body.withUTF8 { bytes -> (Int, Int, [String]) in
+        let (prefix, suffix, newMiddle) = body.withUnsafeBufferPointer { bytes -> (Int, Int, [String]) in
             func equal(_ chunk: String, _ range: Range<Int>) -> Bool {
                 var chunk = chunk
                 return chunk.withUTF8 { stored in
@@ -342,35 +341,42 @@ extension NoteStore {
 
     /// The body's first non-empty line, at most 80 scalars.
     static func preview(of body: String) -> String {
-        // One slice of the body's UTF-8: past the leading blank lines and whitespace, up to the
-        // line's end or 80 scalars. Walked over the bytes in place (a scalar's length is in its
-        // first byte; line ends are ASCII), with a scalar's properties read only for non-ASCII
-        // leading whitespace: the string views' index arithmetic cost about 1% of a simulation run.
         var body = body
-        return body.withUTF8 { bytes in
-            func length(_ byte: UInt8) -> Int { byte < 0x80 ? 1 : byte < 0xE0 ? 2 : byte < 0xF0 ? 3 : 4 }
-            var start = 0
-            while start < bytes.count {
-                let byte = bytes[start]
-                if byte < 0x80 {
-                    guard byte == 0x20 || (0x09 ... 0x0D).contains(byte) else { break }
-                    start += 1
-                } else {
-                    let end = min(bytes.count, start + length(byte))
-                    let scalar = String(decoding: UnsafeBufferPointer(rebasing: bytes[start ..< end]), as: UTF8.self).unicodeScalars.first
-                    guard let scalar, scalar.properties.isWhitespace else { break }
-                    start = end
-                }
+        return body.withUTF8 { preview(ofUTF8: $0) }
+    }
+
+    /// `preview(of:)` of a body given as UTF-8 bytes.
+    static func preview(ofUTF8 body: [UInt8]) -> String {
+        body.withUnsafeBufferPointer { preview(ofUTF8: $0) }
+    }
+
+    /// One slice of the body's UTF-8: past the leading blank lines and whitespace, up to the
+    /// line's end or 80 scalars. Walked over the bytes in place (a scalar's length is in its
+    /// first byte; line ends are ASCII), with a scalar's properties read only for non-ASCII
+    /// leading whitespace: the string views' index arithmetic cost about 1% of a simulation run.
+    static func preview(ofUTF8 bytes: UnsafeBufferPointer<UInt8>) -> String {
+        func length(_ byte: UInt8) -> Int { byte < 0x80 ? 1 : byte < 0xE0 ? 2 : byte < 0xF0 ? 3 : 4 }
+        var start = 0
+        while start < bytes.count {
+            let byte = bytes[start]
+            if byte < 0x80 {
+                guard byte == 0x20 || (0x09 ... 0x0D).contains(byte) else { break }
+                start += 1
+            } else {
+                let end = min(bytes.count, start + length(byte))
+                let scalar = String(decoding: UnsafeBufferPointer(rebasing: bytes[start ..< end]), as: UTF8.self).unicodeScalars.first
+                guard let scalar, scalar.properties.isWhitespace else { break }
+                start = end
             }
-            var end = start
-            var count = 0
-            while end < bytes.count, count < 80 {
-                let byte = bytes[end]
-                if byte == 0x0A || byte == 0x0D { break }
-                end = min(bytes.count, end + length(byte))
-                count += 1
-            }
-            return String(decoding: UnsafeBufferPointer(rebasing: bytes[start ..< end]), as: UTF8.self)
         }
+        var end = start
+        var count = 0
+        while end < bytes.count, count < 80 {
+            let byte = bytes[end]
+            if byte == 0x0A || byte == 0x0D { break }
+            end = min(bytes.count, end + length(byte))
+            count += 1
+        }
+        return String(decoding: UnsafeBufferPointer(rebasing: bytes[start ..< end]), as: UTF8.self)
     }
 }

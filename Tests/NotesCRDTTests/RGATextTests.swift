@@ -168,13 +168,15 @@ struct RGATextTests {
 
     /// `spells` says whether the text is a string scalar for scalar, across many runs and leaves
     /// and every UTF-8 length, and says no to any string one scalar off (longer, shorter, or one
-    /// changed) and to a canonically equivalent string with other scalars.
+    /// changed) and to a canonically equivalent string with other scalars; `utf8` is the text's
+    /// UTF-8.
     @Test func spellsIsScalarEqualityWithoutBuildingTheText() throws {
         var run = ModelRun(seed: 5)
         for step in 0 ..< 300 {
             try run.step()
             let text = String(String.UnicodeScalarView(run.model))
             #expect(run.body.spells(text), "step \(step)")
+            #expect(run.body.utf8 == Array(text.utf8), "step \(step)")
             #expect(!run.body.spells(text + "x"), "step \(step)")
             #expect(!run.body.spells("🙂" + text), "step \(step)")
             guard !run.model.isEmpty else { continue }

@@ -64,6 +64,15 @@ public struct RGAText: @unchecked Sendable {  // a value with copy-on-write stor
     /// - Complexity: O(*n*).
     public var string: String { deferredText?.string ?? tree.string }
 
+    /// The visible text as UTF-8 bytes, without making them a `String` (which checks every byte
+    /// again).
+    ///
+    /// - Complexity: O(*n*).
+    public var utf8: [UInt8] {
+        if let deferredText { return Array(deferredText.string.utf8) }
+        return tree.utf8
+    }
+
     /// Whether the visible text is `string` scalar for scalar, without building the text.
     /// (Stricter than `text.string == string`, which compares canonical equivalence: "é" as one
     /// scalar or as "e" and a combining accent are equal strings, but not the same text.)

@@ -484,6 +484,35 @@ struct RGATree: Sendable {
         }
     }
 
+    /// The visible text's UTF-8 bytes: `string` without making them a string (which checks them
+    /// all again).
+    var utf8: [UInt8] {
+        var length = 0
+        forEachVisibleSlice { slice in
+            for scalar in slice {
+                let value = scalar.value
+                length += value < 0x80 ? 1 : value < 0x800 ? 2 : value < 0x10000 ? 3 : 4
+            }
+        }
+        return [UInt8](unsafeUninitializedCapacity: length) { buffer, initialized in
+            var at = 0
+            forEachVisibleSlice { slice in
+                slice.withUnsafeBufferPointer { scalars in
+                    for scalar in scalars {
+                        let value = scalar.value
+                        if value < 0x80 {
+                            buffer[at] = UInt8(truncatingIfNeeded: value)
+                            at += 1
+                        } else {
+                            UTF8.encode(scalar) { buffer[at] = $0; at += 1 }
+                        }
+                    }
+                }
+            }
+            initialized = at
+        }
+    }
+
     /// The visible text, written as UTF-8 straight into the string's storage: one pass to size it,
     /// one to write it (several times faster than appending scalar by scalar to a
     /// `String.UnicodeScalarView`, and no intermediate byte array).
