@@ -487,36 +487,20 @@ struct RGATree: Sendable {
     /// The visible text's UTF-8 bytes: `string` without making them a string (which checks them
     /// all again).
     var utf8: [UInt8] {
-        var length = 0
-        forEachVisibleSlice { slice in
-            for scalar in slice {
-                let value = scalar.value
-                length += value < 0x80 ? 1 : value < 0x800 ? 2 : value < 0x10000 ? 3 : 4
-            }
-        }
-        return [UInt8](unsafeUninitializedCapacity: length) { buffer, initialized in
-            var at = 0
-            forEachVisibleSlice { slice in
-                slice.withUnsafeBufferPointer { scalars in
-                    for scalar in scalars {
-                        let value = scalar.value
-                        if value < 0x80 {
-                            buffer[at] = UInt8(truncatingIfNeeded: value)
-                            at += 1
-                        } else {
-                            UTF8.encode(scalar) { buffer[at] = $0; at += 1 }
-                        }
-                    }
-                }
-            }
-            initialized = at
-        }
+        [UInt8](unsafeUninitializedCapacity: utf8Count) { buffer, initialized in initialized = writeUTF8(into: buffer) }
     }
 
     /// The visible text, written as UTF-8 straight into the string's storage: one pass to size it,
     /// one to write it (several times faster than appending scalar by scalar to a
     /// `String.UnicodeScalarView`, and no intermediate byte array).
     var string: String {
+        let length = utf8Count
+        guard length > 0 else { return "" }
+        return String(unsafeUninitializedCapacity: length) { writeUTF8(into: $0) }
+    }
+
+    /// The length of the visible text's UTF-8.
+    private var utf8Count: Int {
         var length = 0
         forEachVisibleSlice { slice in
             for scalar in slice {
@@ -524,24 +508,28 @@ struct RGATree: Sendable {
                 length += value < 0x80 ? 1 : value < 0x800 ? 2 : value < 0x10000 ? 3 : 4
             }
         }
-        guard length > 0 else { return "" }
-        return String(unsafeUninitializedCapacity: length) { buffer in
-            var at = 0
-            forEachVisibleSlice { slice in
-                slice.withUnsafeBufferPointer { scalars in
-                    for scalar in scalars {
-                        let value = scalar.value
-                        if value < 0x80 {
-                            buffer[at] = UInt8(truncatingIfNeeded: value)
-                            at += 1
-                        } else {
-                            UTF8.encode(scalar) { buffer[at] = $0; at += 1 }
-                        }
+        return length
+    }
+
+    /// Writes the visible text's UTF-8 into `buffer` (of at least `utf8Count` bytes).
+    ///
+    /// - Returns: the number of bytes written.
+    private func writeUTF8(into buffer: UnsafeMutableBufferPointer<UInt8>) -> Int {
+        var at = 0
+        forEachVisibleSlice { slice in
+            slice.withUnsafeBufferPointer { scalars in
+                for scalar in scalars {
+                    let value = scalar.value
+                    if value < 0x80 {
+                        buffer[at] = UInt8(truncatingIfNeeded: value)
+                        at += 1
+                    } else {
+                        UTF8.encode(scalar) { buffer[at] = $0; at += 1 }
                     }
                 }
             }
-            return at
         }
+        return at
     }
 
     /// Every run in document order, tombstones included.
