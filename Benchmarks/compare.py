@@ -25,7 +25,7 @@ import venv
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
-TRACES = os.path.join(ROOT, "..", "shared", "traces")
+TRACES = os.path.join(ROOT, "Tests", "Fixtures", "traces")
 VENV = os.path.join(HERE, ".venv")
 
 PEER_SCRIPT = r'''

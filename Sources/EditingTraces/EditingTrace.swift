@@ -8,7 +8,7 @@ public struct TraceError: Error, CustomStringConvertible, Sendable {
 }
 
 /// A recorded editing session in Joseph Gentle's editing-traces format (sequential or
-/// concurrent), the workload and correctness oracle in ../shared/traces.
+/// concurrent), the workload and correctness oracle in Tests/Fixtures/traces.
 public struct EditingTrace: Sendable {
     /// One patch: at `position` delete `deleteCount` scalars, then insert `insert`.
     public struct Patch: Sendable {

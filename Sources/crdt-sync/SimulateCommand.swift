@@ -14,7 +14,15 @@ struct SimulateCommand: AsyncParsableCommand {
         printed with the command that replays it. Exits with status 1 when any run fails a check.
         """)
 
-    @Argument(help: ArgumentHelp("The scenario file (or the name of one in Simulations/).", valueName: "SCENARIO"))
+    @Argument(help: ArgumentHelp(
+        "The path of a scenario file, or the bare name of one in the checkout's Simulations/ folder.",
+        discussion: """
+        A path (`Simulations/partition.json`, `./my-scenario.json`) is read as it is. A bare name \
+        (`partition`, `partition.json`) is looked up as Simulations/NAME.json in the current folder and \
+        every folder above it, so it works from anywhere inside the checkout; when nothing is found, \
+        the error lists where it looked.
+        """,
+        valueName: "SCENARIO"))
     var scenario: String
 
     @Option(name: .long, help: "The first seed.")
@@ -45,7 +53,13 @@ struct SimulateCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let path = resolvedPath()
+        let path: String
+        switch SimulateCommand.resolve(scenario, from: FileManager.default.currentDirectoryPath) {
+        case .success(let found): path = found
+        case .failure(let error):
+            printError(error.message)
+            throw ExitCode(1)
+        }
         let loaded: Scenario
         do {
             loaded = try Scenario.load(path: path)
@@ -112,11 +126,30 @@ struct SimulateCommand: AsyncParsableCommand {
         if summary.failed > 0 { throw ExitCode(1) }
     }
 
-    /// A path as given, or `Simulations/NAME.json` for a bare name.
-    func resolvedPath() -> String {
-        if FileManager.default.fileExists(atPath: scenario) { return scenario }
-        let candidate = "Simulations/\(scenario).json"
-        return FileManager.default.fileExists(atPath: candidate) ? candidate : scenario
+    struct NotFound: Error { var message: String }
+
+    /// The scenario file `argument` names: a path that exists as it is; else, for a bare name,
+    /// `Simulations/NAME.json` in `directory` or the nearest folder above it that has one.
+    static func resolve(_ argument: String, from directory: String) -> Result<String, NotFound> {
+        let fileManager = FileManager.default
+        if fileManager.fileExists(atPath: argument) { return .success(argument) }
+        guard !argument.contains("/") else {
+            return .failure(NotFound(message: "\(argument): no such scenario file"))
+        }
+        let file = argument.hasSuffix(".json") ? argument : "\(argument).json"
+        var looked: [String] = []
+        var folder = URL(fileURLWithPath: directory).standardizedFileURL
+        while true {
+            let candidate = folder.appendingPathComponent("Simulations").appendingPathComponent(file).path
+            if fileManager.fileExists(atPath: candidate) { return .success(candidate) }
+            looked.append(candidate)
+            let parent = folder.deletingLastPathComponent()
+            if parent.path == folder.path { break }
+            folder = parent
+        }
+        return .failure(NotFound(message: "no scenario named \"\(argument)\": it is not a file here, and none of these exists:\n"
+            + looked.map { "  \($0)" }.joined(separator: "\n")
+            + "\n(give the scenario file's path, or run from inside the crdt-sync checkout)"))
     }
 
     func printHuman(_ s: Simulator.Summary) {

@@ -39,9 +39,11 @@ enum CLI {
         var stderr: String
     }
 
-    static func run(_ arguments: [String], db: String? = nil, environment: [String: String] = [:]) throws -> Result {
+    static func run(_ arguments: [String], db: String? = nil, environment: [String: String] = [:],
+                    directory: String? = nil) throws -> Result {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: binary)
+        if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
         process.arguments = arguments + (db.map { ["--db", $0] } ?? [])
         var env = ProcessInfo.processInfo.environment
         env.removeValue(forKey: "CRDT_SYNC_DB")

@@ -2,12 +2,12 @@ import EditingTraces
 import Foundation
 import Testing
 
-/// The recorded editing sessions in ../shared/traces are an oracle: every correct sequence CRDT
+/// The recorded editing sessions in Tests/Fixtures/traces are an oracle: every correct sequence CRDT
 /// must end with exactly `endContent`, the concurrent trace included.
 struct TraceReplayTests {
+    /// Tests/Fixtures/traces in this checkout (the traces are committed with the tests).
     static let tracesFolder: URL = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("shared/traces")
+        .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("Fixtures/traces")
 
     static let traceFiles = ["automerge-paper", "rustcode", "sveltecomponent", "friendsforever"]
 
