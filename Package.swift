@@ -12,11 +12,14 @@ let swiftSettings: [SwiftSetting] = [
 
 let package = Package(
     name: "crdt-sync",
-    platforms: [.macOS(.v14)],
+    platforms: [.macOS(.v15)],
     products: [
         .library(name: "NotesCRDT", targets: ["NotesCRDT"]),
         .library(name: "NotesStore", targets: ["NotesStore"]),
         .library(name: "NotesSync", targets: ["NotesSync"]),
+        .library(name: "NotesSyncHTTP", targets: ["NotesSyncHTTP"]),
+        .library(name: "NotesRelayServer", targets: ["NotesRelay", "NotesRelayServer"]),
+        .library(name: "NotesSimulator", targets: ["NotesSimulator"]),
         .executable(name: "crdt-sync", targets: ["crdt-sync"]),
     ],
     dependencies: [
@@ -33,16 +36,33 @@ let package = Package(
         .target(name: "NotesCRDT", swiftSettings: swiftSettings),
         .target(
             name: "NotesSync",
-            dependencies: ["NotesCRDT", "NotesStore", "Deflate", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: ["NotesCRDT", "Deflate", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: swiftSettings
         ),
+        // The relay client over AsyncHTTPClient: no server, no database.
         .target(
             name: "NotesSyncHTTP",
             dependencies: [
                 "NotesCRDT", "NotesSync",
-                .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The relay's protocol logic and storage, with no HTTP server: the server and the simulator run it.
+        .target(
+            name: "NotesRelay",
+            dependencies: [
+                "NotesCRDT", "NotesSync",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        .target(
+            name: "NotesRelayServer",
+            dependencies: [
+                "NotesRelay", "NotesSync",
+                .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
@@ -58,20 +78,21 @@ let package = Package(
         .target(
             name: "NotesStore",
             dependencies: [
-                "NotesCRDT", .product(name: "GRDB", package: "GRDB.swift"),
+                "NotesCRDT", "NotesSync", .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
             ],
             swiftSettings: swiftSettings
         ),
         .target(
             name: "NotesSimulator",
-            dependencies: ["NotesSync", "NotesStore", "NotesCRDT", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: ["NotesSync", "NotesStore", "NotesRelay", "NotesCRDT", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: swiftSettings
         ),
         .executableTarget(
             name: "crdt-sync",
             dependencies: [
-                "NotesCRDT", "NotesStore", "NotesSync", "EditingTraces", "NotesSyncHTTP", "NotesSimulator",
+                "NotesCRDT", "NotesStore", "NotesSync", "EditingTraces", "NotesSyncHTTP", "NotesRelay", "NotesRelayServer",
+                "NotesSimulator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -95,11 +116,16 @@ let package = Package(
         .testTarget(
             name: "NotesSyncHTTPTests",
             dependencies: [
-                "NotesSyncHTTP", "NotesSync", "NotesStore", "NotesCRDT",
+                "NotesSyncHTTP", "NotesRelay", "NotesRelayServer", "NotesSync", "NotesStore", "NotesCRDT",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            swiftSettings: swiftSettings
+        ),
+        .testTarget(
+            name: "NotesRelayTests",
+            dependencies: ["NotesRelay", "NotesSync", "NotesStore", "NotesCRDT"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

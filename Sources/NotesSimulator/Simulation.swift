@@ -1,11 +1,17 @@
 import NotesCRDT
 import NotesStore
+import NotesRelay
 import NotesSync
 
-/// One simulated device: a real replica in a real (in-memory) store.
+/// One simulated device: a real replica in a real store, on its own in-memory database (its
+/// "disk": the store is closed and opened again on it when the device restarts).
 final class SimDevice {
     let index: Int
+    var database: InMemoryDatabase
     var store: NoteStore
+    /// The shipped transports, one per hub, made at the device's first sync there (a restart
+    /// makes them again, with nothing remembered).
+    var transports: [Int: any SyncTransport] = [:]
     /// The version vector after the last step, to check that it only grows.
     var lastVersion = VersionVector()
     /// How many times it was reinstalled.
@@ -14,8 +20,9 @@ final class SimDevice {
     /// unknown. See `Simulation.currentNotes(_:)`.
     var notes: NoteList?
 
-    init(index: Int, store: NoteStore) {
+    init(index: Int, database: InMemoryDatabase, store: NoteStore) {
         self.index = index
+        self.database = database
         self.store = store
     }
 
@@ -115,8 +122,8 @@ public final class Simulation: @unchecked Sendable {
     let schedule: [SimEvent]
     let clocks: ClockState
     var devices: [SimDevice] = []
-    var relays: [Int: SimRelay] = [:]
-    var folders: [Int: SimFolder] = [:]
+    var relays: [Int: SimRelayHub] = [:]
+    var folders: [Int: SimFolderHub] = [:]
     var links: [[LinkState]]
     /// The randomness of the event being run (network faults, jitter, choices).
     var eventRandom = SimRandom(seed: 0)
@@ -128,11 +135,14 @@ public final class Simulation: @unchecked Sendable {
     var reference = ReferenceModel()
     var violations: [String] = []
     public private(set) var trace = Trace()
-    /// Encodes the changes of every bundle the simulated transports write (see `ChangeCodec.Encoder`).
-    var bundleEncoder = ChangeCodec.Encoder()
-    /// Uploads in flight (delayed), delivered at their time.
-    private var inFlight: [(deliverAt: UInt64, order: Int, device: Int, hub: Int, bytes: [UInt8])] = []
+    /// Requests to relays in flight (delayed), delivered at their time.
+    private var inFlight: [(deliverAt: UInt64, order: Int, device: Int, hub: Int, request: RelayRequest, damaged: Bool)] = []
     private var inFlightOrder = 0
+    /// Per device in the middle of a crash: how many more writes (to a folder) or requests (to a
+    /// relay) it makes before it stops.
+    private var stopAfter: [Int: Int] = [:]
+    /// Whether the sync under way had a request damaged in transit (the relay then refuses it).
+    private var damagedRequestThisSync = false
     private var lastStateChange: UInt64 = 0
 
     /// Prepares a run: devices (with identities from the seed), hubs, and the schedule.
@@ -145,10 +155,11 @@ public final class Simulation: @unchecked Sendable {
         clocks = ClockState(devices: scenario.devices)
         links = Array(repeating: Array(repeating: LinkState(), count: scenario.hubs.count), count: scenario.devices)
         var setup = SimRandom(seed: seed, salt: 2)
+        let clockState = clocks
         for (i, hub) in scenario.hubs.enumerated() {
             switch hub.kind {
-            case .relay: relays[i] = SimRelay(id: ReplicaID.random(using: &setup))
-            case .folder: folders[i] = SimFolder()
+            case .relay: relays[i] = try SimRelayHub(relayID: ReplicaID.random(using: &setup).raw.bytes, pageSize: scenario.sync.pageSize)
+            case .folder: folders[i] = try SimFolderHub(members: scenario.members(ofHub: i), clock: { clockState.now })
             }
         }
         for d in 0 ..< scenario.devices {
@@ -158,9 +169,9 @@ public final class Simulation: @unchecked Sendable {
                 let skew = Int64(setup.milliseconds(upTo: scenario.clocks.maxSkewSeconds))
                 clocks.skews[d] = setup.chance(0.5) ? -skew : skew
             }
-            let store = try NoteStore.openInMemory(replicaID: ReplicaID.random(using: &setup),
-                                                   options: StoreOptions(wallClock: DeviceClock(clocks: clocks, device: d)))
-            devices.append(SimDevice(index: d, store: store))
+            let database = try InMemoryDatabase()
+            let store = try NoteStore.open(database, options: storeOptions(d), replicaID: ReplicaID.random(using: &setup))
+            devices.append(SimDevice(index: d, database: database, store: store))
         }
         // Device 0 starts with some notes, which every device has before the clock starts.
         let first = devices[0].store
@@ -175,6 +186,16 @@ public final class Simulation: @unchecked Sendable {
         for change in initial { reference.record(change) }
         for device in devices.dropFirst() { try device.store.apply(initial) }
         for device in devices { device.lastVersion = try device.store.versionVector }
+    }
+
+    /// The options of device `d`'s store: the command line's, with the device's clock.
+    func storeOptions(_ d: Int) -> StoreOptions {
+        StoreOptions(wallClock: DeviceClock(clocks: clocks, device: d))
+    }
+
+    /// The hub's index.
+    func hubIndex(_ hub: SimFolderHub) -> Int {
+        folders.first { $0.value === hub }!.key
     }
 
     /// The number of events in the full schedule.
@@ -193,7 +214,7 @@ public final class Simulation: @unchecked Sendable {
             if let only, !only.contains(i) { continue }
             executed += 1
             clocks.now = max(clocks.now, ClockState.epoch + event.time)
-            deliverDue()
+            await deliverDue()
             eventRandom = SimRandom(seed: seed ^ event.payload, salt: UInt64(i) &+ 3)
             await step(event, index: i)
         }
@@ -219,7 +240,7 @@ public final class Simulation: @unchecked Sendable {
             if let hub = hubs(of: d, event.hub).first { await sync(d, hub: hub, crash: true) }
             crash(d)
         case .reinstall:
-            reinstall(d)
+            await reinstall(d)
         case .clockJump:
             clocks.skews[d] &+= event.amount
             stats.clockJumps += 1
@@ -325,29 +346,54 @@ public final class Simulation: @unchecked Sendable {
 
     // MARK: Sync
 
+    /// The shipped transport device `d` uses for `hub` (made at its first sync there).
+    func transport(_ d: Int, hub: Int) throws -> any SyncTransport {
+        if let existing = devices[d].transports[hub] { return existing }
+        let made: any SyncTransport
+        if folders[hub] != nil {
+            let fileSystem = ObservedFileSystem(base: folders[hub]!.fileSystems[d]!, world: self, device: d, hub: hub)
+            made = FolderTransport(folder: SimFolderHub.root, fileSystem: fileSystem)
+        } else {
+            var relay = try RelayTransport(url: "http://\(scenario.hubs[hub].name).relay", space: SimRelayHub.space,
+                                           token: SimRelayHub.token, http: SimulatedHTTP(world: self, device: d, hub: hub))
+            relay.maxChangesPerRequest = max(1, scenario.sync.pageSize)
+            made = relay
+        }
+        devices[d].transports[hub] = made
+        return made
+    }
+
+    /// One sync of device `d` with `hub` through the shipped engine and transport. With `crash`,
+    /// the device stops after a few of its writes or requests (perhaps none), and restarts.
     func sync(_ d: Int, hub: Int, crash: Bool) async {
         let device = devices[d]
-        let transport: any SyncTransport = scenario.hubs[hub].kind == .relay
-            ? SimRelayTransport(world: self, device: d, hub: hub, crashBeforeReceive: crash)
-            : SimFolderTransport(world: self, device: d, hub: hub, crashBeforeReceive: crash)
         let engine = SyncEngine(
             retry: RetryPolicy(maxAttempts: scenario.sync.maxAttempts, baseDelayMilliseconds: 200, maxDelayMilliseconds: 5_000),
             sleep: { [self] milliseconds in self.clocks.now += milliseconds },
             random: { [self] in self.eventRandom.unit() })
         stats.syncs += 1
+        damagedRequestThisSync = false
+        if crash { stopAfter[d] = eventRandom.below(4) }
+        defer { stopAfter[d] = nil }
         let before: VersionVector
         do { before = try device.store.versionVector } catch {
             violation("device \(d): cannot read the version vector: \(error)")
             return
         }
         do {
-            let report = try await engine.sync(device.store, over: transport)
+            let report = try await engine.sync(device.store, over: try transport(d, hub: hub))
             stats.retries += report.retries
+            stats.skippedFiles += report.skipped.count
+            if report.quarantined > 0 { violation("device \(d): \(report.quarantined) change(s) quarantined in a run with no hostile peer") }
             trace.add(elapsed, d, .sync, Int64(hub), Int64(report.sentChanges), Int64(report.applied), Int64(report.pending))
+        } catch is DeviceStopped {
+            stats.failedSyncs += 1
+            trace.add(elapsed, d, .syncFailed, Int64(hub), -2)
         } catch let error as SyncError {
             stats.failedSyncs += 1
             trace.add(elapsed, d, .syncFailed, Int64(hub), Int64(Trace.code(error.code)))
-            if error.code != .transient, error.code != .io {
+            let expected = error.code == .transient || (error.code == .rejected && damagedRequestThisSync)
+            if !expected {
                 violation("device \(d): sync over \(scenario.hubs[hub].name) failed unexpectedly: \(error)")
             }
         } catch {
@@ -376,113 +422,120 @@ public final class Simulation: @unchecked Sendable {
         }
     }
 
-    /// A request leaves device `d` for relay `hub`: lost when the way out is cut, or by chance.
-    func request(_ d: Int, _ hub: Int, _ what: String) throws {
-        guard links[d][hub].outboundUp else { throw SyncError(.transient, "\(what): no route to the relay") }
-        if faultsOn, eventRandom.chance(scenario.network.loss) {
-            stats.lost += 1
-            throw SyncError(.transient, "\(what): the request was lost")
+    /// Called before each write or request a device makes: a device in the middle of a crash
+    /// stops when its count runs out.
+    func beforeDeviceIO(_ d: Int) throws {
+        guard let remaining = stopAfter[d] else { return }
+        if remaining == 0 { throw DeviceStopped() }
+        stopAfter[d] = remaining - 1
+    }
+
+    /// A device read a copy that is cut short or damaged: the bundle format must refuse it.
+    func readDamagedCopy(_ bytes: [UInt8], path: String, device d: Int) {
+        if (try? SyncBundle.decode(bytes)) != nil {
+            violation("device \(d): a damaged copy of \(path) decodes as a bundle")
+        } else {
+            stats.corruptRejected += 1
         }
     }
 
-    /// The relay's response heads back to device `d`: lost when the way in is cut, by chance, or too late.
-    func response(_ d: Int, _ hub: Int, _ what: String) throws {
-        guard links[d][hub].inboundUp else { throw SyncError(.transient, "\(what): the response never came back") }
-        if faultsOn, eventRandom.chance(scenario.network.loss) {
-            stats.lost += 1
-            throw SyncError(.transient, "\(what): the response was lost")
-        }
-        if faultsOn, eventRandom.chance(scenario.network.delay) {
-            stats.delayed += 1
-            throw SyncError(.transient, "\(what): the response came too late")
-        }
-    }
+    /// Something moved in a shared folder.
+    func noteFolderActivity() { noteStateChange() }
 
-    /// An upload travels to a relay: maybe damaged, delayed (delivered later), or delivered twice.
-    func upload(_ original: [UInt8], from d: Int, to hub: Int) throws {
-        var bytes = original
-        if faultsOn, eventRandom.chance(scenario.network.corrupt) {
-            Network.corrupt(&bytes, &eventRandom)
+    // MARK: The network to relays
+
+    /// One HTTP request from device `d` to relay `hub`, through the simulated network: the request
+    /// may be lost, damaged, delayed (it arrives later; the device times out now) or delivered
+    /// twice; the answer may be lost, late or damaged; a partition cuts one direction or both.
+    func relayCall(_ request: HTTPCallRequest, device d: Int, hub: Int) async throws -> HTTPCallResponse {
+        try beforeDeviceIO(d)
+        let network = scenario.network
+        guard links[d][hub].outboundUp else { throw SyncError(.transient, "no route to the relay") }
+        if faultsOn, eventRandom.chance(network.loss) {
+            stats.lost += 1
+            throw SyncError(.transient, "the request was lost")
+        }
+        var relayRequest = RelayRequest(method: request.method, path: Self.path(of: request.url), headers: request.headers, body: request.body)
+        var damaged = false
+        if faultsOn, !relayRequest.body.isEmpty, eventRandom.chance(network.corrupt) {
+            Network.corrupt(&relayRequest.body, &eventRandom)
             stats.corruptInjected += 1
+            damaged = true
+            damagedRequestThisSync = true
         }
-        if faultsOn, eventRandom.chance(scenario.network.delay) {
+        if faultsOn, eventRandom.chance(network.delay) || eventRandom.chance(network.reorder / 4) {
             stats.delayed += 1
-            inFlight.append((clocks.now + 1 + eventRandom.milliseconds(upTo: scenario.network.maxDelaySeconds), inFlightOrder, d, hub, bytes))
+            inFlight.append((clocks.now + 1 + eventRandom.milliseconds(upTo: network.maxDelaySeconds), inFlightOrder, d, hub, relayRequest, damaged))
             inFlightOrder += 1
-            throw SyncError(.transient, "upload: timed out (it is still on its way)")
+            throw SyncError(.transient, "the request timed out (it is still on its way)")
         }
-        try deliver(bytes, original: original, from: d, to: hub)
-        if faultsOn, eventRandom.chance(scenario.network.duplicate) {
+        let response = await deliver(relayRequest, damaged: damaged, from: d, to: hub)
+        if faultsOn, eventRandom.chance(network.duplicate) {
             stats.duplicated += 1
-            try deliver(bytes, original: original, from: d, to: hub)
+            _ = await deliver(relayRequest, damaged: damaged, from: d, to: hub)
         }
-    }
-
-    /// The relay receives an upload: it checks it whole and stores what it lacks, or rejects it.
-    private func deliver(_ bytes: [UInt8], original: [UInt8]?, from d: Int, to hub: Int) throws {
-        let damaged = original.map { $0 != bytes } ?? false
-        let bundle: SyncBundle
-        do {
-            bundle = try SyncBundle.decode(bytes)
-        } catch let error as SyncError {
-            if damaged { stats.corruptRejected += 1 } else { violation("relay: an intact upload from device \(d) does not decode: \(error)") }
-            throw SyncError(.transient, "upload: the relay rejected it as damaged (\(error.code))")
-        } catch {
-            throw SyncError(.transient, "upload: \(error)")
+        guard links[d][hub].inboundUp else { throw SyncError(.transient, "the response never came back") }
+        if faultsOn, eventRandom.chance(network.loss) {
+            stats.lost += 1
+            throw SyncError(.transient, "the response was lost")
         }
-        if damaged { violation("relay: a damaged upload from device \(d) was accepted") }
-        let relay = relays[hub]!
-        let revision = relay.revision
-        relay.store(bundle.changes)
-        if relay.revision != revision { noteStateChange() }
-        trace.add(elapsed, d, .relayStored, Int64(hub), Int64(relay.version.totalOperations))
-    }
-
-    /// Delivers the delayed uploads whose time has come.
-    func deliverDue(all: Bool = false) {
-        guard !inFlight.isEmpty else { return }
-        let due = inFlight.filter { all || $0.deliverAt <= clocks.now }.sorted { ($0.deliverAt, $0.order) < ($1.deliverAt, $1.order) }
-        guard !due.isEmpty else { return }
-        inFlight.removeAll { all || $0.deliverAt <= clocks.now }
-        for item in due {
-            // A damaged one (the original is gone) is still checked whole and rejected by the relay.
-            if (try? SyncBundle.decode(item.bytes)) == nil {
+        if faultsOn, eventRandom.chance(network.delay) {
+            stats.delayed += 1
+            throw SyncError(.transient, "the response came too late")
+        }
+        var body = response.body
+        if faultsOn, response.headers["Content-Type"] == RelayProtocol.bundleContentType, eventRandom.chance(network.corrupt) {
+            Network.corrupt(&body, &eventRandom)
+            stats.corruptInjected += 1
+            if (try? SyncBundle.decode(body)) != nil {
+                violation("device \(d): a relay answer damaged in transit decodes as a bundle")
+            } else {
                 stats.corruptRejected += 1
-                continue
             }
-            try? deliver(item.bytes, original: nil, from: item.device, to: item.hub)
         }
+        return HTTPCallResponse(status: response.status, headers: response.headers, body: body)
     }
 
-    /// A device writes a file into its local copy of a shared folder; it travels when the device can reach the others.
-    func writeFile(_ file: SimFolder.File, hub: Int) {
-        let folder = folders[hub]!
-        let i = folder.write(file)
-        if links[file.writerDevice][hub].outboundUp { upload(fileAt: i, hub: hub) }
-        noteStateChange()
+    /// The path of a URL (`http://host/v1/...` -> `/v1/...`).
+    static func path(of url: String) -> String {
+        guard let scheme = url.range(of: "://") else { return url }
+        let rest = url[scheme.upperBound...]
+        guard let slash = rest.firstIndex(of: "/") else { return "/" }
+        return String(rest[slash...])
     }
 
-    /// A file leaves its writer's device: each other device's copy appears after its own delay.
-    private func upload(fileAt i: Int, hub: Int) {
-        let folder = folders[hub]!
-        let settings = scenario.folder
-        var views: [Int: SimFolder.View] = [:]
-        for member in scenario.members(ofHub: hub) {
-            var visible = clocks.now + eventRandom.milliseconds(upTo: settings.propagationSeconds)
-            if faultsOn, eventRandom.chance(settings.late) { visible += eventRandom.milliseconds(upTo: settings.maxLateSeconds) }
-            var view = SimFolder.View(visibleAt: visible, intactAt: visible, damage: .none, twice: false, damageSeed: eventRandom.next())
-            if faultsOn, eventRandom.chance(settings.partial) {
-                view.damage = .partial
-                view.intactAt = visible + 1 + eventRandom.milliseconds(upTo: settings.partialSeconds)
-            } else if faultsOn, eventRandom.chance(settings.corrupt) {
-                view.damage = .corrupt
-                view.intactAt = visible + 1 + eventRandom.milliseconds(upTo: settings.partialSeconds)
-                stats.corruptInjected += 1
+    /// The relay answers a request; its answer to an intact or a damaged upload is checked.
+    private func deliver(_ request: RelayRequest, damaged: Bool, from d: Int, to hub: Int) async -> RelayResponse {
+        let relay = relays[hub]!
+        let response = await relay.service.handle(request)
+        if request.method == "POST" {
+            if damaged, response.status == 200 {
+                violation("relay: a damaged upload from device \(d) was accepted")
+            } else if damaged {
+                stats.corruptRejected += 1
+            } else if response.status != 200 {
+                violation("relay: an intact request from device \(d) was refused (\(response.status)): \(String(decoding: response.body, as: UTF8.self))")
             }
-            view.twice = faultsOn && eventRandom.chance(settings.twice)
-            views[member] = view
+            if response.status == 200, (response.headers[RelayProtocol.storedHeader] ?? "0") != "0" {
+                noteStateChange()
+                trace.add(elapsed, d, .relayStored, Int64(hub), Int64(response.headers[RelayProtocol.storedHeader].flatMap(Int.init) ?? 0))
+            }
         }
-        folder.setUploaded(i, at: clocks.now, views: views)
+        return response
+    }
+
+    /// Delivers the delayed requests and the folder copies whose time has come.
+    func deliverDue(all: Bool = false) async {
+        if !inFlight.isEmpty {
+            let due = inFlight.filter { all || $0.deliverAt <= clocks.now }.sorted { ($0.deliverAt, $0.order) < ($1.deliverAt, $1.order) }
+            if !due.isEmpty {
+                inFlight.removeAll { all || $0.deliverAt <= clocks.now }
+                for item in due { _ = await deliver(item.request, damaged: item.damaged, from: item.device, to: item.hub) }
+            }
+        }
+        for (hub, folder) in folders.sorted(by: { $0.key < $1.key }) {
+            if folder.deliverDue(now: clocks.now, canReceive: { self.links[$0][hub].inboundUp }, all: all) { noteStateChange() }
+        }
     }
 
     // MARK: Partitions
@@ -490,36 +543,29 @@ public final class Simulation: @unchecked Sendable {
     func setLink(_ d: Int, hub: Int, direction: Scenario.Direction, cut: Bool) {
         var link = links[d][hub]
         let wasOutboundUp = link.outboundUp
-        let wasInboundUp = link.inboundUp
         let delta = cut ? 1 : -1
         if direction != .inbound { link.outboundCuts = max(0, link.outboundCuts + delta) }
         if direction != .outbound { link.inboundCuts = max(0, link.inboundCuts + delta) }
         links[d][hub] = link
-        guard let folder = folders[hub] else { return }
-        if wasInboundUp, !link.inboundUp { folder.inboundCutSince[d] = clocks.now }
-        if !wasInboundUp, link.inboundUp { folder.inboundCutSince[d] = nil }
-        if !wasOutboundUp, link.outboundUp {
-            // Files written while cut off now travel.
-            for (i, file) in folder.files.enumerated() where file.writerDevice == d && file.uploadedAt == nil {
-                upload(fileAt: i, hub: hub)
-            }
-        }
+        // Files written while cut off now travel.
+        if !wasOutboundUp, link.outboundUp, let folder = folders[hub] { folder.flush(device: d, world: self) }
     }
 
     // MARK: Crashes and reinstalls
 
-    /// The device crashes and restarts: what was in flight from it is gone, and its store's state
-    /// is read back from its database. Everything it had committed must still be there.
+    /// The device crashes and restarts: its store is closed and opened again on its database, and
+    /// everything it had committed must still be there.
     func crash(_ d: Int) {
         let device = devices[d]
         stats.crashes += 1
-        inFlight.removeAll { $0.device == d }
         do {
             let before = try device.store.notebook
-            try StoreReload.reload(device.store)
+            try? device.store.close()
+            device.store = try NoteStore.open(device.database, options: storeOptions(d))
+            device.transports = [:]
             device.notes = nil
             let after = try device.store.notebook
-            if after.versionVector != before.versionVector || after.digest() != before.digest() {
+            if after.replicaID != before.replicaID || after.versionVector != before.versionVector || after.digest() != before.digest() {
                 violation("device \(d): after a restart the store differs from before the crash")
             }
             try checkAfterStep(device, notes: [], all: true)
@@ -529,14 +575,13 @@ public final class Simulation: @unchecked Sendable {
         trace.add(elapsed, d, .crash)
     }
 
-    /// The device is wiped and set up again from nothing: a new empty store with a new replica id.
-    /// Its edits that never left it are gone; the reference forgets exactly those.
-    func reinstall(_ d: Int) {
+    /// The device is wiped and set up again from nothing: a new empty store with a new replica
+    /// id, and an empty copy of each shared folder. Its edits that never left it are gone; the
+    /// reference forgets exactly those.
+    func reinstall(_ d: Int) async {
         let device = devices[d]
         let old = device.replicaID
         stats.reinstalls += 1
-        inFlight.removeAll { $0.device == d }
-        for folder in folders.values { folder.dropUnuploaded(fromDevice: d) }
         var kept: [ClosedRange<UInt64>] = []
         do {
             for other in devices where other.index != d {
@@ -544,12 +589,15 @@ public final class Simulation: @unchecked Sendable {
                 if notebook.versionVector[old] > 0 { kept.append(1 ... notebook.versionVector[old]) }
                 for change in notebook.pendingChanges where change.replica == old { kept.append(change.startSeq ... change.endSeq) }
             }
-            for relay in relays.values { kept += relay.ranges(of: old) }
-            for folder in folders.values {
-                for file in folder.files where file.uploadedAt != nil || file.writerDevice != d {
-                    guard let bundle = try? SyncBundle.decode(file.bytes) else { continue }
-                    for change in bundle.changes where change.replica == old { kept.append(change.startSeq ... change.endSeq) }
-                }
+            for (_, relay) in relays.sorted(by: { $0.key < $1.key }) {
+                let held = try await relay.storage.status(space: SimRelayHub.space).version[old]
+                if held > 0 { kept.append(1 ... held) }
+            }
+            var carried: [[UInt8]] = inFlight.map(\.request.body)
+            for folder in folders.values { carried += folder.everyBundleBytes(excluding: d) }
+            for bytes in carried {
+                guard let bundle = try? SyncBundle.decode(bytes) else { continue }
+                for change in bundle.changes where change.replica == old { kept.append(change.startSeq ... change.endSeq) }
             }
             let forgottenBefore = reference.forgottenOperations
             reference.forget(replica: old, keeping: kept)
@@ -557,7 +605,13 @@ public final class Simulation: @unchecked Sendable {
             device.incarnation += 1
             let id = ReplicaID.random(using: &eventRandom)
             try? device.store.close()
-            device.store = try NoteStore.openInMemory(replicaID: id, options: StoreOptions(wallClock: DeviceClock(clocks: clocks, device: d)))
+            device.database = try InMemoryDatabase()
+            device.store = try NoteStore.open(device.database, options: storeOptions(d), replicaID: id)
+            device.transports = [:]
+            let clockState = clocks
+            for folder in folders.values where folder.fileSystems[d] != nil {
+                try folder.reset(device: d, clock: { clockState.now }, world: self)
+            }
             device.lastVersion = VersionVector()
             device.notes = nil
             noteStateChange()
@@ -726,14 +780,16 @@ public final class Simulation: @unchecked Sendable {
                 }
             }
         }
-        deliverDue(all: true)
+        await deliverDue(all: true)
         settleFolders()
+        await deliverDue(all: true)
         trace.add(elapsed, -1, .healAll)
         let maxRounds = 8 + 2 * scenario.devices
         for round in 0 ..< maxRounds {
             stats.healRounds = round + 1
             clocks.now += 1000
             settleFolders()
+            await deliverDue(all: true)
             let changeBefore = lastStateChange
             for d in 0 ..< scenario.devices {
                 for hub in ScheduleGenerator.hubIndexes(of: d, in: scenario) {
@@ -748,9 +804,7 @@ public final class Simulation: @unchecked Sendable {
     /// Moves the clock past the moment every copy of every file has arrived whole.
     private func settleFolders() {
         var settle = clocks.now
-        for folder in folders.values {
-            for file in folder.files { for view in file.views.values { settle = max(settle, view.visibleAt, view.intactAt) } }
-        }
+        for folder in folders.values { settle = max(settle, folder.settleTime(after: clocks.now)) }
         clocks.now = settle
     }
 

@@ -1,199 +1,254 @@
 import NotesCRDT
+import NotesRelay
 import NotesSync
 
-/// A device's connection to a simulated relay, through the simulated network: each request and
-/// each response may be lost, delayed, duplicated or damaged, and a partition cuts one direction
-/// or both. A damaged bundle is always decoded by the receiving side and rejected there.
-struct SimRelayTransport: SyncTransport {
+/// The simulated network between a device and a relay, as the shipped relay client
+/// (`RelayTransport`) sees it: an `HTTPCalling` whose requests go to the hub's shipped
+/// `RelayService` through the simulated network (see `Simulation.relayCall`).
+struct SimulatedHTTP: HTTPCalling {
     let world: Simulation
     let device: Int
     let hub: Int
-    let crashBeforeReceive: Bool
 
-    func remoteVersion(for local: ReplicaID) async throws -> VersionVector {
-        try world.request(device, hub, "version")
-        let version = world.relays[hub]!.version
-        try world.response(device, hub, "version")
-        return version
+    func call(_ request: HTTPCallRequest, maxResponseBytes: Int) async throws -> HTTPCallResponse {
+        try await world.relayCall(request, device: device, hub: hub)
+    }
+}
+
+/// A relay hub: the shipped relay logic over the shipped SQLite storage, in memory.
+final class SimRelayHub: @unchecked Sendable {
+    let service: RelayService
+    let storage: SQLiteRelayStorage
+    /// The space every device of the run syncs.
+    static let space = "sim"
+    static let token = "sim-token"
+
+    init(relayID: [UInt8], pageSize: Int) throws {
+        storage = try SQLiteRelayStorage.inMemory(relayID: relayID)
+        service = RelayService(storage: storage, tokens: try RelayTokens([(space: SimRelayHub.space, token: SimRelayHub.token)]),
+                               limits: RelayLimits(page: RelayPageLimits(maxChanges: pageSize)))
+    }
+}
+
+/// The device crashed (or was wiped) in the middle of an operation: nothing after it happens.
+struct DeviceStopped: Error {}
+
+/// A device's file system for a shared folder: the device's own copy of the folder, whose
+/// writes and removals the folder's sync tool (`SimFolderHub`) hears about and carries to the
+/// other devices. The shipped `FolderTransport` runs over it.
+struct ObservedFileSystem: FileSystem {
+    let base: InMemoryFileSystem
+    let world: Simulation
+    let device: Int
+    let hub: Int
+
+    func contentsOfDirectory(_ path: String) throws -> [String]? { try base.contentsOfDirectory(path) }
+    func attributes(_ path: String) throws -> FileAttributes? { try base.attributes(path) }
+    func read(_ path: String, limit: Int) throws -> [UInt8] {
+        let bytes = try base.read(path, limit: limit)
+        if let fault = base.fault(at: path), fault != .vanishesOnRead { world.readDamagedCopy(bytes, path: path, device: device) }
+        return bytes
+    }
+    func createDirectory(_ path: String) throws { try base.createDirectory(path) }
+
+    func writeAtomically(_ bytes: [UInt8], to path: String) throws {
+        try world.beforeDeviceIO(device)
+        try base.writeAtomically(bytes, to: path)
+        world.folders[hub]!.written(path, by: device, world: world)
     }
 
-    func send(_ bundle: SyncBundle) async throws {
-        try world.request(device, hub, "upload")
-        try world.upload(Canonical.bundle(bundle).encoded(using: &world.bundleEncoder), from: device, to: hub)
-        try world.response(device, hub, "upload")
+    func remove(_ path: String) throws {
+        try world.beforeDeviceIO(device)
+        try base.remove(path)
+        world.folders[hub]!.removed(path, by: device, world: world)
+    }
+}
+
+/// A shared folder kept in step by a sync tool (Syncthing, a cloud drive): every member device
+/// has its own copy of the folder (an `InMemoryFileSystem`); what one writes or removes reaches
+/// the others later, each copy after its own delay (late, sometimes), perhaps first cut short or
+/// damaged (fixed by a later copy), perhaps delivered twice. A device cut off from the tool keeps
+/// its new files until it is back; one that cannot receive gets them when it can. The tool's
+/// "cloud" holds every file that left its device, so a reinstalled device gets them all again.
+final class SimFolderHub: @unchecked Sendable {
+    /// The folder's path on every device.
+    static let root = "/shared"
+
+    struct File: Hashable {
+        var bytes: [UInt8]
+        var modified: UInt64
     }
 
-    func receive(for local: ReplicaID, version: VersionVector) async throws -> (bundles: [ReceivedBundle], skipped: [SkippedInput]) {
-        if crashBeforeReceive { throw SyncError(.io, "the device crashed in the middle of the sync") }
-        try world.request(device, hub, "download")
-        let relay = world.relays[hub]!
-        var changes = relay.changes(beyond: version, limit: world.scenario.sync.pageSize)
-        if changes.count > 1, world.faultsOn, world.eventRandom.chance(world.scenario.network.reorder) {
-            changes.shuffle(using: &world.eventRandom)
-            world.stats.reordered += 1
+    /// One thing the tool will do on a device: write a copy (with a fault) or remove a file.
+    struct Delivery {
+        var at: UInt64
+        var order: Int
+        var device: Int
+        var path: String
+        var file: File?
+        var fault: InMemoryFileSystem.Fault?
+    }
+
+    let members: [Int]
+    private(set) var fileSystems: [Int: InMemoryFileSystem] = [:]
+    /// What left its device: by path.
+    private(set) var cloud: [String: File] = [:]
+    /// Per device, what it wrote (or removed) while it could not reach the tool: path -> file (nil: removed).
+    private var unsent: [Int: [String: File?]] = [:]
+    private(set) var deliveries: [Delivery] = []
+    private var order = 0
+    /// Per device and path, the time of the last thing scheduled, so that copies land in order.
+    private var lastScheduled: [String: UInt64] = [:]
+
+    init(members: [Int], clock: @escaping @Sendable () -> UInt64) throws {
+        self.members = members
+        for member in members { fileSystems[member] = try SimFolderHub.makeFileSystem(clock: clock) }
+    }
+
+    static func makeFileSystem(clock: @escaping @Sendable () -> UInt64) throws -> InMemoryFileSystem {
+        let fileSystem = InMemoryFileSystem(clock: clock)
+        try fileSystem.createDirectory(root)
+        return fileSystem
+    }
+
+    /// A device's fresh, empty copy of the folder (it was reinstalled): everything in the cloud
+    /// comes down again, and what it had not sent is gone.
+    func reset(device: Int, clock: @escaping @Sendable () -> UInt64, world: Simulation) throws {
+        fileSystems[device] = try SimFolderHub.makeFileSystem(clock: clock)
+        unsent[device] = nil
+        deliveries.removeAll { $0.device == device }
+        for key in lastScheduled.keys where key.hasPrefix("\(device)|") { lastScheduled[key] = nil }
+        for (path, file) in cloud.sorted(by: { $0.key < $1.key }) { schedule(file, path: path, to: device, world: world, faults: false) }
+    }
+
+    func written(_ path: String, by device: Int, world: Simulation) {
+        guard let bytes = fileSystems[device]?.storedBytes(path) else { return }
+        let file = File(bytes: bytes, modified: world.clocks.now)
+        if world.links[device][world.hubIndex(self)].outboundUp {
+            publish(path, file, from: device, world: world)
+        } else {
+            unsent[device, default: [:]][path] = .some(file)
         }
-        let response = SyncBundle(sender: relay.id, senderVersion: relay.version, changes: changes)
-        var bytes = response.encoded(using: &world.bundleEncoder)
-        try world.response(device, hub, "download")
-        let damaged = world.faultsOn && world.eventRandom.chance(world.scenario.network.corrupt)
-        if damaged {
-            Network.corrupt(&bytes, &world.eventRandom)
+    }
+
+    func removed(_ path: String, by device: Int, world: Simulation) {
+        if world.links[device][world.hubIndex(self)].outboundUp {
+            publish(path, nil, from: device, world: world)
+        } else {
+            unsent[device, default: [:]][path] = .some(nil)
+        }
+    }
+
+    /// A device can reach the tool again: what it kept goes out.
+    func flush(device: Int, world: Simulation) {
+        guard let pending = unsent.removeValue(forKey: device) else { return }
+        for (path, file) in pending.sorted(by: { $0.key < $1.key }) { publish(path, file, from: device, world: world) }
+    }
+
+    private func publish(_ path: String, _ file: File?, from device: Int, world: Simulation) {
+        if let file { cloud[path] = file } else { cloud[path] = nil }
+        for member in members where member != device {
+            if let file {
+                schedule(file, path: path, to: member, world: world, faults: true)
+            } else {
+                let at = next(member, path, world.clocks.now + world.eventRandom.milliseconds(upTo: world.scenario.folder.propagationSeconds))
+                add(Delivery(at: at, order: 0, device: member, path: path, file: nil, fault: nil))
+            }
+        }
+        world.noteFolderActivity()
+    }
+
+    /// Schedules a copy of `file` onto `member`, with the scenario's faults.
+    private func schedule(_ file: File, path: String, to member: Int, world: Simulation, faults: Bool) {
+        let settings = world.scenario.folder
+        let random = { (p: Double) in faults && world.faultsOn && world.eventRandom.chance(p) }
+        var visible = world.clocks.now + world.eventRandom.milliseconds(upTo: settings.propagationSeconds)
+        if random(settings.late) { visible += world.eventRandom.milliseconds(upTo: settings.maxLateSeconds) }
+        visible = next(member, path, visible)
+        if random(settings.partial) {
+            let cut = world.eventRandom.below(max(1, file.bytes.count))
+            add(Delivery(at: visible, order: 0, device: member, path: path, file: file, fault: .truncated(cut)))
+            visible = next(member, path, visible + 1 + world.eventRandom.milliseconds(upTo: settings.partialSeconds))
+        } else if random(settings.corrupt) {
             world.stats.corruptInjected += 1
+            let fault = InMemoryFileSystem.Fault.damaged(offset: world.eventRandom.below(max(1, file.bytes.count)),
+                                                        mask: UInt8(1 + world.eventRandom.below(255)))
+            add(Delivery(at: visible, order: 0, device: member, path: path, file: file, fault: fault))
+            visible = next(member, path, visible + 1 + world.eventRandom.milliseconds(upTo: settings.partialSeconds))
         }
-        let decoded: SyncBundle
-        do {
-            decoded = try SyncBundle.decode(bytes)
-        } catch let error as SyncError {
-            if damaged { world.stats.corruptRejected += 1 } else { world.violation("device \(device): an intact relay response does not decode: \(error)") }
-            throw SyncError(.transient, "the relay's response was damaged in transit (\(error.code)); nothing of it was applied")
-        }
-        if damaged { world.violation("device \(device): a damaged relay response was accepted") }
-        var bundles = [ReceivedBundle(bundle: decoded, source: world.scenario.hubs[hub].name)]
-        if world.faultsOn, world.eventRandom.chance(world.scenario.network.duplicate) {
-            bundles.append(bundles[0])
-            world.stats.duplicated += 1
-        }
-        return (bundles, [])
-    }
-}
-
-/// A device's view of a simulated shared folder, with FolderTransport's semantics (see that type):
-/// per-writer files named by author and seq range, read what we lack, a file that does not decode
-/// is skipped and read again on a later sync.
-struct SimFolderTransport: SyncTransport {
-    let world: Simulation
-    let device: Int
-    let hub: Int
-    let crashBeforeReceive: Bool
-
-    private var folder: SimFolder { world.folders[hub]! }
-
-    func remoteVersion(for local: ReplicaID) async throws -> VersionVector {
-        FolderTransport.contiguousCoverage(folder.ranges(device: device, local: local, now: world.clocks.now))
-    }
-
-    func send(_ bundle: SyncBundle) async throws {
-        var byAuthor: [ReplicaID: [Change]] = [:]
-        var order: [ReplicaID] = []
-        for change in Canonical.bundle(bundle).changes {
-            if byAuthor[change.replica] == nil { order.append(change.replica) }
-            byAuthor[change.replica, default: []].append(change)
-        }
-        for author in order {
-            let changes = byAuthor[author]!
-            let piece = SyncBundle(sender: bundle.sender, senderVersion: bundle.senderVersion, changes: changes)
-            world.writeFile(SimFolder.File(writer: bundle.sender, writerDevice: device, author: author,
-                                           first: changes.map(\.startSeq).min()!, last: changes.map(\.endSeq).max()!,
-                                           bytes: piece.encoded(using: &world.bundleEncoder), writtenAt: world.clocks.now), hub: hub)
+        add(Delivery(at: visible, order: 0, device: member, path: path, file: file, fault: nil))
+        if random(settings.twice) {
+            add(Delivery(at: next(member, path, visible + 1 + world.eventRandom.milliseconds(upTo: settings.propagationSeconds)),
+                         order: 0, device: member, path: path, file: file, fault: nil))
         }
     }
 
-    func receive(for local: ReplicaID, version: VersionVector) async throws -> (bundles: [ReceivedBundle], skipped: [SkippedInput]) {
-        if crashBeforeReceive { throw SyncError(.io, "the device crashed in the middle of the sync") }
-        var bundles: [ReceivedBundle] = []
-        var newestRead: Set<ReplicaID> = []
-        let all = folder.listing(device: device, local: local, now: world.clocks.now).filter { $0.file.writer != local }
-        let name = world.scenario.hubs[hub].name
-        for (file, bytes) in all.sorted(by: { ($0.file.author, $0.file.first) < ($1.file.author, $1.file.first) })
-        where file.last > version[file.author] {
-            let source = "\(name)/\(file.writer)/\(FolderTransport.fileName(author: file.author, first: file.first, last: file.last))"
-            let damaged = bytes != file.bytes
-            do {
-                let bundle = try SyncBundle.decode(bytes)
-                if damaged { world.violation("device \(device): a damaged copy of \(source) was accepted") }
-                bundles.append(ReceivedBundle(bundle: bundle, source: source))
-                newestRead.insert(file.writer)
-            } catch let error as SyncError {
-                if damaged { world.stats.corruptRejected += 1 } else { world.violation("device \(device): an intact \(source) does not decode: \(error)") }
-                // SkippedInput has no public initializer (NotesSync), so a transport outside that
-                // module cannot report what it skipped; the file is read again next time all the same.
-                world.stats.skippedFiles += 1
-                _ = error
+    private func next(_ member: Int, _ path: String, _ at: UInt64) -> UInt64 {
+        let key = "\(member)|\(path)"
+        let time = max(at, (lastScheduled[key] ?? 0) + 1)
+        lastScheduled[key] = time
+        return time
+    }
+
+    private func add(_ delivery: Delivery) {
+        var delivery = delivery
+        delivery.order = order
+        order += 1
+        deliveries.append(delivery)
+    }
+
+    /// Carries out what is due by `now` on the devices that can receive (all when `all`).
+    /// - Returns: whether anything changed on a device.
+    @discardableResult
+    func deliverDue(now: UInt64, canReceive: (Int) -> Bool, all: Bool = false) -> Bool {
+        let due = deliveries.filter { (all || $0.at <= now) && canReceive($0.device) }
+        guard !due.isEmpty else { return false }
+        let taken = Set(due.map(\.order))
+        deliveries.removeAll { taken.contains($0.order) }
+        for delivery in due.sorted(by: { ($0.at, $0.order) < ($1.at, $1.order) }) {
+            guard let fileSystem = fileSystems[delivery.device] else { continue }
+            if let file = delivery.file {
+                try? fileSystem.createDirectory(InMemoryFileSystemPaths.parent(delivery.path))
+                try? fileSystem.write(file.bytes, to: delivery.path, modified: file.modified, fault: delivery.fault)
+            } else {
+                try? fileSystem.remove(delivery.path)
             }
         }
-        // For writers nothing was read from, the newest file's header says what they have.
-        let byWriter = Dictionary(grouping: all, by: \.file.writer)
-        for (writer, files) in byWriter.sorted(by: { $0.key < $1.key }) where !newestRead.contains(writer) {
-            guard let newest = files.max(by: { $0.file.writtenAt < $1.file.writtenAt }),
-                  let header = try? SyncBundle.decodeHeader(newest.bytes) else { continue }
-            bundles.append(ReceivedBundle(bundle: SyncBundle(sender: header.sender, senderVersion: header.senderVersion, changes: []),
-                                          source: "\(name)/\(writer)"))
-        }
-        return (bundles, [])
-    }
-}
-
-/// A bundle's changes in a canonical order: a causal order that keeps each author's changes
-/// together as long as it can.
-///
-/// The order in which a store lists changes it holds is a causal order, but not a function of
-/// the seed alone: the order in which a batch's waiting changes are released follows the order
-/// they arrived in, which follows the transports. The state is the same either way, but the
-/// simulated relay's arrival order (and so its pages) would follow that order. Sorting what
-/// crosses a transport makes a seed replay exactly in any process.
-///
-/// The order is causal, so a receiver applies each change as it comes rather than holding it
-/// until what it depends on arrives later in the same bundle; and it keeps an author's changes
-/// in runs, so a receiver logs a batch in a few rows (one per run of one author's changes) and
-/// joins them in its history. It is built from each author's changes in seq order: the author
-/// whose change came last goes on while its next change is ready (every operation it depends on
-/// is already placed, or not in the bundle); otherwise the ready change with the earliest first
-/// timestamp (then author) goes next. One always is ready: a change's author had observed,
-/// through its hybrid logical clock, every operation the change depends on, so the earliest of
-/// the authors' next changes depends on nothing still to come.
-enum Canonical {
-    static func bundle(_ bundle: SyncBundle) -> SyncBundle {
-        SyncBundle(sender: bundle.sender, senderVersion: bundle.senderVersion, changes: order(bundle.changes))
+        return true
     }
 
-    static func order(_ changes: [Change]) -> [Change] {
-        guard changes.count > 1 else { return changes }
-        // Each author's changes (their positions) by seq (then as given), the authors in identity
-        // order. A bundle has a handful of authors: they are found by a linear search, and the
-        // changes are copied once, into the result.
-        var found: [ReplicaID] = []
-        var byAuthor: [[Int]] = []
-        for i in changes.indices {
-            let replica = changes[i].replica
-            if let a = found.firstIndex(of: replica) { byAuthor[a].append(i) } else { found.append(replica); byAuthor.append([i]) }
+    /// The latest time anything is scheduled (or `now`).
+    func settleTime(after now: UInt64) -> UInt64 {
+        deliveries.map(\.at).max().map { max($0, now) } ?? now
+    }
+
+    /// Every bundle the folder holds anywhere (the cloud, every device's copy, copies on their
+    /// way, what devices kept while cut off), except on `excluded`.
+    func everyBundleBytes(excluding excluded: Int) -> [[UInt8]] {
+        var result: [[UInt8]] = cloud.values.map(\.bytes)
+        for (device, fileSystem) in fileSystems where device != excluded {
+            for path in fileSystem.allFiles { if let bytes = fileSystem.storedBytes(path) { result.append(bytes) } }
         }
-        let sorted = found.indices.sorted { found[$0] < found[$1] }
-        let authors = sorted.map { found[$0] }
-        let queues = sorted.map { a in
-            byAuthor[a].sorted { (changes[$0].startSeq, $0) < (changes[$1].startSeq, $1) }
-        }
-        var next = [Int](repeating: 0, count: authors.count)  // per author, its first change not placed
-        /// Whether every operation `change` depends on is placed or not in the bundle.
-        func ready(_ change: Int) -> Bool {
-            for dependency in changes[change].dependencies.sortedEntries where dependency.replica != changes[change].replica {
-                guard let a = authors.firstIndex(of: dependency.replica), next[a] < queues[a].count else { continue }
-                if changes[queues[a][next[a]]].startSeq <= dependency.seq { return false }
-            }
-            return true
-        }
-        func head(_ a: Int) -> Int { queues[a][next[a]] }
-        var result: [Change] = []
-        result.reserveCapacity(changes.count)
-        var current: Int?
-        while result.count < changes.count {
-            if let a = current, next[a] < queues[a].count, ready(head(a)) {
-                result.append(changes[head(a)])
-                next[a] += 1
-                continue
-            }
-            var best: Int?
-            var fallback: Int?
-            for a in authors.indices where next[a] < queues[a].count {
-                let timestamp = changes[head(a)].timestamp
-                if fallback == nil || timestamp < changes[head(fallback!)].timestamp { fallback = a }
-                if ready(head(a)), best == nil || timestamp < changes[head(best!)].timestamp { best = a }
-            }
-            // (Without a ready one, which a causal history cannot give, the earliest goes.)
-            let a = best ?? fallback!
-            result.append(changes[head(a)])
-            next[a] += 1
-            current = a
+        for delivery in deliveries { if let file = delivery.file { result.append(file.bytes) } }
+        for (device, pending) in unsent where device != excluded {
+            for file in pending.values { if let file { result.append(file.bytes) } }
         }
         return result
+    }
+}
+
+enum InMemoryFileSystemPaths {
+    static func parent(_ path: String) -> String {
+        guard let slash = path.lastIndex(of: "/"), slash != path.startIndex else { return "/" }
+        return String(path[..<slash])
+    }
+}
+
+enum Network {
+    /// Damages a byte so that a bundle's checksum no longer matches.
+    static func corrupt(_ bytes: inout [UInt8], _ rng: inout SimRandom) {
+        guard !bytes.isEmpty else { return }
+        let i = rng.below(bytes.count)
+        bytes[i] ^= UInt8(1 + rng.below(255))
     }
 }

@@ -76,11 +76,11 @@ extension NoteStore {
     /// touched: the first record of a row says what the index holds for it, and stays until the
     /// index is brought up to date (`INSERT OR IGNORE`).
     ///
-    /// An in-memory store skips the rows it knows have a record already (`staleRecorded`).
+    /// With exclusive access, the rows known to have a record already are skipped (`staleRecorded`).
     func recordStaleIndex(_ stale: StaleIndexRows, _ db: Database) throws {
         guard !stale.entries.isEmpty else { return }
         let record = try statement("INSERT OR IGNORE INTO note_fts_stale (row, indexed, title, body) VALUES (?, ?, ?, ?)", db)
-        let remember = path == nil
+        let remember = options.access == .exclusive
         for entry in stale.entries {
             if remember, !staleRecorded.insert(entry.row).inserted { continue }
             try record.run(.int(entry.row), .bool(entry.indexed), .text(entry.title), .text(entry.body))

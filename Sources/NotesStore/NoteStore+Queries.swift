@@ -139,14 +139,13 @@ extension NoteStore {
     /// Runs `body` in one read transaction (so that its queries see one state even while another
     /// process writes), with BEGIN and COMMIT compiled once per connection.
     ///
-    /// An in-memory database has no other connection, and this one runs one thing at a time:
-    /// nothing can write between two of `body`'s queries, so there they run without BEGIN and
-    /// COMMIT (which were about a tenth of reading a note's row and body, as the simulator does
-    /// after every step).
+    /// With exclusive access this connection, which runs one thing at a time, is the database's
+    /// only one: nothing can write between two of `body`'s queries, so they run without BEGIN and
+    /// COMMIT (which were about a tenth of reading a note's row and body).
     func read<T>(_ what: @autoclosure () -> String, _ body: (Database) throws -> T) throws -> T {
         do {
             return try queue.inDatabase { db in
-                if path == nil { return try body(db) }
+                if options.access == .exclusive { return try body(db) }
                 return try transaction(db, begin: "BEGIN DEFERRED TRANSACTION") { try body(db) }
             }
         } catch {

@@ -24,13 +24,27 @@ public struct StoreOptions: Sendable {
     /// What a committed write survives.
     public var durability: Durability
 
+    /// Who else may use the database.
+    public enum Access: Sendable, Hashable {
+        /// Other processes (or other stores in this one) may open the same database: every
+        /// transaction first catches up with what they committed. What the command line uses.
+        case shared
+        /// This store is the database's only user for as long as it is open: it skips looking
+        /// for others' writes. For an app that owns its database outright.
+        case exclusive
+    }
+
+    /// Who else may use the database.
+    public var access: Access
+
     /// Creates options; the defaults suit an app or the command line.
     public init(wallClock: any WallClock = SystemWallClock(), snapshotInterval: Int = 4096,
-                busyTimeout: Double = 10, durability: Durability = .processCrash) {
+                busyTimeout: Double = 10, durability: Durability = .processCrash, access: Access = .shared) {
         self.wallClock = wallClock
         self.snapshotInterval = max(1, snapshotInterval)
         self.busyTimeout = busyTimeout
         self.durability = durability
+        self.access = access
     }
 }
 
@@ -70,6 +84,8 @@ public final class NoteStore: @unchecked Sendable {
     public let replicaID: ReplicaID
     /// The database file, or nil for an in-memory store.
     public let path: String?
+    /// The in-memory database the store is open on, kept alive while the store is.
+    var memoryDatabase: InMemoryDatabase?
     /// The options the store was opened with.
     public let options: StoreOptions
     /// Whether opening this store created the replica (a new database).
@@ -98,11 +114,11 @@ public final class NoteStore: @unchecked Sendable {
     var loaded: Loaded?
     /// Set while a transaction has mutated `loaded`; a failed transaction then drops it.
     var dirty = false
-    /// In an in-memory store, the `note_text` rows that have a committed record in
+    /// With exclusive access, the `note_text` rows that have a committed record in
     /// `note_fts_stale`, so that a transaction does not run `INSERT OR IGNORE` for them again
     /// (a keystroke in a chunk already stale wrote nothing, in a statement that bound the
     /// chunk's whole text). Only read and written inside the queue's closures; emptied when the
-    /// index is brought up to date and when a write transaction fails. A file store has none:
+    /// index is brought up to date and when a write transaction fails. A shared store has none:
     /// another process may bring the index up to date without this one knowing.
     var staleRecorded: Set<Int64> = []
     /// The statements of the store's own reads and writes, compiled once on this connection and
@@ -212,20 +228,31 @@ public final class NoteStore: @unchecked Sendable {
         }
     }
 
-    /// Opens a store that lives in memory only (tests, simulations).
+    /// Opens a store in a new database that lives in memory only (tests).
     ///
     /// - Parameter replicaID: the replica's identity; a random one by default.
     public static func openInMemory(replicaID: ReplicaID? = nil, options: StoreOptions = StoreOptions()) throws -> NoteStore {
+        try open(try InMemoryDatabase(), options: options, replicaID: replicaID)
+    }
+
+    /// Opens the store in an in-memory database, creating the replica when the database is new.
+    ///
+    /// The database outlives the store: a store closed and opened again on it finds what was
+    /// committed, as an app restarted over the same file would (the simulator's crashes).
+    ///
+    /// - Parameter replicaID: the identity of a new replica; a random one by default.
+    public static func open(_ database: InMemoryDatabase, options: StoreOptions = StoreOptions(),
+                            replicaID: ReplicaID? = nil) throws -> NoteStore {
         do {
             var configuration = Configuration()
             configuration.label = "NoteStore.memory"
-            let queue = try DatabaseQueue(configuration: configuration)
-            // The pages of an empty migrated database, copied in: the migrations then find
-            // nothing to do (`finishOpening` still runs them, as for a file).
-            try emptyDatabase.get().backup(to: queue)
-            return try finishOpening(queue, path: nil, options: options, newReplica: replicaID)
+            configuration.busyMode = .timeout(options.busyTimeout)
+            let queue = try DatabaseQueue(path: database.uri, configuration: configuration)
+            let store = try finishOpening(queue, path: nil, options: options, newReplica: replicaID)
+            store.memoryDatabase = database
+            return store
         } catch {
-            throw StoreError.wrap(error, "cannot create an in-memory store")
+            throw StoreError.wrap(error, "cannot open the in-memory store \(database.name)")
         }
     }
 
@@ -239,7 +266,7 @@ public final class NoteStore: @unchecked Sendable {
     ///
     /// Its pages are 2 KiB (`inMemoryPageSize`), and so are its copies' (a backup into an
     /// in-memory database takes the source's page size).
-    private static let emptyDatabase = Result<DatabaseQueue, any Error> {
+    static let emptyDatabase = Result<DatabaseQueue, any Error> {
         var configuration = Configuration()
         configuration.label = "NoteStore.memory.empty"
         let queue = try DatabaseQueue(configuration: configuration)
@@ -424,8 +451,8 @@ public final class NoteStore: @unchecked Sendable {
             loaded = try load(db)
             return
         }
-        // No other connection can reach an in-memory database: nobody else wrote.
-        if path == nil { return }
+        // Nobody else uses the database.
+        if options.access == .exclusive { return }
         guard let meta = try Row.fetchOne(db.cachedStatement(sql: "SELECT revision, snapshot_generation FROM replica WHERE id = 1")) else {
             throw StoreError(.corrupt, "the replica row is missing")
         }
@@ -491,11 +518,10 @@ public final class NoteStore: @unchecked Sendable {
     /// Marks the end of a write transaction that changed the log: bumps the revision (and stores
     /// the clock beside it).
     ///
-    /// An in-memory database has no other connection to notice the revision, and nothing reads
-    /// the stored clock back (the notebook's clock comes from its snapshot and log), so there the
-    /// row is not written.
+    /// With exclusive access nobody else reads the revision, and nothing reads the stored clock
+    /// back (the notebook's clock comes from its snapshot and log), so the row is not written.
     func bumpRevision(_ db: Database) throws {
-        if path != nil {
+        if options.access == .shared {
             try db.cachedStatement(sql: "UPDATE replica SET revision = revision + 1, clock = ? WHERE id = 1")
                 .run(.int(Int64(bitPattern: loaded!.notebook.clock.last.rawValue)))
         }

@@ -1,30 +1,52 @@
-import Foundation
 import NotesCRDT
+import Synchronization
 
-/// The file transport: a shared folder (a USB stick, a Syncthing or cloud-drive folder).
+/// The file transport: a shared folder (a USB stick, a Syncthing or cloud-drive folder), over a
+/// `FileSystem` (the real one by default).
 ///
 /// Layout: `FOLDER/<writer>/<author>.<first>-<last>.crdtb`, where `<writer>` is the replica that
 /// wrote the file and `<author>`, `<first>`, `<last>` name the author and the seq range of the
-/// changes inside (a writer also passes on other authors' changes that the folder lacks). Every
-/// file is a bundle, written once: to a temporary name, fsynced, then renamed into place. A replica
-/// writes only in its own subfolder, never edits or deletes another's file, and reads everyone
-/// else's. A file that does not decode (still being copied in, cut short) is skipped and read on a
-/// later run; one of a replica's own files that no longer decodes is removed and written again at
-/// its next sync. `compact` replaces a writer's many small files with one larger one, renaming the new
-/// file in before deleting the old ones, so a reader never sees a gap.
+/// changes inside. Every file is a bundle, written once (to a temporary name, fsynced, renamed
+/// into place). A replica writes only in its own subfolder and reads everyone else's.
+///
+/// What the folder has is computed from the files that are actually readable and hold what their
+/// names say, never from names alone: a damaged file, or one whose name lies, is skipped and
+/// reported, and whoever holds the changes it should have held writes them again under its own
+/// subfolder (a replica passes on every change the folder lacks, whoever made it), so a writer
+/// that stopped for good with a damaged file stalls nobody. One of a replica's own files that no
+/// longer reads is removed and written again at its next sync. `compact` replaces a writer's many
+/// small files with one larger one, renaming the new file in before deleting the old ones.
 public struct FolderTransport: SyncTransport {
-    public let folder: URL
-    public static let fileExtension = "crdtb"
+    /// The shared folder's path.
+    public let folder: String
+    /// Where the files are.
+    public let fileSystem: any FileSystem
+    /// The largest file read; a larger one is skipped and reported, never read.
+    public var maxFileBytes: Int
+    /// Verdicts on files already checked, by path, size and modification time (a file is written
+    /// once, so a verdict holds until it changes).
+    private let verdicts = VerdictCache()
 
-    public init(folder: URL) { self.folder = folder }
+    /// The extension of a bundle file.
+    public static let fileExtension = "crdtb"
+    /// The default for `maxFileBytes`.
+    public static let defaultMaxFileBytes = 64 << 20
+
+    /// A transport over `folder` in `fileSystem`.
+    public init(folder: String, fileSystem: any FileSystem = LocalFileSystem(), maxFileBytes: Int = FolderTransport.defaultMaxFileBytes) {
+        self.folder = folder
+        self.fileSystem = fileSystem
+        self.maxFileBytes = maxFileBytes
+    }
 
     /// One file's name, parsed.
-    struct Entry {
+    struct Entry: Sendable {
         var writer: ReplicaID
         var author: ReplicaID
         var first: UInt64
         var last: UInt64
-        var url: URL
+        var path: String
+        var attributes: FileAttributes
     }
 
     /// The name of a file holding `author`'s changes with seqs `first ... last`.
@@ -32,62 +54,62 @@ public struct FolderTransport: SyncTransport {
         "\(author).\(first)-\(last).\(fileExtension)"
     }
 
+    /// A file name's author and range, or nil when it is not a bundle file's name.
     static func parse(name: String) -> (author: ReplicaID, first: UInt64, last: UInt64)? {
-        let parts = name.split(separator: ".")
+        let parts = name.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, parts[2] == fileExtension, let author = ReplicaID(hex: parts[0]) else { return nil }
-        let range = parts[1].split(separator: "-")
+        let range = parts[1].split(separator: "-", omittingEmptySubsequences: false)
         guard range.count == 2, let first = UInt64(range[0]), let last = UInt64(range[1]), first >= 1, first <= last else { return nil }
         return (author, first, last)
     }
 
     func entries() throws -> [Entry] {
-        let fm = FileManager.default
-        var isDirectory: ObjCBool = false
-        guard fm.fileExists(atPath: folder.path, isDirectory: &isDirectory) else {
-            throw SyncError(.io, "\(folder.path): no such folder")
-        }
-        guard isDirectory.boolValue else { throw SyncError(.io, "\(folder.path) is a file, not a folder") }
+        guard let attributes = try fileSystem.attributes(folder) else { throw SyncError(.io, "\(folder): no such folder") }
+        guard attributes.isDirectory else { throw SyncError(.io, "\(folder) is a file, not a folder") }
         var result: [Entry] = []
-        let writers = (try? fm.contentsOfDirectory(atPath: folder.path)) ?? []
-        for writerName in writers {
+        for writerName in try fileSystem.contentsOfDirectory(folder) ?? [] {
             guard let writer = ReplicaID(hex: writerName) else { continue }
-            let sub = folder.appendingPathComponent(writerName)
-            for name in (try? fm.contentsOfDirectory(atPath: sub.path)) ?? [] {
+            let sub = FileSystemPaths.join(folder, writerName)
+            for name in (try? fileSystem.contentsOfDirectory(sub)) ?? [] {
                 guard let parsed = FolderTransport.parse(name: name) else { continue }
+                let path = FileSystemPaths.join(sub, name)
+                guard let attributes = try? fileSystem.attributes(path), !attributes.isDirectory else { continue }
                 result.append(Entry(writer: writer, author: parsed.author, first: parsed.first, last: parsed.last,
-                                    url: sub.appendingPathComponent(name)))
+                                    path: path, attributes: attributes))
             }
         }
         return result
     }
 
-    /// Per author, the operations that the folder holds contiguously from seq 1.
-    ///
-    /// This replica's own files are read and checked: one that no longer decodes (a sync tool or a
-    /// disk broke it after it was written whole) is removed, so its range counts as missing and this
-    /// sync writes it again. Otherwise a damaged file would block its range for every reader for good.
+    /// Per author, the operations that the folder's readable, truthful files hold without a gap
+    /// from seq 1.
     public func remoteVersion(for local: ReplicaID) async throws -> VersionVector {
         var ranges: [(author: ReplicaID, first: UInt64, last: UInt64)] = []
         for entry in try entries() {
-            if entry.writer == local, case .failure = read(entry) {
-                try? FileManager.default.removeItem(at: entry.url)
-                continue
+            switch verify(entry) {
+            case .success:
+                ranges.append((entry.author, entry.first, entry.last))
+            case .failure:
+                // Ours and broken: removed, so that this sync writes it again.
+                if entry.writer == local { try? fileSystem.remove(entry.path) }
             }
-            ranges.append((entry.author, entry.first, entry.last))
         }
         return FolderTransport.contiguousCoverage(ranges)
     }
 
     /// Per author, how far files holding these seq ranges cover the author's operations without a
-    /// gap from seq 1 (what a folder holding them can be said to have).
+    /// gap from seq 1.
     public static func contiguousCoverage(_ files: [(author: ReplicaID, first: UInt64, last: UInt64)]) -> VersionVector {
         var byAuthor: [ReplicaID: [(first: UInt64, last: UInt64)]] = [:]
-        for file in files { byAuthor[file.author, default: []].append((file.first, file.last)) }
+        for file in files where file.first >= 1 && file.first <= file.last {
+            byAuthor[file.author, default: []].append((file.first, file.last))
+        }
         var version = VersionVector()
         for (author, ranges) in byAuthor {
             var covered: UInt64 = 0
             for range in ranges.sorted(by: { $0.first < $1.first }) {
-                if range.first > covered + 1 { break }
+                // `first - 1` cannot underflow (first >= 1); `covered + 1` could overflow.
+                if range.first - 1 > covered { break }
                 covered = max(covered, range.last)
             }
             version[author] = covered
@@ -96,81 +118,126 @@ public struct FolderTransport: SyncTransport {
     }
 
     /// Writes one file per author, in the sender's own subfolder.
-    public func send(_ bundle: SyncBundle) async throws {
-        let sub = folder.appendingPathComponent(bundle.sender.description)
-        do {
-            try FileManager.default.createDirectory(at: sub, withIntermediateDirectories: true)
-        } catch {
-            throw SyncError(.io, "\(sub.path): cannot create the folder (\(error.localizedDescription))")
-        }
+    public func send(_ bundle: SyncBundle) async throws -> SendResult {
+        let sub = FileSystemPaths.join(folder, bundle.sender.description)
+        try fileSystem.createDirectory(sub)
         var byAuthor: [ReplicaID: [Change]] = [:]
         var order: [ReplicaID] = []
         for change in bundle.changes {
             if byAuthor[change.replica] == nil { order.append(change.replica) }
             byAuthor[change.replica, default: []].append(change)
         }
+        var encoder = ChangeCodec.Encoder()
         for author in order {
             let changes = byAuthor[author]!
             let first = changes.map(\.startSeq).min()!
             let last = changes.map(\.endSeq).max()!
             let piece = SyncBundle(sender: bundle.sender, senderVersion: bundle.senderVersion, changes: changes)
-            try AtomicFile.write(piece.encoded(), to: sub.appendingPathComponent(FolderTransport.fileName(author: author, first: first, last: last)))
+            let path = FileSystemPaths.join(sub, FolderTransport.fileName(author: author, first: first, last: last))
+            try fileSystem.writeAtomically(piece.encoded(using: &encoder), to: path)
         }
+        return .nothing
     }
 
-    public func receive(for local: ReplicaID, version: VersionVector) async throws -> (bundles: [ReceivedBundle], skipped: [SkippedInput]) {
+    /// The files holding what a replica at `version` lacks, and the newest file's header of every
+    /// other writer (what that writer has, to record it as a peer).
+    public func receive(for local: ReplicaID, version: VersionVector) async throws -> ReceiveResult {
         var bundles: [ReceivedBundle] = []
         var skipped: [SkippedInput] = []
-        var newestRead: [ReplicaID: Bool] = [:]
+        var readFrom: Set<ReplicaID> = []
         let all = try entries().filter { $0.writer != local }
-        // Read what we lack, oldest ranges first.
-        for entry in all.sorted(by: { ($0.author, $0.first) < ($1.author, $1.first) }) where entry.last > version[entry.author] {
+        for entry in all.sorted(by: { ($0.author, $0.first, $0.path) < ($1.author, $1.first, $1.path) })
+        where entry.last > version[entry.author] {
             switch read(entry) {
             case .success(let bundle):
-                bundles.append(ReceivedBundle(bundle: bundle, source: entry.url.path))
-                newestRead[entry.writer] = true
+                bundles.append(ReceivedBundle(bundle: bundle, source: entry.path))
+                readFrom.insert(entry.writer)
             case .failure(let error):
-                skipped.append(SkippedInput(source: entry.url.path, reason: error.message))
+                skipped.append(SkippedInput(source: entry.path, reason: error.message))
             }
         }
-        // For writers we read nothing from, read the newest file's header to learn what they have.
-        let byWriter = Dictionary(grouping: all, by: \.writer)
-        for (writer, files) in byWriter where newestRead[writer] == nil {
-            guard let newest = files.max(by: { modificationDate($0.url) < modificationDate($1.url) }) else { continue }
-            if case .success(let header) = read(newest, SyncBundle.decodeHeader) {
-                bundles.append(ReceivedBundle(bundle: SyncBundle(sender: header.sender, senderVersion: header.senderVersion, changes: []),
-                                              source: newest.url.path))
-            }
+        // For writers nothing was read from, the newest file's header says what they have.
+        for (writer, files) in Dictionary(grouping: all, by: \.writer).sorted(by: { $0.key < $1.key }) where !readFrom.contains(writer) {
+            guard let newest = files.max(by: { ($0.attributes.modifiedMilliseconds, $0.path) < ($1.attributes.modifiedMilliseconds, $1.path) }),
+                  case .success(let header) = readHeader(newest) else { continue }
+            bundles.append(ReceivedBundle(bundle: SyncBundle(sender: header.sender, senderVersion: header.senderVersion, changes: []),
+                                          source: newest.path))
         }
-        return (bundles, skipped)
+        return ReceiveResult(bundles: bundles, skipped: skipped)
     }
 
-    private func modificationDate(_ url: URL) -> Date {
-        ((try? FileManager.default.attributesOfItem(atPath: url.path))?[.modificationDate] as? Date) ?? .distantPast
-    }
+    // MARK: Reading and checking
 
-    private func read(_ entry: Entry) -> Result<SyncBundle, SyncError> {
-        read(entry, SyncBundle.decode)
-    }
-
-    /// Reads a file with `decode` (the whole bundle, or its header), and checks that the writer it
-    /// names is the one whose folder it sits in.
-    private func read<T: BundleReading>(_ entry: Entry, _ decode: ([UInt8]) throws -> T) -> Result<T, SyncError> {
-        guard let data = FileManager.default.contents(atPath: entry.url.path) else {
-            return .failure(SyncError(.io, "cannot be read (it may have just been replaced)"))
-        }
+    /// A file's bundle, checked whole: it decodes, its writer is the one whose subfolder it is in,
+    /// and its changes are exactly the author and seq range its name says.
+    func read(_ entry: Entry) -> Result<SyncBundle, SyncError> {
+        let result: Result<SyncBundle, SyncError>
         do {
-            let bundle = try decode([UInt8](data))
-            guard bundle.sender == entry.writer else {
-                return .failure(SyncError(.malformed, "written by \(bundle.sender), but it sits in \(entry.writer)'s folder"))
+            let bundle = try SyncBundle.decode(try fileSystem.read(entry.path, limit: maxFileBytes))
+            if let problem = FolderTransport.mismatch(entry, bundle) {
+                result = .failure(SyncError(.malformed, problem))
+            } else {
+                result = .success(bundle)
             }
-            return .success(bundle)
+        } catch let error as SyncError {
+            result = .failure(error)
+        } catch {
+            result = .failure(SyncError(.io, "\(error)"))
+        }
+        // Only a good verdict is kept: a damaged copy may be replaced by a good one that keeps its
+        // size and modification time.
+        if case .success = result { verdicts.recordGood(entry) }
+        return result
+    }
+
+    /// Whether a file holds what its name says (a good verdict on the same file version is reused).
+    func verify(_ entry: Entry) -> Result<Void, SyncError> {
+        if verdicts.isKnownGood(entry) { return .success(()) }
+        return read(entry).map { _ in () }
+    }
+
+    func readHeader(_ entry: Entry) -> Result<SyncBundle.Header, SyncError> {
+        do {
+            let header = try SyncBundle.decodeHeader(try fileSystem.read(entry.path, limit: maxFileBytes))
+            guard header.sender == entry.writer else {
+                return .failure(SyncError(.malformed, "written by \(header.sender), but it sits in \(entry.writer)'s folder"))
+            }
+            return .success(header)
         } catch let error as SyncError {
             return .failure(error)
         } catch {
-            return .failure(SyncError(.malformed, "\(error)"))
+            return .failure(SyncError(.io, "\(error)"))
         }
     }
+
+    /// What is wrong with a file whose bundle does not match its place and name, or nil.
+    static func mismatch(_ entry: Entry, _ bundle: SyncBundle) -> String? {
+        if bundle.sender != entry.writer {
+            return "written by \(bundle.sender), but it sits in \(entry.writer)'s folder"
+        }
+        var first = UInt64.max
+        var last: UInt64 = 0
+        for change in bundle.changes {
+            guard change.replica == entry.author else {
+                return "its name says it holds changes of \(entry.author), but it holds changes of \(change.replica)"
+            }
+            first = min(first, change.startSeq)
+            last = max(last, change.endSeq)
+        }
+        guard !bundle.changes.isEmpty, first == entry.first, last == entry.last else {
+            let holds = bundle.changes.isEmpty ? "no changes" : "seqs \(first)-\(last)"
+            return "its name says seqs \(entry.first)-\(entry.last), but it holds \(holds); it is not trusted"
+        }
+        // The changes must cover the range without a gap (a reader counts on the whole range).
+        var covered = first - 1
+        for change in bundle.changes.sorted(by: { $0.startSeq < $1.startSeq }) {
+            if change.startSeq - 1 > covered { return "it has a gap after seq \(covered) in the range its name says" }
+            covered = max(covered, change.endSeq)
+        }
+        return nil
+    }
+
+    // MARK: Compaction
 
     /// Replaces this writer's files of each author by one file, when it has more than `threshold`.
     ///
@@ -179,22 +246,36 @@ public struct FolderTransport: SyncTransport {
     public func compact(writer: ReplicaID, threshold: Int = 32) throws -> Int {
         let mine = try entries().filter { $0.writer == writer }
         var removed = 0
-        for (author, files) in Dictionary(grouping: mine, by: \.author) where files.count > threshold {
+        var encoder = ChangeCodec.Encoder()
+        for (author, files) in Dictionary(grouping: mine, by: \.author).sorted(by: { $0.key < $1.key }) where files.count > threshold {
             var changes: [Change] = []
             var senderVersion = VersionVector()
-            for file in files.sorted(by: { $0.first < $1.first }) {
+            var used: [Entry] = []
+            for file in files.sorted(by: { ($0.first, $0.path) < ($1.first, $1.path) }) {
                 guard case .success(let bundle) = read(file) else { continue }
                 changes.append(contentsOf: bundle.changes)
                 senderVersion.merge(bundle.senderVersion)
+                used.append(file)
             }
             guard !changes.isEmpty else { continue }
-            let first = changes.map(\.startSeq).min()!
-            let last = changes.map(\.endSeq).max()!
-            let target = folder.appendingPathComponent(writer.description)
-                .appendingPathComponent(FolderTransport.fileName(author: author, first: first, last: last))
-            try AtomicFile.write(SyncBundle(sender: writer, senderVersion: senderVersion, changes: changes).encoded(), to: target)
-            for file in files where file.url.lastPathComponent != target.lastPathComponent {
-                try? FileManager.default.removeItem(at: file.url)
+            // One file must hold a gap-free range: stop at the first gap.
+            changes.sort { ($0.startSeq, $0.endSeq) < ($1.startSeq, $1.endSeq) }
+            var contiguous: [Change] = []
+            var covered = changes[0].startSeq - 1
+            for change in changes {
+                if change.startSeq - 1 > covered { break }
+                if change.endSeq > covered {
+                    contiguous.append(change.startSeq <= covered ? change.suffix(from: covered + 1)! : change)
+                    covered = change.endSeq
+                }
+            }
+            let first = contiguous[0].startSeq
+            let target = FileSystemPaths.join(FileSystemPaths.join(folder, writer.description),
+                                              FolderTransport.fileName(author: author, first: first, last: covered))
+            try fileSystem.writeAtomically(SyncBundle(sender: writer, senderVersion: senderVersion, changes: contiguous).encoded(using: &encoder),
+                                           to: target)
+            for file in used where file.path != target && file.first >= first && file.last <= covered {
+                try? fileSystem.remove(file.path)
                 removed += 1
             }
         }
@@ -202,39 +283,30 @@ public struct FolderTransport: SyncTransport {
     }
 }
 
-/// Writes a file so that a crash at any instant leaves either the old state or the whole new file:
-/// a temporary file in the same folder, fsync, rename, fsync of the folder.
-public enum AtomicFile {
-    public static func write(_ bytes: [UInt8], to url: URL) throws {
-        let folder = url.deletingLastPathComponent()
-        let temp = folder.appendingPathComponent(".\(url.lastPathComponent).tmp-\(UInt32.random(in: 0 ... .max))")
-        let fd = open(temp.path, O_WRONLY | O_CREAT | O_EXCL, 0o644)
-        guard fd >= 0 else { throw SyncError(.io, "\(temp.path): cannot create (\(String(cString: strerror(errno))))") }
-        var written = 0
-        let ok = bytes.withUnsafeBytes { raw -> Bool in
-            while written < raw.count {
-                let n = Foundation.write(fd, raw.baseAddress! + written, raw.count - written)
-                if n <= 0 { return false }
-                written += n
-            }
-            return fsync(fd) == 0
+/// The files found good, by path, size and modification time.
+final class VerdictCache: Sendable {
+    struct Key: Hashable {
+        var path: String
+        var size: Int
+        var modified: UInt64
+
+        init(_ entry: FolderTransport.Entry) {
+            path = entry.path
+            size = entry.attributes.size
+            modified = entry.attributes.modifiedMilliseconds
         }
-        close(fd)
-        guard ok else {
-            unlink(temp.path)
-            throw SyncError(.io, "\(url.path): cannot write (\(String(cString: strerror(errno))))")
+    }
+
+    private let good = Mutex(Set<Key>())
+
+    func isKnownGood(_ entry: FolderTransport.Entry) -> Bool {
+        good.withLock { $0.contains(Key(entry)) }
+    }
+
+    func recordGood(_ entry: FolderTransport.Entry) {
+        good.withLock { set in
+            if set.count > 100_000 { set.removeAll() }
+            set.insert(Key(entry))
         }
-        guard rename(temp.path, url.path) == 0 else {
-            let reason = String(cString: strerror(errno))
-            unlink(temp.path)
-            throw SyncError(.io, "\(url.path): cannot rename into place (\(reason))")
-        }
-        let dir = open(folder.path, O_RDONLY)
-        if dir >= 0 { fsync(dir); close(dir) }
     }
 }
-
-/// What a folder read hands out, a whole bundle or its header: both name their writer.
-protocol BundleReading { var sender: ReplicaID { get } }
-extension SyncBundle: BundleReading {}
-extension SyncBundle.Header: BundleReading {}

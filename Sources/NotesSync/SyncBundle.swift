@@ -24,6 +24,8 @@ public struct SyncError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let transient = Code("transient")
         /// The transport refused for good (bad credentials, request too large).
         public static let rejected = Code("rejected")
+        /// An input larger than the limit set for it (it was not read).
+        public static let tooLarge = Code("tooLarge")
         public var description: String { name }
     }
 

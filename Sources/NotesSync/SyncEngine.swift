@@ -4,58 +4,44 @@ import NotesCRDT
 public struct RetryPolicy: Sendable {
     /// Attempts in all, the first included.
     public var maxAttempts: Int
-    /// The delay before the second attempt; it doubles each time, up to `maxDelay`.
+    /// The delay before the second attempt; it doubles each time, up to `maxDelayMilliseconds`.
     public var baseDelayMilliseconds: UInt64
+    /// The longest delay between two attempts.
     public var maxDelayMilliseconds: UInt64
 
+    /// A policy; the defaults suit a person waiting at a command line.
     public init(maxAttempts: Int = 5, baseDelayMilliseconds: UInt64 = 200, maxDelayMilliseconds: UInt64 = 10_000) {
-        self.maxAttempts = maxAttempts
+        self.maxAttempts = max(1, maxAttempts)
         self.baseDelayMilliseconds = baseDelayMilliseconds
         self.maxDelayMilliseconds = maxDelayMilliseconds
     }
 
-    /// The delay before attempt `attempt` (2, 3, ...): exponential, capped, with full jitter drawn
-    /// from `random` (a value in 0..<1), so many clients do not retry in step.
+    /// The delay before attempt `attempt` (2, 3, ...): exponential, capped, with jitter drawn from
+    /// `random` (a value in 0..<1), so many clients do not retry in step.
     public func delay(beforeAttempt attempt: Int, random: Double) -> UInt64 {
-        let exponent = min(attempt - 2, 30)
-        let ceiling = min(maxDelayMilliseconds, baseDelayMilliseconds << UInt64(max(exponent, 0)))
-        return UInt64(Double(ceiling) * (0.5 + random / 2))
+        let exponent = UInt64(min(max(attempt - 2, 0), 30))
+        let (shifted, overflow) = baseDelayMilliseconds.multipliedReportingOverflow(by: 1 << exponent)
+        let ceiling = overflow ? maxDelayMilliseconds : min(maxDelayMilliseconds, shifted)
+        return UInt64(Double(ceiling) * (0.5 + min(max(random, 0), 1) / 2))
     }
 }
 
-/// What one sync did.
-public struct SyncReport: Sendable, Codable, Equatable {
-    public var sentChanges = 0
-    public var sentOperations: UInt64 = 0
-    public var receivedBundles = 0
-    public var receivedChanges = 0
-    public var applied = 0
-    public var duplicates = 0
-    public var pending = 0
-    /// Inputs that could not be read this time (they are read again next time).
-    public var skipped: [String] = []
-    /// Transport retries made.
-    public var retries = 0
-    public var peers: [String] = []
-
-    public init() {}
-}
-
-/// Runs the sync protocol between a replica and a transport: learns what the other side has,
-/// sends what it lacks, applies what arrives (in one transaction), records what each peer has.
-/// Retries transient transport failures with exponential backoff and jitter, a bounded number of
-/// times; any other failure is reported at once.
+/// Performs what a `SyncSession` asks, on a replica and a transport: it only does I/O.
+/// Transient transport failures (`SyncError.Code.transient`) are retried with exponential backoff
+/// and jitter, a bounded number of times; any other failure ends the sync at once.
 public struct SyncEngine: Sendable {
+    /// When to retry.
     public var retry: RetryPolicy
     /// Sleeps for the given milliseconds (a real sleep, or a virtual clock in the simulator).
     public var sleep: @Sendable (UInt64) async throws -> Void
     /// Returns a value in 0..<1 for jitter (seeded in the simulator).
     public var random: @Sendable () -> Double
-    /// Told about each retry, so a command can say what it is doing.
+    /// Told about each retry (attempt number, delay, the error), so a command can say what it does.
     public var onRetry: @Sendable (Int, UInt64, SyncError) -> Void
 
+    /// An engine; the defaults sleep for real and draw jitter from the system's generator.
     public init(retry: RetryPolicy = RetryPolicy(),
-                sleep: @escaping @Sendable (UInt64) async throws -> Void = { try await Task.sleep(nanoseconds: $0 * 1_000_000) },
+                sleep: @escaping @Sendable (UInt64) async throws -> Void = { try await Task.sleep(nanoseconds: $0 &* 1_000_000) },
                 random: @escaping @Sendable () -> Double = { Double.random(in: 0 ..< 1) },
                 onRetry: @escaping @Sendable (Int, UInt64, SyncError) -> Void = { _, _, _ in }) {
         self.retry = retry
@@ -64,45 +50,36 @@ public struct SyncEngine: Sendable {
         self.onRetry = onRetry
     }
 
+    /// Runs one sync of `replica` over `transport`.
     public func sync(_ replica: any SyncReplica, over transport: any SyncTransport) async throws -> SyncReport {
-        var report = SyncReport()
-        let local = replica.syncReplicaID
-        var machine = SyncStateMachine(localVersion: try replica.syncVersion())
-        _ = machine.start()
-        let remote = try await withRetry(&report) { try await transport.remoteVersion(for: local) }
-        if case .send(let ranges) = machine.peerVersionKnown(remote), !ranges.isEmpty {
-            let outgoing = try replica.syncChanges(since: remote)
-            let bundle = SyncBundle(sender: local, senderVersion: machine.localVersion, changes: outgoing)
-            try await withRetry(&report) { try await transport.send(bundle) }
-            report.sentChanges = outgoing.count
-            report.sentOperations = bundle.operationCount
+        let local = replica.replicaID
+        var session = SyncSession(local: local, version: try replica.currentVersion())
+        var action = try session.start()
+        while true {
+            switch action {
+            case .fetchRemoteVersion:
+                let remote = try await withRetry(&session) { try await transport.remoteVersion(for: local) }
+                action = try session.remoteVersionReceived(remote)
+            case .loadChanges(let since):
+                action = try session.changesLoaded(try replica.changes(since: since))
+            case .send(let bundle):
+                let result = try await withRetry(&session) { try await transport.send(bundle) }
+                action = try session.sent(result)
+            case .receive(let version):
+                let result = try await withRetry(&session) { try await transport.receive(for: local, version: version) }
+                action = try session.received(result)
+            case .apply(let changes):
+                action = try session.applied(try replica.integrate(changes))
+            case .recordPeers(let peers):
+                for peer in peers { try replica.recordPeer(peer.replica, version: peer.version) }
+                action = try session.peersRecorded()
+            case .finish(let report):
+                return report
+            }
         }
-        let version = try replica.syncVersion()
-        let (received, skipped) = try await withRetry(&report) { try await transport.receive(for: local, version: version) }
-        report.skipped = skipped.map { "\($0.source): \($0.reason)" }
-        report.receivedBundles = received.filter { !$0.bundle.changes.isEmpty }.count
-        if case .apply = machine.received(received.map(\.bundle)) {
-            let changes = received.flatMap(\.bundle.changes)
-            report.receivedChanges = changes.count
-            let outcome = try replica.syncApply(changes)
-            report.applied = outcome.applied
-            report.duplicates = outcome.duplicates
-            report.pending = outcome.pending
-        } else {
-            report.pending = try replica.syncApply([]).pending
-        }
-        var peerVersions: [ReplicaID: VersionVector] = [:]
-        for item in received where item.bundle.sender != local {
-            peerVersions[item.bundle.sender, default: VersionVector()].merge(item.bundle.senderVersion)
-        }
-        for (peer, version) in peerVersions.sorted(by: { $0.key < $1.key }) {
-            try replica.syncRecordPeer(peer, version: version)
-            report.peers.append(peer.description)
-        }
-        return report
     }
 
-    private func withRetry<T>(_ report: inout SyncReport, _ body: () async throws -> T) async throws -> T {
+    private func withRetry<T>(_ session: inout SyncSession, _ body: () async throws -> T) async throws -> T {
         var attempt = 1
         while true {
             do {
@@ -111,7 +88,7 @@ public struct SyncEngine: Sendable {
                 attempt += 1
                 let delay = retry.delay(beforeAttempt: attempt, random: random())
                 onRetry(attempt, delay, error)
-                report.retries += 1
+                session.retried()
                 try await sleep(delay)
             }
         }

@@ -2,45 +2,108 @@ import NotesCRDT
 
 /// A bundle that arrived through a transport, with where it came from (a file name, a URL).
 public struct ReceivedBundle: Sendable {
+    /// The bundle, checked whole.
     public var bundle: SyncBundle
+    /// Where it came from, for messages.
     public var source: String
 
+    /// Wraps a bundle read from `source`.
     public init(bundle: SyncBundle, source: String) {
         self.bundle = bundle
         self.source = source
     }
 }
 
-/// What a transport could not read this time and will try again on the next sync (a file still
-/// being copied in, say). Not an error: nothing of it was applied.
-public struct SkippedInput: Sendable, Hashable {
+/// Something a transport could not use this time (a file still being copied in, a file whose
+/// name lies about what it holds). Not an error: nothing of it was applied, and a later sync looks
+/// again.
+public struct SkippedInput: Sendable, Hashable, Codable {
+    /// The file or URL.
     public var source: String
+    /// Why it was skipped.
     public var reason: String
 
+    /// Records that `source` was skipped for `reason`.
     public init(source: String, reason: String) {
         self.source = source
         self.reason = reason
     }
 }
 
-/// Moves bundles between this replica and the others. The file transport here and the HTTP
-/// transport implement it; the sync engine drives it. Transports only move bytes: what to send
-/// and what to apply is decided by `SyncStateMachine` and the engine.
-public protocol SyncTransport: Sendable {
-    /// What the other side (a folder, a relay) already has, so that we send only what it lacks.
-    func remoteVersion(for local: ReplicaID) async throws -> VersionVector
-    /// Hands over a bundle of changes the other side lacks.
-    func send(_ bundle: SyncBundle) async throws
-    /// Bundles that may hold what a replica at `version` lacks, and what could not be read this time.
-    func receive(for local: ReplicaID, version: VersionVector) async throws -> (bundles: [ReceivedBundle], skipped: [SkippedInput])
+/// What a transport brought back when it handed a bundle over.
+public struct SendResult: Sendable {
+    /// Bundles that came back with the send (a relay answers an upload with what the sender lacks).
+    public var replies: [ReceivedBundle]
+    /// Whether `replies` already hold everything the other side has that the sender lacked, so
+    /// that no separate receive is needed.
+    public var complete: Bool
+
+    /// A send that brought nothing back (a folder).
+    public static let nothing = SendResult(replies: [], complete: false)
+
+    /// Wraps the replies to a send.
+    public init(replies: [ReceivedBundle], complete: Bool) {
+        self.replies = replies
+        self.complete = complete
+    }
 }
 
-/// The replica that a sync runs against: the store, or a simulated device.
+/// What a transport found for a replica.
+public struct ReceiveResult: Sendable {
+    /// Bundles that may hold what the replica lacks (some may hold only a sender's version).
+    public var bundles: [ReceivedBundle]
+    /// What could not be used this time.
+    public var skipped: [SkippedInput]
+
+    /// Wraps what a receive found.
+    public init(bundles: [ReceivedBundle], skipped: [SkippedInput] = []) {
+        self.bundles = bundles
+        self.skipped = skipped
+    }
+}
+
+/// Moves bundles between a replica and the others: a shared folder (`FolderTransport`) or a relay
+/// (`RelayTransport`). Transports only move and check bytes; what to send and what to apply is
+/// decided by `SyncSession`, and `SyncEngine` performs it.
+public protocol SyncTransport: Sendable {
+    /// What the other side (a folder, a relay) already has, so that only what it lacks is sent.
+    func remoteVersion(for local: ReplicaID) async throws -> VersionVector
+    /// Hands over a bundle of changes the other side lacks (its `senderVersion` is what the sender has).
+    func send(_ bundle: SyncBundle) async throws -> SendResult
+    /// Bundles that may hold what a replica at `version` lacks, and what could not be read this time.
+    func receive(for local: ReplicaID, version: VersionVector) async throws -> ReceiveResult
+}
+
+/// What a replica did with a batch of received changes.
+public struct IntegrationReport: Sendable, Hashable, Codable {
+    /// Changes applied now, including waiting ones that the batch released.
+    public var applied: Int
+    /// Changes already covered (harmless repeats).
+    public var duplicates: Int
+    /// Changes that wait for their dependencies after the batch (in the whole replica).
+    public var pending: Int
+    /// Changes set aside because they fail validation (in the whole replica).
+    public var quarantined: Int
+
+    /// A report of what a batch did.
+    public init(applied: Int = 0, duplicates: Int = 0, pending: Int = 0, quarantined: Int = 0) {
+        self.applied = applied
+        self.duplicates = duplicates
+        self.pending = pending
+        self.quarantined = quarantined
+    }
+}
+
+/// The replica a sync runs against: `NoteStore` conforms (in NotesStore); a test may use its own.
 public protocol SyncReplica: AnyObject, Sendable {
-    var syncReplicaID: ReplicaID { get }
-    func syncVersion() throws -> VersionVector
-    func syncChanges(since version: VersionVector) throws -> [Change]
-    /// Applies changes in one transaction; returns (applied, duplicates, pending).
-    func syncApply(_ changes: [Change]) throws -> (applied: Int, duplicates: Int, pending: Int)
-    func syncRecordPeer(_ replica: ReplicaID, version: VersionVector) throws
+    /// The replica's identity.
+    var replicaID: ReplicaID { get }
+    /// What the replica has applied.
+    func currentVersion() throws -> VersionVector
+    /// Exactly the changes a replica at `version` lacks, in a causal order.
+    func changes(since version: VersionVector) throws -> [Change]
+    /// Applies changes from elsewhere in one transaction. Invalid changes are set aside, not thrown.
+    func integrate(_ changes: [Change]) throws -> IntegrationReport
+    /// Records what a peer has (merged with what was known).
+    func recordPeer(_ replica: ReplicaID, version: VersionVector) throws
 }

@@ -3,8 +3,11 @@ import Foundation
 import Logging
 import NotesCRDT
 import NotesStore
+import NotesRelay
+import NotesRelayServer
 import NotesSync
 import NotesSyncHTTP
+import Synchronization
 
 /// A load run against a relay: many clients, each making a small change and syncing, in a loop.
 struct RelayBenchCommand: AsyncParsableCommand {
@@ -68,22 +71,27 @@ struct RelayBenchCommand: AsyncParsableCommand {
                 let temporary = FileManager.default.temporaryDirectory.appendingPathComponent("crdt-sync-relay-bench-\(UUID().uuidString)")
                 try FileManager.default.createDirectory(at: temporary, withIntermediateDirectories: true)
                 folder = temporary
-                let store = try RelayStore(path: temporary.appendingPathComponent("relay.sqlite").path)
+                let storage = try SQLiteRelayStorage(path: temporary.appendingPathComponent("relay.sqlite").path)
                 var tokens = RelayTokens()
                 try tokens.add(space: space, token: benchToken)
                 var logger = Logger(label: "crdt-sync.relay")
                 logger.logLevel = .warning
-                let server = RelayServer(store: store, configuration: RelayConfiguration(host: "127.0.0.1", port: 0, tokens: tokens), logger: logger)
+                let server = RelayServer(service: RelayService(storage: storage, tokens: tokens),
+                                         configuration: RelayServerConfiguration(host: "127.0.0.1", port: 0,
+                                                                                 maxConnectionsPerAddress: clients + 16,
+                                                                                 maxConnections: clients + 64),
+                                         logger: logger)
                 let running = try await server.start()
                 relay = running
                 base = running.url
             }
             defer { if let folder { try? FileManager.default.removeItem(at: folder) } }
-            let client = HTTPTransport.makeClient(maxConnections: clients)
+            let client = HTTPRelayClient(maxConnections: clients)
             let result: Result<Figures, any Error>
             do {
-                let transport = try HTTPTransport(url: base, space: space, token: benchToken, client: client)
-                result = .success(try await measure(transport))
+                let counter = CountingHTTP(base: client)
+                let transport = try RelayTransport(url: base, space: space, token: benchToken, http: counter)
+                result = .success(try await measure(transport, counter: counter))
             } catch {
                 result = .failure(error)
             }
@@ -113,9 +121,9 @@ struct RelayBenchCommand: AsyncParsableCommand {
         var received = 0
     }
 
-    func measure(_ transport: HTTPTransport) async throws -> Figures {
+    func measure(_ transport: RelayTransport, counter: CountingHTTP) async throws -> Figures {
         let engine = SyncEngine(retry: RetryPolicy(maxAttempts: 1))
-        let requestsBefore = transport.requestCount
+        let requestsBefore = counter.count
         let kind = replica
         var replicas: [any BenchReplica] = []
         for index in 0 ..< clients {
@@ -158,7 +166,7 @@ struct RelayBenchCommand: AsyncParsableCommand {
         var figures = Figures(
             clients: clients, replica: kind.rawValue, seconds: seconds, syncs: latencies.count,
             syncsPerSecond: Double(latencies.count) / seconds,
-            requests: transport.requestCount - requestsBefore,
+            requests: counter.count - requestsBefore,
             p50Milliseconds: percentile(0.50), p90Milliseconds: percentile(0.90), p99Milliseconds: percentile(0.99),
             maxMilliseconds: latencies.last ?? 0,
             errors: outcomes.reduce(0) { $0 + $1.errors }, firstError: outcomes.compactMap(\.firstError).first,
@@ -220,12 +228,12 @@ final class LightBenchReplica: BenchReplica, SyncReplica, @unchecked Sendable {
 
     func fingerprint() -> String { lock.withLock { version.description } }
 
-    var syncReplicaID: ReplicaID { id }
-    func syncVersion() throws -> VersionVector { lock.withLock { version } }
-    func syncChanges(since other: VersionVector) throws -> [Change] {
+    var replicaID: ReplicaID { id }
+    func currentVersion() throws -> VersionVector { lock.withLock { version } }
+    func changes(since other: VersionVector) throws -> [Change] {
         lock.withLock { own.filter { $0.endSeq > other[id] } }
     }
-    func syncApply(_ changes: [Change]) throws -> (applied: Int, duplicates: Int, pending: Int) {
+    func integrate(_ changes: [Change]) throws -> IntegrationReport {
         lock.lock(); defer { lock.unlock() }
         var applied = 0
         var duplicates = 0
@@ -236,7 +244,22 @@ final class LightBenchReplica: BenchReplica, SyncReplica, @unchecked Sendable {
                 applied += 1
             }
         }
-        return (applied, duplicates, 0)
+        return IntegrationReport(applied: applied, duplicates: duplicates)
     }
-    func syncRecordPeer(_ replica: ReplicaID, version: VersionVector) throws {}
+    func recordPeer(_ replica: ReplicaID, version: VersionVector) throws {}
+}
+
+/// Counts the requests made through it.
+final class CountingHTTP: HTTPCalling {
+    let base: any HTTPCalling
+    private let requests = Mutex(0)
+
+    init(base: any HTTPCalling) { self.base = base }
+
+    var count: Int { requests.withLock { $0 } }
+
+    func call(_ request: HTTPCallRequest, maxResponseBytes: Int) async throws -> HTTPCallResponse {
+        requests.withLock { $0 += 1 }
+        return try await base.call(request, maxResponseBytes: maxResponseBytes)
+    }
 }

@@ -1,8 +1,9 @@
 import ArgumentParser
 import Foundation
 import Logging
+import NotesRelay
+import NotesRelayServer
 import NotesSync
-import NotesSyncHTTP
 
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -80,11 +81,16 @@ struct ServeCommand: AsyncParsableCommand {
             }
             var logger = Logger(label: "crdt-sync.relay")
             logger.logLevel = level
-            let relayStore = try RelayStore(path: store, powerLoss: powerLossDurable)
-            let configuration = RelayConfiguration(
-                host: host, port: port, tokens: relayTokens, maxRequestBytes: maxBodyBytes,
-                page: RelayPageLimits(maxChanges: pageChanges, maxBytes: pageBytes))
-            let server = RelayServer(store: relayStore, configuration: configuration, logger: logger)
+            let storage: SQLiteRelayStorage
+            do {
+                storage = try SQLiteRelayStorage(path: store, powerLoss: powerLossDurable)
+            } catch let error as RelayStorageError {
+                throw SyncError(.io, error.message)
+            }
+            let service = RelayService(storage: storage, tokens: relayTokens, limits: RelayLimits(
+                maxRequestBytes: maxBodyBytes, page: RelayPageLimits(maxChanges: pageChanges, maxBytes: pageBytes)))
+            let server = RelayServer(service: service, configuration: RelayServerConfiguration(host: host, port: port), logger: logger)
+            RelayServer.raiseOpenFileLimit()
             let spaces = relayTokens.spaces
             let startLogger = logger
             let app = server.application { boundPort in

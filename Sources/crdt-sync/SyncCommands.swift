@@ -74,7 +74,7 @@ struct ExportBundle: AsyncParsableCommand {
             let changes = try store.changes(since: since)
             let bundle = SyncBundle(sender: store.replicaID, senderVersion: try store.versionVector, changes: changes)
             let bytes = bundle.encoded()
-            try AtomicFile.write(bytes, to: URL(fileURLWithPath: out))
+            try AtomicFile.write(bytes, toPath: out)
             if json {
                 struct Out: Encodable { var file: String; var changes: Int; var operations: UInt64; var bytes: Int; var peer: String? }
                 try printJSON(Out(file: out, changes: changes.count, operations: bundle.operationCount, bytes: bytes.count, peer: peerID?.description))
@@ -204,7 +204,7 @@ struct SyncCommand: AsyncParsableCommand {
         guard let dir else { throw ValidationError("give --dir FOLDER or --url URL") }
         try await runReportingAsync {
             let store = try replica.open()
-            let transport = FolderTransport(folder: URL(fileURLWithPath: dir))
+            let transport = FolderTransport(folder: dir)
             let report = try await SyncEngine(retry: RetryPolicy(maxAttempts: 1)).sync(store, over: transport)
             _ = try? transport.compact(writer: store.replicaID)
             if json {
@@ -218,10 +218,10 @@ struct SyncCommand: AsyncParsableCommand {
 
     private func syncWithRelay(url: String, space: String, token: String) async throws {
         let store = try replica.open()
-        let client = HTTPTransport.makeClient(maxConnections: 2)
+        let client = HTTPRelayClient(maxConnections: 2)
         let outcome: Result<SyncReport, any Error>
         do {
-            let transport = try HTTPTransport(url: url, space: space, token: token, client: client)
+            let transport = try client.transport(url: url, space: space, token: token)
             let maxAttempts = attempts
             let engine = SyncEngine(retry: RetryPolicy(maxAttempts: maxAttempts), onRetry: { attempt, delay, error in
                 FileHandle.standardError.write(Data("crdt-sync: \(error.message); retrying in \(delay) ms (attempt \(attempt) of \(maxAttempts))\n".utf8))

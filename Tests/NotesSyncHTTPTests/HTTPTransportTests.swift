@@ -2,7 +2,9 @@ import AsyncHTTPClient
 import Foundation
 import NotesCRDT
 import NotesStore
-import NotesSync
+import NotesRelay
+import NotesRelayServer
+@testable import NotesSync
 @testable import NotesSyncHTTP
 import Testing
 
@@ -12,7 +14,7 @@ struct HTTPTransportTests {
 
     @Test func threeReplicasConvergeThroughARelay() async throws {
         try await withRelay { relay, client in
-            let transport = try HTTPTransport(url: relay.url, space: "notes", token: notesToken, client: client)
+            let transport = try client.transport(url: relay.url, space: "notes", token: notesToken)
             let a = try NoteStore.openInMemory()
             let b = try NoteStore.openInMemory()
             let c = try NoteStore.openInMemory()
@@ -51,14 +53,14 @@ struct HTTPTransportTests {
             // Each replica recorded the relay (space) as a peer.
             #expect(try a.peers().count == 1)
             // Another space sees none of it.
-            let team = try HTTPTransport(url: relay.url, space: "team", token: teamToken, client: client)
+            let team = try client.transport(url: relay.url, space: "team", token: teamToken)
             #expect(try await team.status().changes == 0)
         }
     }
 
     @Test func sameBundleTwiceIsStoredOnce() async throws {
         try await withRelay { relay, client in
-            let transport = try HTTPTransport(url: relay.url, space: "notes", token: notesToken, client: client)
+            let transport = try client.transport(url: relay.url, space: "notes", token: notesToken)
             let a = try NoteStore.openInMemory()
             let id = try a.createNote(title: "once")
             try a.appendText(id, "hello")
@@ -83,7 +85,7 @@ struct HTTPTransportTests {
     }
 
     /// `count` replicas that each made a note and synced it (so many changes of many authors).
-    func crowd(_ count: Int, through transport: HTTPTransport) async throws -> [NoteStore] {
+    func crowd(_ count: Int, through transport: RelayTransport) async throws -> [NoteStore] {
         var stores: [NoteStore] = []
         for i in 0 ..< count {
             let store = try NoteStore.openInMemory()
@@ -97,7 +99,7 @@ struct HTTPTransportTests {
 
     @Test func historyLargerThanOnePage() async throws {
         try await withRelay(page: RelayPageLimits(maxChanges: 7, maxBytes: 1 << 20)) { relay, client in
-            let transport = try HTTPTransport(url: relay.url, space: "notes", token: notesToken, client: client)
+            let transport = try client.transport(url: relay.url, space: "notes", token: notesToken)
             let others = try await crowd(12, through: transport)
             let a = others[0]
             _ = try await engine.sync(a, over: transport)
@@ -125,7 +127,7 @@ struct HTTPTransportTests {
 
     @Test func pagesAreCutByBytesToo() async throws {
         try await withRelay(page: RelayPageLimits(maxChanges: 1000, maxBytes: 200)) { relay, client in
-            let transport = try HTTPTransport(url: relay.url, space: "notes", token: notesToken, client: client)
+            let transport = try client.transport(url: relay.url, space: "notes", token: notesToken)
             let others = try await crowd(6, through: transport)
             _ = try await engine.sync(others[0], over: transport)
             let b = try NoteStore.openInMemory()
@@ -141,7 +143,7 @@ struct HTTPTransportTests {
     /// vector and ends up complete.
     @Test func interruptedClientResumes() async throws {
         try await withRelay(page: RelayPageLimits(maxChanges: 5)) { relay, client in
-            let transport = try HTTPTransport(url: relay.url, space: "notes", token: notesToken, client: client)
+            let transport = try client.transport(url: relay.url, space: "notes", token: notesToken)
             let others = try await crowd(8, through: transport)
             let a = others[0]
             let id = try a.createNote(title: "resume")
@@ -185,16 +187,16 @@ struct HTTPTransportTests {
         let a = try NoteStore.openInMemory()
         let b = try NoteStore.openInMemory()
         let id = try a.createNote(title: "durable", body: "before the restart")
-        let port = try await withRelay(store: RelayStore(path: path)) { relay, client in
-            let transport = try HTTPTransport(url: relay.url, space: "notes", token: notesToken, client: client)
+        let port = try await withRelay(store: SQLiteRelayStorage(path: path)) { relay, client in
+            let transport = try client.transport(url: relay.url, space: "notes", token: notesToken)
             _ = try await engine.sync(a, over: transport)
             return relay.port
         }
         // The relay is down: a sync retries with backoff, and goes through once it is back.
         try a.appendText(id, " and after")
         let retries = Counter()
-        let client = HTTPTransport.makeClient()
-        let transport = try HTTPTransport(url: "http://127.0.0.1:\(port)", space: "notes", token: notesToken, client: client)
+        let client = HTTPRelayClient()
+        let transport = try client.transport(url: "http://127.0.0.1:\(port)", space: "notes", token: notesToken)
         let patient = SyncEngine(retry: RetryPolicy(maxAttempts: 30, baseDelayMilliseconds: 20, maxDelayMilliseconds: 100),
                                  onRetry: { _, _, error in
                                      #expect(error.code == .transient)
@@ -202,9 +204,9 @@ struct HTTPTransportTests {
                                  })
         let pending = Task { try await patient.sync(a, over: transport) }
         while retries.value < 2 { try await Task.sleep(nanoseconds: 10_000_000) }
-        let report = try await withRelay(store: RelayStore(path: path), port: port) { relay, relayClient in
+        let report = try await withRelay(store: SQLiteRelayStorage(path: path), port: port) { relay, relayClient in
             let report = try await pending.value
-            let other = try HTTPTransport(url: relay.url, space: "notes", token: notesToken, client: relayClient)
+            let other = try relayClient.transport(url: relay.url, space: "notes", token: notesToken)
             _ = try await engine.sync(b, over: other)
             return report
         }
@@ -213,29 +215,30 @@ struct HTTPTransportTests {
         #expect(try b.digest() == a.digest())
         #expect(try b.note(id)?.body == "before the restart and after")
         // Opened once more: everything is there.
-        let reopened = try RelayStore(path: path)
+        let reopened = try SQLiteRelayStorage(path: path)
         let status = try await reopened.status(space: "notes")
         #expect(status.version == (try a.versionVector))
     }
 }
 
-/// The transport's request economy and its cached view of the relay.
+/// The transport's request economy, and a relay that lost its data.
 struct HTTPTransportCacheTests {
     let engine = SyncEngine(retry: RetryPolicy(maxAttempts: 1))
 
-    @Test func aWarmSyncIsOneRequest() async throws {
+    @Test func aSyncIsTwoRequestsAndKeepsNoState() async throws {
         try await withRelay { relay, client in
-            let transport = try HTTPTransport(url: relay.url, space: "notes", token: notesToken, client: client)
+            let counter = CountingHTTP(base: client)
+            let transport = try RelayTransport(url: relay.url, space: "notes", token: notesToken, http: counter)
             let a = try NoteStore.openInMemory()
             let id = try a.createNote(title: "one")
             _ = try await engine.sync(a, over: transport)
-            #expect(transport.requestCount == 2)  // status, then the POST
+            #expect(counter.count == 2)  // status, then the POST with the changes, answered with what a lacks
             try a.appendText(id, "more")
             let report = try await engine.sync(a, over: transport)
             #expect(report.sentChanges == 1)
-            #expect(transport.requestCount == 3)
+            #expect(counter.count == 4)
             _ = try await engine.sync(a, over: transport)
-            #expect(transport.requestCount == 4)
+            #expect(counter.count == 6)  // nothing to send: status, then an empty POST
         }
     }
 
@@ -244,10 +247,10 @@ struct HTTPTransportCacheTests {
     @Test func aRelayThatLostDataIsRefilled() async throws {
         let a = try NoteStore.openInMemory()
         let id = try a.createNote(title: "kept by the replica", body: "text")
-        let client = HTTPTransport.makeClient()
-        defer { _ = client.shutdown() }
+        let client = HTTPRelayClient()
+        defer { Task { try? await client.shutdown() } }
         let port = try await withRelay { relay, _ in relay.port }
-        let transport = try HTTPTransport(url: "http://127.0.0.1:\(port)", space: "notes", token: notesToken, client: client)
+        let transport = try client.transport(url: "http://127.0.0.1:\(port)", space: "notes", token: notesToken)
         try await withRelay(port: port) { _, _ in
             _ = try await engine.sync(a, over: transport)
             #expect(try await transport.status().changes > 0)

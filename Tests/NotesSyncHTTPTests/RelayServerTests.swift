@@ -2,7 +2,9 @@ import AsyncHTTPClient
 import Foundation
 import NotesCRDT
 import NotesStore
-import NotesSync
+import NotesRelay
+import NotesRelayServer
+@testable import NotesSync
 @testable import NotesSyncHTTP
 import Testing
 
@@ -34,7 +36,7 @@ struct RelayServerTests {
             // Put something in "notes" so it exists.
             let a = try NoteStore.openInMemory()
             try a.createNote(title: "secret")
-            let transport = try HTTPTransport(url: relay.url, space: "notes", token: notesToken, client: client)
+            let transport = try client.transport(url: relay.url, space: "notes", token: notesToken)
             _ = try await SyncEngine(retry: RetryPolicy(maxAttempts: 1)).sync(a, over: transport)
 
             let empty = SyncBundle(sender: .random(), senderVersion: VersionVector(), changes: []).encoded()
@@ -76,7 +78,7 @@ struct RelayServerTests {
             let retries = Counter()
             let engine = SyncEngine(retry: RetryPolicy(maxAttempts: 5, baseDelayMilliseconds: 1), onRetry: { _, _, _ in retries.increment() })
             for (space, token, code) in [("notes", "wrong-token", 401), ("team", notesToken, 403)] {
-                let bad = try HTTPTransport(url: relay.url, space: space, token: token, client: client)
+                let bad = try client.transport(url: relay.url, space: space, token: token)
                 do {
                     _ = try await engine.sync(a, over: bad)
                     Issue.record("a bad token was accepted")
@@ -100,12 +102,12 @@ struct RelayServerTests {
             let bundle = SyncBundle(sender: a.replicaID, senderVersion: try a.versionVector, changes: try a.changes(since: VersionVector()))
             let response = try await rawRequest(client, "POST", "\(relay.url)/v1/spaces/notes/sync", token: notesToken, body: bundle.encoded())
             #expect(response.status == 413)
-            #expect(HTTPTransport.message(response.body).contains("2048 bytes"))
+            #expect(RelayTransport.message(response.body).contains("2048 bytes"))
             // Unauthenticated large bodies are refused as unauthenticated first (the body is not read).
             let anonymous = try await rawRequest(client, "POST", "\(relay.url)/v1/spaces/notes/sync", body: bundle.encoded())
             #expect(anonymous.status == 401)
             // The transport reports it as a refusal, not retried.
-            let transport = try HTTPTransport(url: relay.url, space: "notes", token: notesToken, client: client)
+            let transport = try client.transport(url: relay.url, space: "notes", token: notesToken)
             await #expect(throws: SyncError.self) { _ = try await SyncEngine().sync(a, over: transport) }
             let status = try await transport.status()
             #expect(status.changes == 0)
@@ -122,7 +124,7 @@ struct RelayServerTests {
         try await withRelay { relay, client in
             let response = try await rawRequest(client, "POST", "\(relay.url)/v1/spaces/notes/sync", token: notesToken, body: body)
             #expect(response.status == 400, "\(name)")
-            let message = HTTPTransport.message(response.body)
+            let message = RelayTransport.message(response.body)
             #expect(message.contains("not a valid bundle"), "\(name): \(message)")
             #expect(message.contains(expected), "\(name): \(message)")
         }

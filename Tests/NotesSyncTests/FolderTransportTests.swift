@@ -16,7 +16,7 @@ struct FolderTransportTests {
     @Test func threeReplicasConvergeThroughAFolder() async throws {
         let folder = try temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
-        let transport = FolderTransport(folder: folder)
+        let transport = FolderTransport(folder: folder.path)
         let a = try NoteStore.openInMemory()
         let b = try NoteStore.openInMemory()
         let c = try NoteStore.openInMemory()
@@ -55,7 +55,7 @@ struct FolderTransportTests {
     @Test func partialFileIsSkippedAndTakenLater() async throws {
         let folder = try temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
-        let transport = FolderTransport(folder: folder)
+        let transport = FolderTransport(folder: folder.path)
         let a = try NoteStore.openInMemory()
         let b = try NoteStore.openInMemory()
         _ = try a.createNote(title: "Hello", body: String(repeating: "x", count: 500))
@@ -81,7 +81,7 @@ struct FolderTransportTests {
     @Test func aDamagedFileIsWrittenAgainByItsWriter() async throws {
         let folder = try temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
-        let transport = FolderTransport(folder: folder)
+        let transport = FolderTransport(folder: folder.path)
         let a = try NoteStore.openInMemory()
         let b = try NoteStore.openInMemory()
         _ = try a.createNote(title: "Kept", body: "every edit survives")
@@ -105,7 +105,7 @@ struct FolderTransportTests {
     @Test func syncingTwiceChangesNothingAndDuplicatesAreHarmless() async throws {
         let folder = try temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
-        let transport = FolderTransport(folder: folder)
+        let transport = FolderTransport(folder: folder.path)
         let a = try NoteStore.openInMemory()
         let b = try NoteStore.openInMemory()
         _ = try a.createNote(title: "Once", body: "body")
@@ -124,7 +124,7 @@ struct FolderTransportTests {
     @Test func compactionNeverShowsAGap() async throws {
         let folder = try temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
-        let transport = FolderTransport(folder: folder)
+        let transport = FolderTransport(folder: folder.path)
         let a = try NoteStore.openInMemory()
         let id = try a.createNote(title: "Many", body: "")
         for i in 0 ..< 40 {

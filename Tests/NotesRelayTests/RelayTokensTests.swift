@@ -1,5 +1,5 @@
+@testable import NotesRelay
 import NotesSync
-@testable import NotesSyncHTTP
 import Testing
 
 struct RelayTokensTests {
@@ -38,18 +38,18 @@ struct RelayTokensTests {
     }
 
     @Test func bearerHeader() {
-        #expect(RelayServer.bearerToken("Bearer abc") == "abc")
-        #expect(RelayServer.bearerToken("bearer  abc ") == "abc")
-        #expect(RelayServer.bearerToken("Basic abc") == nil)
-        #expect(RelayServer.bearerToken("Bearer") == nil)
-        #expect(RelayServer.bearerToken(nil) == nil)
+        #expect(RelayService.bearerToken("Bearer abc") == "abc")
+        #expect(RelayService.bearerToken("bearer  abc ") == "abc")
+        #expect(RelayService.bearerToken("Basic abc") == nil)
+        #expect(RelayService.bearerToken("Bearer") == nil)
+        #expect(RelayService.bearerToken(nil) == nil)
     }
 
     @Test func spaceNames() {
-        #expect(RelayTokens.isValidSpace("alice-notes_2.0"))
-        #expect(!RelayTokens.isValidSpace(""))
-        #expect(!RelayTokens.isValidSpace(".hidden"))
-        #expect(!RelayTokens.isValidSpace("a/b"))
-        #expect(!RelayTokens.isValidSpace(String(repeating: "a", count: 129)))
+        #expect(RelayProtocol.isValidSpace("alice-notes_2.0"))
+        #expect(!RelayProtocol.isValidSpace(""))
+        #expect(!RelayProtocol.isValidSpace(".hidden"))
+        #expect(!RelayProtocol.isValidSpace("a/b"))
+        #expect(!RelayProtocol.isValidSpace(String(repeating: "a", count: 129)))
     }
 }

@@ -1,10 +1,10 @@
 import NotesCRDT
-@testable import NotesSimulator
+import NotesSync
 import Testing
 
-/// The order the simulated transports put a bundle's changes in (`Canonical.order`): the same
+/// The order a sync session sends and applies changes in (`CausalOrder.canonical`): the same
 /// whatever order they came in, causal, and in runs of one author's changes.
-struct CanonicalOrderTests {
+struct CausalOrderTests {
     /// Three replicas typing, each in its own note and in a shared one, syncing now and then,
     /// with clocks that disagree: a history whose authors interleave in time, with dependencies
     /// between them.
@@ -43,9 +43,9 @@ struct CanonicalOrderTests {
     func theOrderIsCausalTheSameForAnyInputAndKeepsAuthorsTogether(_ seed: UInt64) throws {
         let changes = try Self.history(seed: seed)
         var rng = SplitMix64(seed: seed ^ 0xCA7)
-        let ordered = Canonical.order(changes.shuffled(using: &rng))
-        #expect(Canonical.order(changes.shuffled(using: &rng)) == ordered)
-        #expect(Canonical.order(changes.reversed()) == ordered)
+        let ordered = CausalOrder.canonical(changes.shuffled(using: &rng))
+        #expect(CausalOrder.canonical(changes.shuffled(using: &rng)) == ordered)
+        #expect(CausalOrder.canonical(changes.reversed()) == ordered)
         // The same changes.
         let key = { (c: Change) in (c.replica, c.startSeq) }
         #expect(ordered.sorted { key($0) < key($1) } == changes.sorted { key($0) < key($1) })

@@ -1,4 +1,4 @@
-import NotesCRDT
+import Crypto
 import NotesSync
 
 /// The bearer tokens a relay accepts, one or more per space.
@@ -39,14 +39,14 @@ public struct RelayTokens: Sendable {
 
     /// Adds a token for a space (a space may have several, e.g. while a token is rotated).
     public mutating func add(space: String, token: String) throws {
-        guard RelayTokens.isValidSpace(space) else {
+        guard RelayProtocol.isValidSpace(space) else {
             throw SyncError(.rejected, "\"\(space)\" is not a valid space name (1 to 128 of A-Z a-z 0-9 . _ -)")
         }
         guard !token.isEmpty else { throw SyncError(.rejected, "the token for space \(space) is empty") }
         guard !token.contains(where: { $0.isWhitespace }) else {
             throw SyncError(.rejected, "the token for space \(space) contains white space")
         }
-        entries.append(Entry(space: space, digest: SHA256.digest(token.utf8)))
+        entries.append(Entry(space: space, digest: RelayTokens.digest(token)))
     }
 
     /// Parses `SPACE=TOKEN` (a command-line argument or a line of a tokens file).
@@ -73,7 +73,7 @@ public struct RelayTokens: Sendable {
     /// Decides what a request with this bearer token may do with `space`.
     public func authorize(token: String?, space: String) -> Decision {
         guard let token, !token.isEmpty else { return .unauthenticated }
-        let digest = SHA256.digest(token.utf8)
+        let digest = RelayTokens.digest(token)
         var matchesAny: UInt8 = 0
         var matchesSpace: UInt8 = 0
         for entry in entries {
@@ -87,13 +87,8 @@ public struct RelayTokens: Sendable {
         return matchesAny == 1 ? .forbidden : .unauthenticated
     }
 
-    /// 1 to 128 characters of A-Z a-z 0-9 `.` `_` `-`, not starting with a dot.
-    public static func isValidSpace(_ space: String) -> Bool {
-        guard (1 ... 128).contains(space.utf8.count), !space.hasPrefix(".") else { return false }
-        return space.utf8.allSatisfy { byte in
-            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
-                || byte == 0x2E || byte == 0x5F || byte == 0x2D
-        }
+    static func digest(_ token: String) -> [UInt8] {
+        Array(Crypto.SHA256.hash(data: Array(token.utf8)))
     }
 }
 

@@ -1,0 +1,354 @@
+import Crypto
+import Foundation
+import NotesCRDT
+import NotesSync
+import Synchronization
+
+/// An HTTP request as the relay sees it, whatever server carried it.
+public struct RelayRequest: Sendable {
+    /// `GET`, `POST`...
+    public var method: String
+    /// The path, without the query string.
+    public var path: String
+    /// Header values by lowercased name.
+    public var headers: [String: String]
+    /// The body (the server stops collecting at `RelayLimits.maxRequestBytes`).
+    public var body: [UInt8]
+
+    /// A request; header names are lowercased.
+    public init(method: String, path: String, headers: [String: String] = [:], body: [UInt8] = []) {
+        self.method = method.uppercased()
+        self.path = path
+        self.headers = Dictionary(headers.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { a, _ in a })
+        self.body = body
+    }
+}
+
+/// The relay's answer.
+public struct RelayResponse: Sendable {
+    /// The status code.
+    public var status: Int
+    /// Header values by name.
+    public var headers: [String: String]
+    /// The body.
+    public var body: [UInt8]
+
+    /// An answer.
+    public init(status: Int, headers: [String: String] = [:], body: [UInt8] = []) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+}
+
+/// What a relay accepts.
+public struct RelayLimits: Sendable, Hashable {
+    /// Request bodies larger than this get 413.
+    public var maxRequestBytes: Int
+    /// How large one page of an answer may be.
+    public var page: RelayPageLimits
+    /// At most this many requests decode (and inflate) bundles at once; the others wait their turn,
+    /// so that a handful of large requests cannot take the machine's memory.
+    public var maxConcurrentDecodes: Int
+
+    /// Limits; the defaults suit a relay for a few hundred people.
+    public init(maxRequestBytes: Int = 16 << 20, page: RelayPageLimits = RelayPageLimits(), maxConcurrentDecodes: Int = 4) {
+        self.maxRequestBytes = max(1024, maxRequestBytes)
+        self.page = page
+        self.maxConcurrentDecodes = max(1, maxConcurrentDecodes)
+    }
+}
+
+/// The relay's protocol logic, with no HTTP server in it: authorizes a request, checks and stores
+/// an upload, and answers with one page of what the client lacks. `RelayServer` (NotesRelayServer)
+/// carries it over HTTP; the simulator calls it directly behind its simulated network.
+///
+/// Endpoints (Docs/HTTP.md):
+/// - `POST /v1/spaces/{space}/sync`: the body is a bundle (its senderVersion is the client's
+///   vector); the answer is a bundle of what the client lacks, with `X-CRDT-More: 1` when there is
+///   more than one page and `X-CRDT-Stored: N`;
+/// - `GET /v1/spaces/{space}/status`: the space's version vector and counts, as JSON;
+/// - `GET /healthz`.
+///
+/// Every `/v1` request needs `Authorization: Bearer TOKEN`: none or an unknown one gets 401, a
+/// token of another space 403. An upload the relay can tell is wrong (it does not decode, it has
+/// a gap in an author's seqs, it would leave a gap in what the space holds, it holds changes past
+/// its own sender's version) gets 400 with the reason, and nothing of it is stored.
+public final class RelayService: Sendable {
+    /// Where spaces are kept.
+    public let storage: any RelayStorage
+    /// Who may use which space.
+    public let tokens: RelayTokens
+    /// What is accepted.
+    public let limits: RelayLimits
+    private let decodes: AsyncLimiter
+    private let decoded = DecodedChangeCache(capacity: 50_000)
+
+    /// A relay over `storage`.
+    public init(storage: any RelayStorage, tokens: RelayTokens, limits: RelayLimits = RelayLimits()) {
+        self.storage = storage
+        self.tokens = tokens
+        self.limits = limits
+        decodes = AsyncLimiter(limit: limits.maxConcurrentDecodes)
+    }
+
+    /// The replica identity the relay's answers for `space` come from: stable per storage and
+    /// space, so clients record the space on this relay as one peer.
+    public func relayReplica(for space: String) -> ReplicaID {
+        var input = storage.relayID
+        input += Array("crdt-sync relay space\u{0}".utf8)
+        input += Array(space.utf8)
+        let digest = Array(Crypto.SHA256.hash(data: input))
+        return ReplicaID(Identifier128(bytes: digest[0 ..< 16])!)
+    }
+
+    /// Answers one request.
+    public func handle(_ request: RelayRequest) async -> RelayResponse {
+        let parts = request.path.split(separator: "/", omittingEmptySubsequences: true)
+        if parts == ["healthz"] {
+            return request.method == "GET" ? RelayService.text(200, "ok") : RelayService.text(405, "use GET")
+        }
+        guard parts.count == 4, parts[0] == "v1", parts[1] == "spaces" else {
+            return RelayService.text(404, "no such endpoint: \(request.path)")
+        }
+        let space = String(parts[2])
+        switch (parts[3], request.method) {
+        case ("sync", "POST"):
+            if let refusal = authorize(request, space: space) { return refusal }
+            return await sync(request, space: space)
+        case ("status", "GET"):
+            if let refusal = authorize(request, space: space) { return refusal }
+            return await status(space: space)
+        case ("sync", _), ("status", _):
+            return RelayService.text(405, "\(request.method) is not allowed on \(request.path)")
+        default:
+            return RelayService.text(404, "no such endpoint: \(request.path)")
+        }
+    }
+
+    private func authorize(_ request: RelayRequest, space: String) -> RelayResponse? {
+        guard RelayProtocol.isValidSpace(space) else {
+            return RelayService.text(404, "\"\(space.prefix(64))\" is not a valid space name")
+        }
+        let token = RelayService.bearerToken(request.headers["authorization"])
+        switch tokens.authorize(token: token, space: space) {
+        case .allowed:
+            return nil
+        case .unauthenticated:
+            var response = RelayService.text(401, token == nil
+                ? "missing bearer token (send Authorization: Bearer TOKEN)"
+                : "the bearer token is not valid")
+            response.headers["WWW-Authenticate"] = "Bearer realm=\"crdt-sync\""
+            return response
+        case .forbidden:
+            return RelayService.text(403, "the bearer token is not valid for this space")
+        }
+    }
+
+    func status(space: String) async -> RelayResponse {
+        let status: RelaySpaceStatus
+        do {
+            status = try await storage.status(space: space)
+        } catch {
+            return RelayService.text(503, "the relay could not read its store; try again")
+        }
+        let json = RelayStatusJSON(space: space, version: status.version, authors: status.authors, changes: status.changes,
+                                   operations: status.operations, bytes: status.bytes)
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        var data = (try? encoder.encode(json)) ?? Data()
+        data.append(0x0A)
+        return RelayResponse(status: 200, headers: ["Content-Type": "application/json"], body: [UInt8](data))
+    }
+
+    func sync(_ request: RelayRequest, space: String) async -> RelayResponse {
+        let limit = limits.maxRequestBytes
+        if let declared = request.headers["content-length"].flatMap(Int.init), declared > limit { return RelayService.tooLarge(limit) }
+        guard request.body.count <= limit else { return RelayService.tooLarge(limit) }
+        let bundle: SyncBundle
+        let records: [RelayRecord]
+        do {
+            (bundle, records) = try await decodes.run {
+                let bundle = try SyncBundle.decode(request.body)
+                return (bundle, try RelayService.records(of: bundle))
+            }
+        } catch let error as SyncError {
+            return RelayService.text(400, "the request body is not a valid bundle: \(error.message)")
+        } catch let error as UploadError {
+            return RelayService.text(400, error.message)
+        } catch {
+            return RelayService.text(400, "the request body is not a valid bundle: \(error)")
+        }
+        let stored: Int
+        let page: RelayPage
+        do {
+            stored = try await storage.append(space: space, records: records)
+            page = try await storage.page(space: space, after: bundle.senderVersion, limits: limits.page)
+        } catch let error as RelayStorageError where error.kind == .gap {
+            return RelayService.text(400, error.message)
+        } catch {
+            return RelayService.text(503, "the relay could not store the request; try again")
+        }
+        var changes: [Change] = []
+        changes.reserveCapacity(page.records.count)
+        for stored in page.records {
+            let decodedChanges: [Change]
+            if let cached = decoded.get(stored.arrival) {
+                decodedChanges = cached
+            } else {
+                guard let fresh = try? ChangeCodec.decode(stored.record.payload) else {
+                    return RelayService.text(503, "the relay's store holds a change of \(stored.record.author) at \(stored.record.startSeq) that does not decode")
+                }
+                decoded.put(stored.arrival, fresh)
+                decodedChanges = fresh
+            }
+            for change in decodedChanges {
+                if let part = change.suffix(from: bundle.senderVersion[change.replica] &+ 1) { changes.append(part) }
+            }
+        }
+        let reply = SyncBundle(sender: relayReplica(for: space), senderVersion: page.version, changes: changes)
+        return RelayResponse(status: 200, headers: [
+            "Content-Type": RelayProtocol.bundleContentType,
+            RelayProtocol.moreHeader: page.more ? "1" : "0",
+            RelayProtocol.storedHeader: String(stored),
+        ], body: reply.encoded())
+    }
+
+    struct UploadError: Error { var message: String }
+
+    /// The records of an upload, after the checks the relay can make without CRDT knowledge: per
+    /// author, the changes follow each other without a gap, and none goes past what the sender
+    /// says it has.
+    static func records(of bundle: SyncBundle) throws -> [RelayRecord] {
+        var byAuthor: [ReplicaID: [Change]] = [:]
+        for change in bundle.changes { byAuthor[change.replica, default: []].append(change) }
+        var records: [RelayRecord] = []
+        records.reserveCapacity(bundle.changes.count)
+        var encoder = ChangeCodec.Encoder()
+        for (author, changes) in byAuthor.sorted(by: { $0.key < $1.key }) {
+            let sorted = changes.sorted { ($0.startSeq, $0.endSeq) < ($1.startSeq, $1.endSeq) }
+            guard sorted[0].startSeq >= 1 else { throw UploadError(message: "a change of \(author) starts at seq 0") }
+            var covered = sorted[0].startSeq - 1
+            for change in sorted {
+                guard change.startSeq >= 1, change.startSeq - 1 <= covered else {
+                    throw UploadError(message: "the changes of \(author) have a gap: seqs \(covered &+ 1)-\(change.startSeq - 1) are missing")
+                }
+                guard change.endSeq <= bundle.senderVersion[author] else {
+                    throw UploadError(message: "a change of \(author) ends at seq \(change.endSeq), past what the sender says it has (\(bundle.senderVersion[author]))")
+                }
+                guard change.endSeq > covered else { continue }
+                covered = change.endSeq
+                records.append(RelayRecord(author: author, startSeq: change.startSeq, endSeq: change.endSeq,
+                                           payload: encoder.encode([change])))
+            }
+        }
+        return records
+    }
+
+    // MARK: Helpers
+
+    /// The token of an `Authorization: Bearer TOKEN` header (the scheme is case-insensitive).
+    static func bearerToken(_ header: String?) -> String? {
+        guard let header else { return nil }
+        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+        let token = parts[1].trimmingCharacters(in: .whitespaces)
+        return token.isEmpty ? nil : token
+    }
+
+    static func tooLarge(_ limit: Int) -> RelayResponse {
+        text(413, "the request body is larger than this relay accepts (\(limit) bytes); send fewer changes per request")
+    }
+
+    /// A JSON error (`{"error": "..."}`) for a failure, plain text for success.
+    static func text(_ status: Int, _ message: String) -> RelayResponse {
+        if (200 ..< 300).contains(status) {
+            return RelayResponse(status: status, headers: ["Content-Type": "text/plain; charset=utf-8"], body: Array((message + "\n").utf8))
+        }
+        let data = (try? JSONEncoder().encode(["error": message])) ?? Data()
+        return RelayResponse(status: status, headers: ["Content-Type": "application/json"], body: [UInt8](data) + [0x0A])
+    }
+}
+
+/// At most `limit` bodies run at once; the others wait in arrival order.
+final class AsyncLimiter: Sendable {
+    private struct State {
+        var running = 0
+        var waiting: [CheckedContinuation<Void, Never>] = []
+    }
+
+    private let limit: Int
+    private let state = Mutex(State())
+
+    init(limit: Int) { self.limit = limit }
+
+    func run<T: Sendable>(_ body: @Sendable () throws -> T) async throws -> T {
+        await acquire()
+        defer { release() }
+        return try body()
+    }
+
+    private func acquire() async {
+        let admitted = state.withLock { state -> Bool in
+            if state.running < limit {
+                state.running += 1
+                return true
+            }
+            return false
+        }
+        if admitted { return }
+        await withCheckedContinuation { continuation in
+            let admittedNow = state.withLock { state -> Bool in
+                if state.running < limit {
+                    state.running += 1
+                    return true
+                }
+                state.waiting.append(continuation)
+                return false
+            }
+            if admittedNow { continuation.resume() }
+        }
+    }
+
+    private func release() {
+        let next = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            if state.waiting.isEmpty {
+                state.running -= 1
+                return nil
+            }
+            return state.waiting.removeFirst()  // the slot passes to it
+        }
+        next?.resume()
+    }
+}
+
+/// Decoded stored changes by arrival number, the most recent `capacity` or so (records never
+/// change, so an entry never goes stale): every change is served to every other client of its
+/// space, so it is decoded once rather than once per client.
+final class DecodedChangeCache: Sendable {
+    private struct State {
+        var entries: [Int64: [Change]] = [:]
+        var newest: Int64 = 0
+    }
+
+    private let state = Mutex(State())
+    let capacity: Int
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    func get(_ id: Int64) -> [Change]? {
+        state.withLock { $0.entries[id] }
+    }
+
+    func put(_ id: Int64, _ changes: [Change]) {
+        state.withLock { state in
+            state.entries[id] = changes
+            state.newest = max(state.newest, id)
+            if state.entries.count > capacity {
+                // Keep the newest half: old records are wanted only by clients that have been away.
+                let cutoff = state.newest - Int64(capacity / 2)
+                state.entries = state.entries.filter { $0.key > cutoff }
+            }
+        }
+    }
+}

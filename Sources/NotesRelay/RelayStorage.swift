@@ -1,0 +1,141 @@
+import NotesCRDT
+import NotesSync
+
+/// One change as the relay stores it: its author and seq range (all the relay needs to know), and
+/// its encoding, which the relay hands back as it got it.
+public struct RelayRecord: Sendable, Hashable {
+    /// The change's author.
+    public var author: ReplicaID
+    /// Its first sequence number.
+    public var startSeq: UInt64
+    /// Its last sequence number.
+    public var endSeq: UInt64
+    /// Its encoding (`ChangeCodec.encode([change])`).
+    public var payload: [UInt8]
+
+    /// A record.
+    public init(author: ReplicaID, startSeq: UInt64, endSeq: UInt64, payload: [UInt8]) {
+        self.author = author
+        self.startSeq = startSeq
+        self.endSeq = endSeq
+        self.payload = payload
+    }
+}
+
+/// A stored record with the number the storage gave it on arrival (arrival order).
+public struct RelayStoredRecord: Sendable, Hashable {
+    /// Increasing with arrival, per storage.
+    public var arrival: Int64
+    /// The record.
+    public var record: RelayRecord
+
+    /// A stored record.
+    public init(arrival: Int64, record: RelayRecord) {
+        self.arrival = arrival
+        self.record = record
+    }
+}
+
+/// One page of what a client lacks.
+public struct RelayPage: Sendable {
+    /// The records, in arrival order; each author's in seq order, contiguous from what the client has.
+    public var records: [RelayStoredRecord]
+    /// The space's version vector when the page was read.
+    public var version: VersionVector
+    /// Whether the client lacks more than this page.
+    public var more: Bool
+
+    /// A page.
+    public init(records: [RelayStoredRecord], version: VersionVector, more: Bool) {
+        self.records = records
+        self.version = version
+        self.more = more
+    }
+}
+
+/// What a space on the relay holds: its version vector and counts.
+public struct RelaySpaceStatus: Sendable, Hashable {
+    /// The space's name.
+    public var space: String
+    /// Per author, the operations the relay holds contiguously from seq 1.
+    public var version: VersionVector
+    /// Authors with at least one stored change.
+    public var authors: Int
+    /// Stored records.
+    public var changes: Int
+    /// Operations those records cover (saturating).
+    public var operations: UInt64
+    /// Bytes of stored encodings.
+    public var bytes: Int
+
+    /// A status.
+    public init(space: String, version: VersionVector, authors: Int, changes: Int, operations: UInt64, bytes: Int) {
+        self.space = space
+        self.version = version
+        self.authors = authors
+        self.changes = changes
+        self.operations = operations
+        self.bytes = bytes
+    }
+}
+
+/// How large one page of a relay's answer may be.
+public struct RelayPageLimits: Sendable, Hashable {
+    /// At most this many changes per page (at least 1).
+    public var maxChanges: Int
+    /// At most this many bytes of encoded changes per page (a single larger change still goes alone).
+    public var maxBytes: Int
+
+    /// Limits; the defaults keep a page around a megabyte.
+    public init(maxChanges: Int = 1000, maxBytes: Int = 1 << 20) {
+        self.maxChanges = max(1, maxChanges)
+        self.maxBytes = max(1, maxBytes)
+    }
+}
+
+/// Why a storage refused records.
+public struct RelayStorageError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// What kind of refusal.
+    public enum Kind: Sendable, Hashable {
+        /// A record starts past what the space holds of its author (it would leave a gap).
+        case gap
+        /// The storage failed (I/O, a corrupt file).
+        case failure
+    }
+
+    /// What kind of refusal.
+    public var kind: Kind
+    /// What happened.
+    public var message: String
+
+    /// An error.
+    public init(_ kind: Kind, _ message: String) {
+        self.kind = kind
+        self.message = message
+    }
+
+    public var description: String { message }
+}
+
+/// Where a relay keeps its spaces: `SQLiteRelayStorage` (one process, the default) and, for
+/// several relay processes over one database, a PostgreSQL storage. The rules every storage keeps:
+///
+/// - per space and author, the stored records cover seqs 1...n without a gap; a record that ends
+///   at or before n is a repeat and is not stored; one that starts past n + 1 would leave a gap and
+///   refuses the whole append (`RelayStorageError.gap`); one that straddles n is stored whole (a
+///   client cuts what it already has);
+/// - an append is one transaction: all of its new records or none;
+/// - a page is a consistent prefix: records in arrival order, each author's contiguous from what
+///   the client has.
+public protocol RelayStorage: Sendable {
+    /// 16 bytes that identify this storage (its relay), made when it was created.
+    var relayID: [UInt8] { get }
+    /// Stores the records that extend what the space holds, in one transaction.
+    ///
+    /// - Returns: how many were stored (the rest were repeats).
+    func append(space: String, records: [RelayRecord]) async throws -> Int
+    /// One page of the records a client at `clientVersion` lacks.
+    func page(space: String, after clientVersion: VersionVector, limits: RelayPageLimits) async throws -> RelayPage
+    /// What the space holds.
+    func status(space: String) async throws -> RelaySpaceStatus
+}

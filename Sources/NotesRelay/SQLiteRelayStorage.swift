@@ -1,0 +1,278 @@
+import Foundation
+import GRDB
+import NotesCRDT
+import NotesSync
+
+/// The relay's storage in one SQLite file (GRDB), the default for one relay process.
+///
+/// Per space and author, the records are rows keyed by (space, author, startSeq) holding the
+/// record's endSeq and payload; `relay_author` keeps per author the highest seq held (the space's
+/// version vector) beside the counts. The file is in WAL mode with `synchronous = NORMAL`
+/// (`FULL` with `powerLoss`): a committed append survives the process being killed at any instant.
+public final class SQLiteRelayStorage: RelayStorage {
+    /// The file, or nil in memory.
+    public let path: String?
+    let writer: any DatabaseWriter
+    public let relayID: [UInt8]
+
+    /// `PRAGMA application_id` of a relay file ("CRDR").
+    static let applicationID: Int32 = 0x4352_4452
+
+    /// Opens (creating if needed) the relay file at `path`.
+    ///
+    /// - Parameter powerLoss: fsync the WAL at every commit, so a power cut loses nothing either.
+    public convenience init(path: String, powerLoss: Bool = false) throws {
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(10)
+        configuration.label = "SQLiteRelayStorage"
+        let synchronous = powerLoss ? "FULL" : "NORMAL"
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
+        }
+        let folder = (path as NSString).deletingLastPathComponent
+        if !folder.isEmpty, !FileManager.default.fileExists(atPath: folder) {
+            try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        }
+        let pool: DatabasePool
+        do {
+            pool = try DatabasePool(path: path, configuration: configuration)
+        } catch {
+            throw RelayStorageError(.failure, "\(path): cannot open the relay store (\(SQLiteRelayStorage.describe(error)))")
+        }
+        try self.init(writer: pool, path: path, relayID: nil)
+    }
+
+    /// A relay storage in memory (tests and the simulator: the same SQL, lost when released).
+    ///
+    /// - Parameter relayID: the relay's identity (random by default; the simulator passes a seeded one).
+    public static func inMemory(relayID: [UInt8]? = nil) throws -> SQLiteRelayStorage {
+        let queue: DatabaseQueue
+        do { queue = try DatabaseQueue() } catch {
+            throw RelayStorageError(.failure, "cannot open an in-memory relay store (\(describe(error)))")
+        }
+        return try SQLiteRelayStorage(writer: queue, path: nil, relayID: relayID)
+    }
+
+    private init(writer: any DatabaseWriter, path: String?, relayID fixedID: [UInt8]?) throws {
+        self.writer = writer
+        self.path = path
+        let location = path ?? "memory"
+        do {
+            try writer.read { db in
+                let applicationID = try Int32.fetchOne(db, sql: "PRAGMA application_id") ?? 0
+                let tableCount = try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master") ?? 0
+                guard applicationID == SQLiteRelayStorage.applicationID || (applicationID == 0 && tableCount == 0) else {
+                    throw RelayStorageError(.failure, "\(location) is not a crdt-sync relay store (another kind of SQLite file); nothing was changed")
+                }
+            }
+            try SQLiteRelayStorage.migrator.migrate(writer)
+            relayID = try writer.write { db -> [UInt8] in
+                try db.execute(sql: "PRAGMA application_id = \(SQLiteRelayStorage.applicationID)")
+                if let existing = try Data.fetchOne(db, sql: "SELECT value FROM relay_meta WHERE key = 'relay_id'") {
+                    return [UInt8](existing)
+                }
+                let fresh = fixedID ?? ReplicaID.random().raw.bytes
+                try db.execute(sql: "INSERT INTO relay_meta(key, value) VALUES ('relay_id', ?)", arguments: [Data(fresh)])
+                return fresh
+            }
+        } catch let error as RelayStorageError {
+            throw error
+        } catch {
+            throw RelayStorageError(.failure, "\(location): cannot prepare the relay store (\(SQLiteRelayStorage.describe(error)))")
+        }
+    }
+
+    /// Schema migrations; never edit one once it has shipped, add another.
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1") { db in
+            try db.execute(sql: """
+                CREATE TABLE relay_meta (key TEXT PRIMARY KEY NOT NULL, value BLOB NOT NULL);
+                CREATE TABLE relay_author (
+                    space TEXT NOT NULL, author BLOB NOT NULL,
+                    seq INTEGER NOT NULL, changes INTEGER NOT NULL, bytes INTEGER NOT NULL,
+                    PRIMARY KEY (space, author)) WITHOUT ROWID;
+                CREATE TABLE relay_change (
+                    id INTEGER PRIMARY KEY,
+                    space TEXT NOT NULL, author BLOB NOT NULL,
+                    startSeq INTEGER NOT NULL, endSeq INTEGER NOT NULL,
+                    payload BLOB NOT NULL,
+                    UNIQUE (space, author, startSeq));
+                CREATE INDEX relay_change_end ON relay_change(space, author, endSeq);
+                """)
+        }
+        // A record that straddles what the space holds is stored whole (the relay does not cut
+        // what it may not be able to read), so two records of an author may start at one seq;
+        // each ends past all before it, so the end is what is unique.
+        migrator.registerMigration("v2-records-unique-by-end") { db in
+            try db.execute(sql: """
+                CREATE TABLE relay_change_v2 (
+                    id INTEGER PRIMARY KEY,
+                    space TEXT NOT NULL, author BLOB NOT NULL,
+                    startSeq INTEGER NOT NULL, endSeq INTEGER NOT NULL,
+                    payload BLOB NOT NULL,
+                    UNIQUE (space, author, endSeq));
+                INSERT INTO relay_change_v2 (id, space, author, startSeq, endSeq, payload)
+                    SELECT id, space, author, startSeq, endSeq, payload FROM relay_change;
+                DROP TABLE relay_change;
+                ALTER TABLE relay_change_v2 RENAME TO relay_change;
+                """)
+        }
+        return migrator
+    }
+
+    // MARK: RelayStorage
+
+    public func append(space: String, records: [RelayRecord]) async throws -> Int {
+        guard !records.isEmpty else { return 0 }
+        do {
+            return try await writer.write { db in try SQLiteRelayStorage.append(db, space: space, records) }
+        } catch let error as RelayStorageError {
+            throw error
+        } catch {
+            throw RelayStorageError(.failure, "relay store: \(SQLiteRelayStorage.describe(error))")
+        }
+    }
+
+    public func page(space: String, after clientVersion: VersionVector, limits: RelayPageLimits) async throws -> RelayPage {
+        do {
+            return try await writer.read { db in try SQLiteRelayStorage.page(db, space: space, clientVersion: clientVersion, limits: limits) }
+        } catch let error as RelayStorageError {
+            throw error
+        } catch {
+            throw RelayStorageError(.failure, "relay store: \(SQLiteRelayStorage.describe(error))")
+        }
+    }
+
+    public func status(space: String) async throws -> RelaySpaceStatus {
+        do {
+            return try await writer.read { db in
+                var status = RelaySpaceStatus(space: space, version: VersionVector(), authors: 0, changes: 0, operations: 0, bytes: 0)
+                for row in try Row.fetchAll(db, sql: "SELECT author, seq, changes, bytes FROM relay_author WHERE space = ?", arguments: [space]) {
+                    let author = try SQLiteRelayStorage.replica(row["author"])
+                    let seq = UInt64(bitPattern: row["seq"] as Int64)
+                    status.version[author] = seq
+                    status.authors += 1
+                    status.changes += row["changes"] as Int
+                    let (sum, overflow) = status.operations.addingReportingOverflow(seq)
+                    status.operations = overflow ? .max : sum
+                    status.bytes += row["bytes"] as Int
+                }
+                return status
+            }
+        } catch let error as RelayStorageError {
+            throw error
+        } catch {
+            throw RelayStorageError(.failure, "relay store: \(SQLiteRelayStorage.describe(error))")
+        }
+    }
+
+    // MARK: Inside transactions
+
+    struct Coverage {
+        var seq: UInt64
+        var changes: Int
+        var bytes: Int
+        var touched = false
+    }
+
+    /// Stores the records that extend what the space holds; returns how many were stored.
+    static func append(_ db: Database, space: String, _ records: [RelayRecord]) throws -> Int {
+        var coverage: [ReplicaID: Coverage] = [:]
+        var stored = 0
+        let insert = try db.cachedStatement(sql: "INSERT INTO relay_change(space, author, startSeq, endSeq, payload) VALUES (?, ?, ?, ?, ?)")
+        for record in records {
+            let author = record.author
+            if coverage[author] == nil {
+                let row = try Row.fetchOne(db, sql: "SELECT seq, changes, bytes FROM relay_author WHERE space = ? AND author = ?",
+                                           arguments: [space, Data(author.raw.bytes)])
+                coverage[author] = row.map { Coverage(seq: UInt64(bitPattern: $0["seq"] as Int64), changes: $0["changes"], bytes: $0["bytes"]) }
+                    ?? Coverage(seq: 0, changes: 0, bytes: 0)
+            }
+            let covered = coverage[author]!.seq
+            if record.endSeq <= covered { continue }
+            guard record.startSeq >= 1, record.startSeq - 1 <= covered else {
+                throw RelayStorageError(.gap, "changes of \(author) from seq \(record.startSeq) would leave a gap: the relay holds them up to seq \(covered)")
+            }
+            try insert.execute(arguments: [space, Data(author.raw.bytes), Int64(bitPattern: record.startSeq),
+                                           Int64(bitPattern: record.endSeq), Data(record.payload)])
+            coverage[author]!.seq = record.endSeq
+            coverage[author]!.changes += 1
+            coverage[author]!.bytes += record.payload.count
+            coverage[author]!.touched = true
+            stored += 1
+        }
+        let upsert = try db.cachedStatement(sql: """
+            INSERT INTO relay_author(space, author, seq, changes, bytes) VALUES (?, ?, ?, ?, ?)
+            ON CONFLICT(space, author) DO UPDATE SET seq = excluded.seq, changes = excluded.changes, bytes = excluded.bytes
+            """)
+        for (author, entry) in coverage where entry.touched {
+            try upsert.execute(arguments: [space, Data(author.raw.bytes), Int64(bitPattern: entry.seq), entry.changes, entry.bytes])
+        }
+        return stored
+    }
+
+    /// One page of the rows a client at `clientVersion` lacks: per author, the rows past its entry
+    /// in seq order, merged across authors in arrival order, so a page is a causal prefix of what
+    /// is missing and each author's part of it is contiguous.
+    static func page(_ db: Database, space: String, clientVersion: VersionVector, limits: RelayPageLimits) throws -> RelayPage {
+        var version = VersionVector()
+        var lagging: [(author: ReplicaID, key: Data, have: UInt64)] = []
+        for row in try Row.fetchAll(db, sql: "SELECT author, seq FROM relay_author WHERE space = ? ORDER BY author", arguments: [space]) {
+            let key: Data = row["author"]
+            let author = try replica(key)
+            let seq = UInt64(bitPattern: row["seq"] as Int64)
+            version[author] = seq
+            if seq > clientVersion[author] { lagging.append((author, key, clientVersion[author])) }
+        }
+        guard !lagging.isEmpty else { return RelayPage(records: [], version: version, more: false) }
+        let select = try db.cachedStatement(sql: """
+            SELECT id, startSeq, endSeq, payload FROM relay_change
+            WHERE space = ? AND author = ? AND endSeq > ? ORDER BY endSeq LIMIT ?
+            """)
+        var queues: [[RelayStoredRecord]] = []
+        for entry in lagging {
+            // A client's entry beyond what SQLite's signed integers hold has everything stored.
+            guard entry.have <= UInt64(Int64.max) else { continue }
+            let rows = try Row.fetchAll(select, arguments: [space, entry.key, Int64(entry.have), limits.maxChanges]).map {
+                RelayStoredRecord(arrival: $0["id"], record: RelayRecord(
+                    author: entry.author, startSeq: UInt64(bitPattern: $0["startSeq"] as Int64),
+                    endSeq: UInt64(bitPattern: $0["endSeq"] as Int64), payload: [UInt8]($0["payload"] as Data)))
+            }
+            if !rows.isEmpty { queues.append(rows) }
+        }
+        // Merge by arrival, keeping each author's rows in seq order.
+        var heads = [Int](repeating: 0, count: queues.count)
+        var result: [RelayStoredRecord] = []
+        var bytes = 0
+        var delivered: [ReplicaID: UInt64] = [:]
+        while result.count < limits.maxChanges {
+            var best = -1
+            for (index, queue) in queues.enumerated() where heads[index] < queue.count {
+                if best < 0 || queue[heads[index]].arrival < queues[best][heads[best]].arrival { best = index }
+            }
+            guard best >= 0 else { break }
+            let row = queues[best][heads[best]]
+            if !result.isEmpty, bytes + row.record.payload.count > limits.maxBytes { break }
+            result.append(row)
+            bytes += row.record.payload.count
+            heads[best] += 1
+            delivered[row.record.author] = row.record.endSeq
+        }
+        let more = lagging.contains { entry in (delivered[entry.author] ?? entry.have) < version[entry.author] }
+        return RelayPage(records: result, version: version, more: more)
+    }
+
+    static func replica(_ data: Data) throws -> ReplicaID {
+        guard let id = Identifier128(bytes: data) else {
+            throw RelayStorageError(.failure, "relay store: an author id of \(data.count) bytes (expected 16)")
+        }
+        return ReplicaID(id)
+    }
+
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? DatabaseError { return error.message ?? "\(error.resultCode)" }
+        if let error = error as? RelayStorageError { return error.message }
+        return "\(error)"
+    }
+}

@@ -1,0 +1,280 @@
+import Foundation
+import Hummingbird
+import HummingbirdCore
+import Logging
+import NIOCore
+import NotesRelay
+import NotesSync
+import ServiceLifecycle
+import Synchronization
+
+/// How a relay server listens and what it tolerates from slow or greedy clients.
+public struct RelayServerConfiguration: Sendable {
+    /// The address to listen on; loopback unless told otherwise.
+    public var host: String
+    /// The port; 0 picks a free one (read it back from `RunningRelay.port`).
+    public var port: Int
+    /// A connection that sends no complete request part (its headers, say) for this long is
+    /// closed, as is an idle kept-alive connection.
+    public var idleTimeoutSeconds: Int64
+    /// A request whose body has not arrived whole within this long gets 408.
+    public var bodyTimeoutSeconds: Int64
+    /// At most this many open connections from one client address; more are closed at once.
+    public var maxConnectionsPerAddress: Int
+    /// At most this many open connections in all; more wait in the listen backlog.
+    public var maxConnections: Int
+
+    /// A configuration; the defaults suit a relay behind a proxy on a small machine.
+    public init(host: String = "127.0.0.1", port: Int = 8080, idleTimeoutSeconds: Int64 = 15, bodyTimeoutSeconds: Int64 = 60,
+                maxConnectionsPerAddress: Int = 64, maxConnections: Int = 512) {
+        self.host = host
+        self.port = port
+        self.idleTimeoutSeconds = max(1, idleTimeoutSeconds)
+        self.bodyTimeoutSeconds = max(1, bodyTimeoutSeconds)
+        self.maxConnectionsPerAddress = max(1, maxConnectionsPerAddress)
+        self.maxConnections = max(1, maxConnections)
+    }
+}
+
+/// The sync relay over HTTP (Hummingbird): every request goes to a `RelayService`. Docs/HTTP.md
+/// describes the endpoints, limits and timeouts.
+public struct RelayServer: Sendable {
+    /// The protocol logic and its storage.
+    public let service: RelayService
+    /// Where it listens and what it tolerates.
+    public let configuration: RelayServerConfiguration
+    /// Where requests are logged (method, path, status, duration; never a header or a body).
+    public let logger: Logger
+    let connections = ConnectionCounter()
+
+    /// A server for `service`.
+    public init(service: RelayService, configuration: RelayServerConfiguration = RelayServerConfiguration(),
+                logger: Logger = Logger(label: "crdt-sync.relay")) {
+        self.service = service
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    /// The router, with the access log in front; usable without a socket.
+    public func router() -> Router<BasicRequestContext> {
+        let router = Router(context: BasicRequestContext.self)
+        router.add(middleware: AccessLogMiddleware(logger: logger))
+        let handler: @Sendable (Request, BasicRequestContext) async throws -> Response = { request, _ in
+            try await self.respond(request)
+        }
+        router.get("/healthz", use: handler)
+        router.get("/v1/spaces/:space/status", use: handler)
+        router.post("/v1/spaces/:space/sync", use: handler)
+        return router
+    }
+
+    func respond(_ request: Request) async throws -> Response {
+        var headers: [String: String] = [:]
+        for field in request.headers { headers[field.name.canonicalName] = field.value }
+        var body: [UInt8] = []
+        if request.method == .post {
+            let limit = service.limits.maxRequestBytes
+            if let declared = request.headers[.contentLength].flatMap(Int.init), declared > limit {
+                return RelayServer.response(await service.handle(RelayRequest(method: "POST", path: request.uri.path, headers: headers)))
+            }
+            do {
+                let buffer = try await RelayServer.withDeadline(seconds: configuration.bodyTimeoutSeconds) {
+                    try await request.body.collect(upTo: limit)
+                }
+                body = Array(buffer: buffer)
+            } catch is DeadlineExceeded {
+                return RelayServer.response(RelayResponse(status: 408, headers: ["Content-Type": "application/json"],
+                                                          body: Array("{\"error\":\"the request body did not arrive in time\"}\n".utf8)))
+            } catch let error as any HTTPResponseError where error.status == .contentTooLarge {
+                headers["content-length"] = String(limit + 1)
+                return RelayServer.response(await service.handle(RelayRequest(method: "POST", path: request.uri.path, headers: headers)))
+            }
+        }
+        let answer = await service.handle(RelayRequest(method: request.method.rawValue, path: request.uri.path, headers: headers, body: body))
+        return RelayServer.response(answer)
+    }
+
+    static func response(_ answer: RelayResponse) -> Response {
+        var fields = HTTPFields()
+        // The service's header names are constants of this package, all valid field names.
+        for (name, value) in answer.headers.sorted(by: { $0.key < $1.key }) { fields[.init(name)!] = value }
+        return Response(status: .init(code: answer.status), headers: fields, body: .init(byteBuffer: ByteBuffer(bytes: answer.body)))
+    }
+
+    /// The Hummingbird application; `onRunning` gets the bound port.
+    public func application(onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
+        let counter = connections
+        let perAddress = configuration.maxConnectionsPerAddress
+        let logger = self.logger
+        return Application(
+            router: router(),
+            server: .http1(configuration: .init(
+                additionalChannelHandlers: [PerAddressLimitHandler(counter: counter, limit: perAddress, logger: logger)],
+                idleTimeout: .seconds(configuration.idleTimeoutSeconds))),
+            configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: nil,
+                                 availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections)),
+            onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? 0) },
+            logger: logger
+        )
+    }
+
+    /// Starts listening and returns once the socket is bound.
+    public func start() async throws -> RunningRelay {
+        RelayServer.raiseOpenFileLimit()
+        let (stream, continuation) = AsyncStream<Int>.makeStream()
+        let app = application { port in continuation.yield(port) }
+        let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [], logger: logger))
+        let task = Task {
+            defer { continuation.finish() }
+            try await group.run()
+        }
+        for await port in stream {
+            return RunningRelay(port: port, group: group, task: task)
+        }
+        try await task.value
+        throw SyncError(.io, "the relay stopped before it was listening")
+    }
+
+    /// Raises the soft limit on open files to the hard limit: each connection takes one.
+    public static func raiseOpenFileLimit() {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+        limit.rlim_cur = limit.rlim_max
+        _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+    }
+
+    struct DeadlineExceeded: Error {}
+
+    static func withDeadline<T: Sendable>(seconds: Int64, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        try await withThrowingTaskGroup(of: T.self) { group in
+            group.addTask { try await body() }
+            group.addTask {
+                try await Task.sleep(nanoseconds: UInt64(seconds) * 1_000_000_000)
+                throw DeadlineExceeded()
+            }
+            defer { group.cancelAll() }
+            return try await group.next()!
+        }
+    }
+}
+
+/// A relay listening on a socket, until `stop()`.
+public struct RunningRelay: Sendable {
+    /// The port it is bound to.
+    public let port: Int
+    let group: ServiceGroup
+    let task: Task<Void, any Error>
+
+    /// The base URL of the relay (`http://127.0.0.1:PORT`).
+    public var url: String { "http://127.0.0.1:\(port)" }
+
+    /// Stops accepting connections, lets requests in progress finish, and waits until the server
+    /// has shut down.
+    public func stop() async {
+        await group.triggerGracefulShutdown()
+        _ = try? await task.value
+    }
+}
+
+/// Open connections per client address.
+final class ConnectionCounter: Sendable {
+    private let counts = Mutex([String: Int]())
+
+    /// Counts a new connection from `address`; false (not counted) when it already has `limit`.
+    func admit(_ address: String, limit: Int) -> Bool {
+        counts.withLock { counts in
+            let current = counts[address, default: 0]
+            guard current < limit else { return false }
+            counts[address] = current + 1
+            return true
+        }
+    }
+
+    func release(_ address: String) {
+        counts.withLock { counts in
+            let current = counts[address, default: 0]
+            if current <= 1 { counts[address] = nil } else { counts[address] = current - 1 }
+        }
+    }
+
+    func count(_ address: String) -> Int { counts.withLock { $0[address, default: 0] } }
+}
+
+/// Closes a connection from an address that already has its share open.
+final class PerAddressLimitHandler: ChannelInboundHandler, RemovableChannelHandler, @unchecked Sendable {
+    typealias InboundIn = NIOAny
+
+    let counter: ConnectionCounter
+    let limit: Int
+    let logger: Logger
+    private var counted: String?
+
+    init(counter: ConnectionCounter, limit: Int, logger: Logger) {
+        self.counter = counter
+        self.limit = limit
+        self.logger = logger
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { admit(context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        if counted == nil { admit(context) }
+        context.fireChannelActive()
+    }
+
+    private func admit(_ context: ChannelHandlerContext) {
+        let address = context.channel.remoteAddress?.ipAddress ?? "unknown"
+        if counter.admit(address, limit: limit) {
+            counted = address
+        } else {
+            logger.warning("closing a connection from \(address): it already has \(limit) open")
+            context.close(promise: nil)
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        release()
+        context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        release()
+    }
+
+    private func release() {
+        if let address = counted {
+            counter.release(address)
+            counted = nil
+        }
+    }
+}
+
+/// Logs every request: method, path, status and duration. Never headers (the token is in one),
+/// never the query string, never a body.
+struct AccessLogMiddleware<Context: RequestContext>: RouterMiddleware {
+    let logger: Logger
+
+    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+        let start = ContinuousClock.now
+        do {
+            let response = try await next(request, context)
+            log(request, status: response.status.code, since: start)
+            return response
+        } catch let error as any HTTPResponseError {
+            log(request, status: error.status.code, since: start)
+            throw error
+        } catch {
+            log(request, status: 500, since: start)
+            throw error
+        }
+    }
+
+    private func log(_ request: Request, status: Int, since start: ContinuousClock.Instant) {
+        let elapsed = ContinuousClock.now - start
+        let milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
+        let level: Logger.Level = status >= 500 ? .error : .info
+        logger.log(level: level, "\(request.method) \(request.uri.path) \(status) \(String(format: "%.1f", milliseconds)) ms")
+    }
+}

@@ -1,0 +1,185 @@
+import Foundation
+import NotesCRDT
+
+/// The relay transport: a `SyncTransport` that talks to a `crdt-sync serve` relay through an
+/// `HTTPCalling` (AsyncHTTPClient in an app: see NotesSyncHTTP's `HTTPRelayClient`).
+///
+/// - `remoteVersion` reads the space's vector from `GET /v1/spaces/{space}/status`;
+/// - `send` posts the bundle (in requests of at most `maxChangesPerRequest` changes, each stored
+///   by the relay in one transaction); the relay answers each with the first page of what the
+///   sender lacks; the last answer's pages are followed (`X-CRDT-More: 1`) and returned, so no
+///   separate receive is needed;
+/// - `receive` posts an empty bundle with the replica's vector and follows the pages.
+///
+/// The transport keeps no state between calls. Network failures, timeouts and 408/429/5xx answers
+/// throw `SyncError(.transient, ...)`, which `SyncEngine` retries with backoff (a retry is
+/// harmless: the relay stores every change once, and applying is idempotent). Another 4xx throws
+/// `SyncError(.rejected, ...)` with the relay's message and is not retried.
+public struct RelayTransport: SyncTransport {
+    /// The relay's base URL, without a trailing slash (`http://127.0.0.1:8080`).
+    public let baseURL: String
+    /// The space (notebook) on the relay.
+    public let space: String
+    private let token: String
+    private let http: any HTTPCalling
+    /// At most this many changes per POST.
+    public var maxChangesPerRequest = 2000
+    /// Answers larger than this are refused (a safety net against a confused or hostile server).
+    public var maxResponseBytes = 64 << 20
+    /// At most this many pages per receive (a relay that keeps saying "more" is cut off).
+    public var maxPages = 100_000
+
+    /// - Parameters:
+    ///   - url: the relay's base URL (`http://HOST:PORT`, or `https://`, with or without a path prefix).
+    ///   - space: the space's name.
+    ///   - token: the space's bearer token.
+    ///   - http: what makes the requests.
+    public init(url: String, space: String, token: String, http: any HTTPCalling) throws {
+        var base = url
+        while base.hasSuffix("/") { base.removeLast() }
+        let lowered = base.lowercased()
+        guard lowered.hasPrefix("http://") || lowered.hasPrefix("https://"),
+              base.split(separator: "/", omittingEmptySubsequences: true).count >= 2 else {
+            throw SyncError(.rejected, "\(url) is not an http:// or https:// URL")
+        }
+        guard RelayProtocol.isValidSpace(space) else {
+            throw SyncError(.rejected, "\"\(space)\" is not a valid space name (1 to 128 of A-Z a-z 0-9 . _ -)")
+        }
+        guard !token.isEmpty, !token.contains(where: { $0.isWhitespace || $0.isNewline }) else {
+            throw SyncError(.rejected, "no valid token given for the relay")
+        }
+        baseURL = base
+        self.space = space
+        self.token = token
+        self.http = http
+    }
+
+    var spaceURL: String { baseURL + "/v1/spaces/" + space }
+
+    // MARK: SyncTransport
+
+    public func remoteVersion(for local: ReplicaID) async throws -> VersionVector {
+        try await status().versionVector()
+    }
+
+    public func send(_ bundle: SyncBundle) async throws -> SendResult {
+        var start = 0
+        var reply: RelayReply?
+        repeat {
+            let end = min(bundle.changes.count, start + max(1, maxChangesPerRequest))
+            let piece = SyncBundle(sender: bundle.sender, senderVersion: bundle.senderVersion, changes: Array(bundle.changes[start ..< end]))
+            reply = try await exchange(piece)
+            start = end
+        } while start < bundle.changes.count
+        return SendResult(replies: try await pages(from: reply!, local: bundle.sender, version: bundle.senderVersion), complete: true)
+    }
+
+    public func receive(for local: ReplicaID, version: VersionVector) async throws -> ReceiveResult {
+        let first = try await exchange(SyncBundle(sender: local, senderVersion: version, changes: []))
+        return ReceiveResult(bundles: try await pages(from: first, local: local, version: version))
+    }
+
+    /// The first reply and every page after it, for a replica at `version`.
+    func pages(from first: RelayReply, local: ReplicaID, version: VersionVector) async throws -> [ReceivedBundle] {
+        var reply = first
+        var bundles = [ReceivedBundle(bundle: reply.bundle, source: spaceURL)]
+        var cursor = version
+        var count = 1
+        while reply.more {
+            var advanced = cursor
+            for change in reply.bundle.changes where change.endSeq > advanced[change.replica] {
+                advanced[change.replica] = change.endSeq
+            }
+            guard advanced != cursor else {
+                throw SyncError(.transient, "\(spaceURL): the relay said there is more but sent nothing new")
+            }
+            guard count < maxPages else {
+                throw SyncError(.transient, "\(spaceURL): the relay sent more than \(maxPages) pages; the rest waits for the next sync")
+            }
+            cursor = advanced
+            reply = try await exchange(SyncBundle(sender: local, senderVersion: cursor, changes: []))
+            bundles.append(ReceivedBundle(bundle: reply.bundle, source: spaceURL))
+            count += 1
+        }
+        return bundles
+    }
+
+    // MARK: Requests
+
+    /// One answer of the relay to a POST: a page of what the client lacks.
+    public struct RelayReply: Sendable {
+        /// The relay's vector for the space as senderVersion, and the page of changes.
+        public var bundle: SyncBundle
+        /// Whether there is more than this page.
+        public var more: Bool
+        /// How many changes of the request the relay stored as new.
+        public var stored: Int
+    }
+
+    /// One `POST /v1/spaces/{space}/sync`: stores the bundle's changes and returns one page of
+    /// what a replica at its senderVersion lacks.
+    public func exchange(_ bundle: SyncBundle) async throws -> RelayReply {
+        let request = HTTPCallRequest(method: "POST", url: spaceURL + "/sync",
+                                      headers: ["Authorization": "Bearer \(token)", "Content-Type": RelayProtocol.bundleContentType],
+                                      body: bundle.encoded())
+        let response = try await perform(request)
+        let reply: SyncBundle
+        do {
+            reply = try SyncBundle.decode(response.body)
+        } catch let error as SyncError {
+            throw SyncError(.transient, "\(spaceURL)/sync: the relay's answer is not a valid bundle (\(error.message))")
+        }
+        let more = response.header(RelayProtocol.moreHeader) == "1"
+        let stored = response.header(RelayProtocol.storedHeader).flatMap(Int.init) ?? 0
+        return RelayReply(bundle: reply, more: more, stored: stored)
+    }
+
+    /// `GET /v1/spaces/{space}/status`.
+    public func status() async throws -> RelayStatusJSON {
+        let response = try await perform(HTTPCallRequest(method: "GET", url: spaceURL + "/status",
+                                                         headers: ["Authorization": "Bearer \(token)"]))
+        do {
+            return try JSONReading.decode(RelayStatusJSON.self, from: response.body)
+        } catch {
+            throw SyncError(.transient, "\(spaceURL)/status: the relay's answer is not the expected JSON")
+        }
+    }
+
+    private func perform(_ request: HTTPCallRequest) async throws -> HTTPCallResponse {
+        let response: HTTPCallResponse
+        do {
+            response = try await http.call(request, maxResponseBytes: maxResponseBytes)
+        } catch let error as SyncError {
+            throw error.code == .transient ? error : SyncError(.transient, "cannot reach the relay at \(baseURL): \(error.message)")
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            throw SyncError(.transient, "cannot reach the relay at \(baseURL): \(error)")
+        }
+        switch response.status {
+        case 200 ..< 300:
+            return response
+        case 408, 429, 500 ..< 600:
+            throw SyncError(.transient, "the relay answered \(response.status): \(RelayTransport.message(response.body))")
+        default:
+            throw SyncError(.rejected, "the relay refused the request (\(response.status)): \(RelayTransport.message(response.body))")
+        }
+    }
+
+    /// The `error` of a JSON error body, else the body as text (shortened).
+    static func message(_ bytes: [UInt8]) -> String {
+        if let object = try? JSONReading.decode([String: String].self, from: bytes), let error = object["error"] {
+            return error
+        }
+        var text = String(decoding: bytes.prefix(300), as: UTF8.self)
+        while let last = text.last, last.isWhitespace { text.removeLast() }
+        return text.isEmpty ? "(no message)" : text
+    }
+}
+
+/// JSON decoding of a response body.
+enum JSONReading {
+    static func decode<T: Decodable>(_ type: T.Type, from bytes: [UInt8]) throws -> T {
+        try JSONDecoder().decode(type, from: Data(bytes))
+    }
+}

@@ -1,0 +1,266 @@
+import NotesCRDT
+
+/// One sync between a replica and a transport, as a state machine with no I/O, in the manner of
+/// swift-nio's protocol state machines and automerge's `sync::State`: each event returns the next
+/// action, and `SyncEngine` performs it (on the replica or the transport) and reports the outcome
+/// back as the next event.
+///
+/// A round: learn what the other side has, load and send exactly what it lacks, receive what we
+/// lack (unless the send's answer already held it all), apply it in one batch, record what each
+/// peer has, finish with a report. Received bundles are checked for what a transport cannot
+/// know: changes repeated across bundles are applied once, changes of this replica's own identity
+/// that it never made are counted (a copied replica), and what is applied goes in one canonical
+/// causal order, so that the outcome does not depend on the order bundles arrived in.
+public struct SyncSession: Sendable {
+    /// What to do next.
+    public enum Action: Sendable {
+        /// Ask the transport what the other side has (`remoteVersionReceived`).
+        case fetchRemoteVersion
+        /// Ask the replica for the changes a replica at this version lacks (`changesLoaded`).
+        case loadChanges(since: VersionVector)
+        /// Hand this bundle to the transport (`sent`).
+        case send(SyncBundle)
+        /// Ask the transport for what a replica at this version lacks (`received`).
+        case receive(version: VersionVector)
+        /// Apply these changes to the replica in one batch (`applied`).
+        case apply([Change])
+        /// Record what these peers have (`peersRecorded`).
+        case recordPeers([PeerVersion])
+        /// Done.
+        case finish(SyncReport)
+    }
+
+    /// A peer and what it has, as a bundle it wrote said.
+    public struct PeerVersion: Sendable, Hashable {
+        public var replica: ReplicaID
+        public var version: VersionVector
+    }
+
+    enum State: Sendable, Equatable {
+        case idle
+        case awaitingRemoteVersion
+        case awaitingChanges(remote: VersionVector)
+        case awaitingSend
+        case awaitingBundles
+        case awaitingApply
+        case awaitingPeers
+        case done
+    }
+
+    /// A step taken out of order: a bug in the engine driving the session.
+    public struct MisuseError: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    private(set) var state: State = .idle
+    /// This replica's identity.
+    public let local: ReplicaID
+    /// What this replica had when the session started.
+    public let localVersion: VersionVector
+    private var report = SyncReport()
+    /// Bundles received so far (with the send's replies).
+    private var received: [ReceivedBundle] = []
+
+    /// A session for `local`, which has applied `version`.
+    public init(local: ReplicaID, version: VersionVector) {
+        self.local = local
+        self.localVersion = version
+    }
+
+    /// The first action.
+    public mutating func start() throws -> Action {
+        try expect(.idle)
+        state = .awaitingRemoteVersion
+        return .fetchRemoteVersion
+    }
+
+    /// The other side has `remote`: load what it lacks, or go straight to receiving.
+    public mutating func remoteVersionReceived(_ remote: VersionVector) throws -> Action {
+        try expect(.awaitingRemoteVersion)
+        if remote.missing(from: localVersion).isEmpty {
+            state = .awaitingBundles
+            return .receive(version: localVersion)
+        }
+        state = .awaitingChanges(remote: remote)
+        return .loadChanges(since: remote)
+    }
+
+    /// The replica handed over the changes the other side lacks: send them, in canonical causal order.
+    public mutating func changesLoaded(_ changes: [Change]) throws -> Action {
+        guard case .awaitingChanges(let remote) = state else { throw MisuseError(description: "changesLoaded in state \(state)") }
+        // Only what was asked for: each change must end past what the other side has.
+        for change in changes where change.endSeq <= remote[change.replica] || localVersion[change.replica] < change.endSeq {
+            throw MisuseError(description: "the replica handed over \(change.replica)@\(change.startSeq)-\(change.endSeq), which was not asked for")
+        }
+        guard !changes.isEmpty else {
+            state = .awaitingBundles
+            return .receive(version: localVersion)
+        }
+        state = .awaitingSend
+        let bundle = SyncBundle(sender: local, senderVersion: localVersion, changes: CausalOrder.canonical(changes))
+        report.sentChanges = changes.count
+        report.sentOperations = bundle.operationCount
+        return .send(bundle)
+    }
+
+    /// The transport took the bundle; `result` may already hold what we lack.
+    public mutating func sent(_ result: SendResult) throws -> Action {
+        try expect(.awaitingSend)
+        received += result.replies
+        if result.complete { return try finishReceiving(skipped: []) }
+        state = .awaitingBundles
+        return .receive(version: localVersion)
+    }
+
+    /// The transport found these bundles.
+    public mutating func received(_ result: ReceiveResult) throws -> Action {
+        try expect(.awaitingBundles)
+        received += result.bundles
+        return try finishReceiving(skipped: result.skipped)
+    }
+
+    private mutating func finishReceiving(skipped: [SkippedInput]) throws -> Action {
+        report.skipped = skipped.map { "\($0.source): \($0.reason)" }
+        var seen: Set<Change> = []
+        var changes: [Change] = []
+        for item in received where !item.bundle.changes.isEmpty {
+            report.receivedBundles += 1
+            for change in item.bundle.changes {
+                if change.replica == local, localVersion[change.replica] < change.endSeq {
+                    // Our own identity, operations we never made: another copy of this replica.
+                    report.foreignOwnChanges += 1
+                }
+                if seen.insert(change).inserted { changes.append(change) }
+            }
+        }
+        report.receivedChanges = changes.count
+        state = .awaitingApply
+        return .apply(CausalOrder.canonical(changes))
+    }
+
+    /// The replica applied the batch.
+    public mutating func applied(_ outcome: IntegrationReport) throws -> Action {
+        try expect(.awaitingApply)
+        report.applied = outcome.applied
+        report.duplicates = outcome.duplicates
+        report.pending = outcome.pending
+        report.quarantined = outcome.quarantined
+        var versions: [ReplicaID: VersionVector] = [:]
+        for item in received where item.bundle.sender != local {
+            versions[item.bundle.sender, default: VersionVector()].merge(item.bundle.senderVersion)
+        }
+        let peers = versions.sorted { $0.key < $1.key }.map { PeerVersion(replica: $0.key, version: $0.value) }
+        report.peers = peers.map(\.replica.description)
+        state = .awaitingPeers
+        if peers.isEmpty { return try peersRecorded() }
+        return .recordPeers(peers)
+    }
+
+    /// The peers were recorded: the session is over.
+    public mutating func peersRecorded() throws -> Action {
+        try expect(.awaitingPeers)
+        state = .done
+        return .finish(report)
+    }
+
+    /// Counts a transport retry in the report.
+    public mutating func retried() { report.retries += 1 }
+
+    private func expect(_ expected: State) throws {
+        guard state == expected else { throw MisuseError(description: "expected state \(expected), in \(state)") }
+    }
+}
+
+/// What one sync did.
+public struct SyncReport: Sendable, Codable, Equatable {
+    /// Changes sent (after the replica cut them to what the other side lacks).
+    public var sentChanges = 0
+    /// Operations (sequence numbers) those changes cover.
+    public var sentOperations: UInt64 = 0
+    /// Bundles received that held changes.
+    public var receivedBundles = 0
+    /// Distinct changes received.
+    public var receivedChanges = 0
+    /// Changes applied (including waiting ones they released).
+    public var applied = 0
+    /// Changes this replica already had.
+    public var duplicates = 0
+    /// Changes waiting for their dependencies after the sync (in the whole replica).
+    public var pending = 0
+    /// Changes set aside because they failed validation (in the whole replica).
+    public var quarantined = 0
+    /// Received changes in this replica's own name that it never made (another copy of it).
+    public var foreignOwnChanges = 0
+    /// Inputs that could not be read this time (they are read again next time).
+    public var skipped: [String] = []
+    /// Transport retries made.
+    public var retries = 0
+    /// The peers whose versions were recorded.
+    public var peers: [String] = []
+
+    public init() {}
+}
+
+/// A canonical causal order of changes: what a session sends and applies.
+///
+/// The order in which a replica lists its changes is causal but not a function of the set of
+/// changes alone (waiting changes are released in the order they arrived). Sorting what crosses
+/// a transport makes the outcome, and a simulation seed, independent of arrival order.
+///
+/// Built from each author's changes in seq order: the author whose change came last goes on while
+/// its next change is ready (every operation it depends on is already placed, or not in the set);
+/// otherwise the ready change with the earliest first timestamp (then author) goes next. One
+/// always is ready in a causal history (a change's author had observed, through its clock, every
+/// operation it depends on); without one (a hostile set) the earliest goes, and the receiver's
+/// pending set sorts it out. Keeping an author's changes in runs lets a receiver log a batch in a
+/// few rows.
+public enum CausalOrder {
+    /// The changes in canonical causal order.
+    ///
+    /// - Complexity: O(*n* · *a*) for *n* changes of *a* authors (a handful).
+    public static func canonical(_ changes: [Change]) -> [Change] {
+        guard changes.count > 1 else { return changes }
+        var found: [ReplicaID] = []
+        var byAuthor: [[Int]] = []
+        for i in changes.indices {
+            let replica = changes[i].replica
+            if let a = found.firstIndex(of: replica) { byAuthor[a].append(i) } else { found.append(replica); byAuthor.append([i]) }
+        }
+        let sorted = found.indices.sorted { found[$0] < found[$1] }
+        let authors = sorted.map { found[$0] }
+        let queues = sorted.map { a in
+            byAuthor[a].sorted { (changes[$0].startSeq, changes[$0].endSeq, $0) < (changes[$1].startSeq, changes[$1].endSeq, $1) }
+        }
+        var next = [Int](repeating: 0, count: authors.count)
+        func ready(_ change: Int) -> Bool {
+            for dependency in changes[change].dependencies.sortedEntries where dependency.replica != changes[change].replica {
+                guard let a = authors.firstIndex(of: dependency.replica), next[a] < queues[a].count else { continue }
+                if changes[queues[a][next[a]]].startSeq <= dependency.seq { return false }
+            }
+            return true
+        }
+        func head(_ a: Int) -> Int { queues[a][next[a]] }
+        var result: [Change] = []
+        result.reserveCapacity(changes.count)
+        var current: Int?
+        while result.count < changes.count {
+            if let a = current, next[a] < queues[a].count, ready(head(a)) {
+                result.append(changes[head(a)])
+                next[a] += 1
+                continue
+            }
+            var best: Int?
+            var fallback: Int?
+            for a in authors.indices where next[a] < queues[a].count {
+                let timestamp = changes[head(a)].timestamp
+                if fallback == nil || timestamp < changes[head(fallback!)].timestamp { fallback = a }
+                if ready(head(a)), best == nil || timestamp < changes[head(best!)].timestamp { best = a }
+            }
+            let a = best ?? fallback!
+            result.append(changes[head(a)])
+            next[a] += 1
+            current = a
+        }
+        return result
+    }
+}

@@ -1,0 +1,87 @@
+import AsyncHTTPClient
+import NIOCore
+import NIOHTTP1
+import NotesCRDT
+import NotesSync
+
+/// Makes the relay client's HTTP requests with AsyncHTTPClient: an app's way to sync with a
+/// `crdt-sync serve` relay.
+///
+/// ```swift
+/// let client = HTTPRelayClient()
+/// let transport = try client.transport(url: "https://relay.example", space: "alice", token: token)
+/// let report = try await SyncEngine().sync(store, over: transport)
+/// try await client.shutdown()
+/// ```
+public final class HTTPRelayClient: HTTPCalling {
+    /// The underlying client.
+    public let client: HTTPClient
+    /// How long one request may take, in seconds.
+    public let timeoutSeconds: Int64
+    private let ownsClient: Bool
+
+    /// A client that fails fast when the relay is down (so the sync engine's backoff, not the
+    /// client's, decides when to try again), with up to `maxConnections` connections per host.
+    public init(maxConnections: Int = 8, connectTimeoutSeconds: Int64 = 5, timeoutSeconds: Int64 = 30) {
+        var configuration = HTTPClient.Configuration()
+        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: maxConnections)
+        configuration.connectionPool.retryConnectionEstablishment = false
+        configuration.timeout = .init(connect: .seconds(connectTimeoutSeconds))
+        configuration.decompression = .disabled
+        client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
+        self.timeoutSeconds = timeoutSeconds
+        ownsClient = true
+    }
+
+    /// Uses an existing AsyncHTTPClient (which the caller shuts down).
+    public init(client: HTTPClient, timeoutSeconds: Int64 = 30) {
+        self.client = client
+        self.timeoutSeconds = timeoutSeconds
+        ownsClient = false
+    }
+
+    /// A relay transport that makes its requests through this client.
+    public func transport(url: String, space: String, token: String) throws -> RelayTransport {
+        try RelayTransport(url: url, space: space, token: token, http: self)
+    }
+
+    /// Shuts the client down (when this object made it).
+    public func shutdown() async throws {
+        if ownsClient { try await client.shutdown() }
+    }
+
+    public func call(_ request: HTTPCallRequest, maxResponseBytes: Int) async throws -> HTTPCallResponse {
+        var outgoing = HTTPClientRequest(url: request.url)
+        outgoing.method = HTTPMethod(rawValue: request.method)
+        for (name, value) in request.headers.sorted(by: { $0.key < $1.key }) { outgoing.headers.add(name: name, value: value) }
+        if !request.body.isEmpty || request.method == "POST" { outgoing.body = .bytes(ByteBuffer(bytes: request.body)) }
+        do {
+            let response = try await client.execute(outgoing, timeout: .seconds(timeoutSeconds))
+            let body = try await response.body.collect(upTo: maxResponseBytes)
+            var headers: [String: String] = [:]
+            for header in response.headers { headers[header.name.lowercased()] = header.value }
+            return HTTPCallResponse(status: Int(response.status.code), headers: headers, body: Array(buffer: body))
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            throw SyncError(.transient, "cannot reach the relay: \(HTTPRelayClient.describe(error))")
+        }
+    }
+
+    /// A short reason for a network error.
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? HTTPClientError {
+            switch error {
+            case .connectTimeout: return "the connection timed out"
+            case .deadlineExceeded, .readTimeout, .writeTimeout: return "the request timed out"
+            case .remoteConnectionClosed: return "the relay closed the connection"
+            default: return "\(error)"
+            }
+        }
+        let text = String(describing: error)
+        if text.contains("Connection refused") { return "connection refused (is the relay running?)" }
+        if text.contains("Connection reset") { return "the connection was reset" }
+        if text.contains("tooManyBytes") || text.contains("TooManyBytes") { return "the answer is larger than the client accepts" }
+        return text
+    }
+}

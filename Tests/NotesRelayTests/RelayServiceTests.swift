@@ -1,0 +1,112 @@
+import Foundation
+import NotesCRDT
+@testable import NotesRelay
+import NotesStore
+import NotesSync
+import Testing
+
+/// The relay's protocol logic, without HTTP.
+struct RelayServiceTests {
+    static let token = "tok-s-1"
+
+    static func service(pageSize: Int = 1000) throws -> RelayService {
+        RelayService(storage: try SQLiteRelayStorage.inMemory(), tokens: try RelayTokens([(space: "s", token: token)]),
+                     limits: RelayLimits(page: RelayPageLimits(maxChanges: pageSize)))
+    }
+
+    static func post(_ service: RelayService, _ bundle: SyncBundle, token: String? = RelayServiceTests.token) async -> RelayResponse {
+        await post(service, bundle.encoded(), token: token)
+    }
+
+    static func post(_ service: RelayService, _ body: [UInt8], token: String? = RelayServiceTests.token) async -> RelayResponse {
+        var headers: [String: String] = [:]
+        if let token { headers["Authorization"] = "Bearer \(token)" }
+        return await service.handle(RelayRequest(method: "POST", path: "/v1/spaces/s/sync", headers: headers, body: body))
+    }
+
+    static func message(_ response: RelayResponse) -> String {
+        (try? JSONDecoder().decode([String: String].self, from: Data(response.body)))?["error"] ?? String(decoding: response.body, as: UTF8.self)
+    }
+
+    @Test func authorization() async throws {
+        let service = try Self.service()
+        let empty = SyncBundle(sender: .random(), senderVersion: VersionVector(), changes: [])
+        #expect(await Self.post(service, empty, token: nil).status == 401)
+        #expect(await Self.post(service, empty, token: "wrong").status == 401)
+        #expect(await Self.post(service, empty).status == 200)
+        let other = await service.handle(RelayRequest(method: "GET", path: "/v1/spaces/t/status", headers: ["authorization": "Bearer \(Self.token)"]))
+        #expect(other.status == 403)
+        #expect(await service.handle(RelayRequest(method: "GET", path: "/healthz")).status == 200)
+        #expect(await service.handle(RelayRequest(method: "GET", path: "/v1/other")).status == 404)
+        #expect(await service.handle(RelayRequest(method: "PUT", path: "/v1/spaces/s/sync")).status == 405)
+    }
+
+    @Test func storesAndAnswersWithWhatTheClientLacks() async throws {
+        let service = try Self.service()
+        let a = try NoteStore.openInMemory()
+        let b = try NoteStore.openInMemory()
+        _ = try a.createNote(title: "from a", body: "hello")
+        let upload = SyncBundle(sender: a.replicaID, senderVersion: try a.versionVector, changes: try a.changes(since: VersionVector()))
+        let stored = await Self.post(service, upload)
+        #expect(stored.status == 200)
+        #expect(stored.headers[RelayProtocol.storedHeader] == "\(upload.changes.count)")
+        let reply = try SyncBundle.decode(await Self.post(service, SyncBundle(sender: b.replicaID, senderVersion: VersionVector(), changes: [])).body)
+        #expect(reply.sender == service.relayReplica(for: "s"))
+        #expect(reply.senderVersion == (try a.versionVector))
+        try b.apply(reply.changes)
+        #expect(try b.digest() == a.digest())
+    }
+
+    /// What the relay can tell is wrong without CRDT knowledge is refused with 400 and a reason,
+    /// and nothing of the request is stored.
+    @Test func refusesUploadsItCanTellAreWrong() async throws {
+        let service = try Self.service()
+        var a = Notebook(replicaID: .random(), wallClock: FixedWallClock(1_700_000_000_000))
+        let (id, first) = a.createNote(title: "t")
+        let changes = [first, try a.setPinned(id, true), try a.setTitle(id, "u")]
+        let version = a.versionVector
+        // A gap inside the request.
+        let holed = await Self.post(service, SyncBundle(sender: a.replicaID, senderVersion: version, changes: [changes[0], changes[2]]))
+        #expect(holed.status == 400)
+        #expect(Self.message(holed).contains("gap"))
+        // A gap against what the space holds.
+        let ahead = await Self.post(service, SyncBundle(sender: a.replicaID, senderVersion: version, changes: [changes[2]]))
+        #expect(ahead.status == 400)
+        #expect(Self.message(ahead).contains("would leave a gap"))
+        // Changes past what the sender says it has.
+        var behind = version
+        behind[a.replicaID] = 1
+        let lying = await Self.post(service, SyncBundle(sender: a.replicaID, senderVersion: behind, changes: changes))
+        #expect(lying.status == 400)
+        #expect(Self.message(lying).contains("past what the sender says it has"))
+        // Not a bundle, or damaged.
+        #expect(await Self.post(service, Array("hello".utf8)).status == 400)
+        var damaged = SyncBundle(sender: a.replicaID, senderVersion: version, changes: changes).encoded()
+        damaged[damaged.count / 2] ^= 0x40
+        let refused = await Self.post(service, damaged)
+        #expect(refused.status == 400)
+        #expect(Self.message(refused).contains("not a valid bundle"))
+        #expect(try await service.storage.status(space: "s").changes == 0)
+    }
+
+    @Test func pagesFollowTheClientsVector() async throws {
+        let service = try Self.service(pageSize: 2)
+        let a = try NoteStore.openInMemory()
+        for i in 0 ..< 5 { _ = try a.createNote(title: "n\(i)") }
+        let upload = SyncBundle(sender: a.replicaID, senderVersion: try a.versionVector, changes: try a.changes(since: VersionVector()))
+        #expect(await Self.post(service, upload).status == 200)
+        let b = try NoteStore.openInMemory()
+        var cursor = VersionVector()
+        var pages = 0
+        while true {
+            let response = await Self.post(service, SyncBundle(sender: b.replicaID, senderVersion: cursor, changes: []))
+            let page = try SyncBundle.decode(response.body)
+            pages += 1
+            try b.apply(page.changes)
+            for change in page.changes { cursor[change.replica] = max(cursor[change.replica], change.endSeq) }
+            if response.headers[RelayProtocol.moreHeader] != "1" { break }
+        }
+        #expect(pages == (upload.changes.count + 1) / 2)
+        #expect(try b.digest() == a.digest())
+    }
+}
