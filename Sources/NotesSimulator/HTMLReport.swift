@@ -68,6 +68,8 @@ public enum HTMLReport {
                 svg += "<text x='\(cx - 5)' y='\(cy + 26)' class='reinstall'>⟲<title>\(when) reinstalled from nothing (a new replica id)</title></text>"
             case .clockJump:
                 svg += "<text x='\(cx - 4)' y='\(cy + 16)' class='jump'>⏱<title>\(when) clock jumps by \(formatSigned(entry.a))</title></text>"
+            case .death:
+                svg += "<text x='\(cx - 4)' y='\(cy + 26)' class='crash'>☠<title>\(when) stops for good; its folder files rot</title></text>"
             default:
                 break
             }

@@ -35,6 +35,9 @@ public struct Scenario: Codable, Sendable, Hashable {
         public var burstSize: Int = 2
         /// Relative weights of the kinds of edit.
         public var mix: [String: Double] = Workload.defaultMix
+        /// The probability that an edit is made by another process on the device (a second store
+        /// on the same database, as a command line run while the app is open).
+        public var otherProcess: Double = 0
 
         public static let defaultMix: [String: Double] = [
             "type": 40, "append": 15, "deleteRange": 12, "rename": 8, "pin": 5, "tag": 5,
@@ -133,6 +136,21 @@ public struct Scenario: Codable, Sendable, Hashable {
         public var reinstallAt: [DeviceTime] = []
         /// Scheduled crashes.
         public var crashAt: [DeviceTime] = []
+        /// Random reinstalls in the middle of a sync (after some of its writes or requests: an
+        /// upload half done when the device is wiped).
+        public var reinstallsDuringSync: Int = 0
+        /// Devices that stop for good at a time: they never sync again, and every file they wrote
+        /// in a shared folder is then damaged everywhere (bit rot in the cloud copy). Whoever holds
+        /// their changes must pass them on.
+        public var deaths: [DeviceTime] = []
+        /// Forged files that appear in each shared folder, from a writer that is no device: names
+        /// that lie about what they hold, changes of one author under another's name, garbage,
+        /// files larger than a reader accepts. Readers skip them; nobody trusts them.
+        public var forgeries: Int = 0
+        /// Hostile requests to each relay: no token, a wrong token, another space's token, bodies
+        /// that are not bundles, damaged, too large, or with gaps. The relay refuses each with the
+        /// status the protocol says, and stores nothing.
+        public var intrusions: Int = 0
         /// Random partitions of one device from one hub.
         public var randomPartitions: Int = 0
         public var maxPartitionSeconds: Double = 3600
@@ -205,7 +223,7 @@ public struct Scenario: Codable, Sendable, Hashable {
             }
             for d in p.devices where d < 0 || d >= devices { throw SimulationError("\(name): a partition names device \(d)") }
         }
-        for item in faults.reinstallAt + faults.crashAt where item.device < 0 || item.device >= devices {
+        for item in faults.reinstallAt + faults.crashAt + faults.deaths where item.device < 0 || item.device >= devices {
             throw SimulationError("\(name): a fault names device \(item.device)")
         }
         for jump in clocks.jumps where jump.device < 0 || jump.device >= devices {
@@ -298,7 +316,7 @@ extension Scenario {
 }
 
 extension Scenario.Workload {
-    enum CodingKeys: String, CodingKey { case editsPerDevice, initialNotes, initialBodyLength, burst, burstSize, mix }
+    enum CodingKeys: String, CodingKey { case editsPerDevice, initialNotes, initialBodyLength, burst, burstSize, mix, otherProcess }
     public init(from decoder: any Decoder) throws {
         self.init()
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -308,6 +326,7 @@ extension Scenario.Workload {
         burst = try c.decodeIfPresent(Double.self, forKey: .burst) ?? burst
         burstSize = try c.decodeIfPresent(Int.self, forKey: .burstSize) ?? burstSize
         mix = try c.decodeIfPresent([String: Double].self, forKey: .mix) ?? mix
+        otherProcess = try c.decodeIfPresent(Double.self, forKey: .otherProcess) ?? otherProcess
     }
 }
 
@@ -378,7 +397,10 @@ extension Scenario.Partition {
 }
 
 extension Scenario.Faults {
-    enum CodingKeys: String, CodingKey { case crashes, reinstalls, reinstallAt, crashAt, randomPartitions, maxPartitionSeconds, oneWay }
+    enum CodingKeys: String, CodingKey {
+        case crashes, reinstalls, reinstallAt, crashAt, reinstallsDuringSync, deaths, forgeries, intrusions
+        case randomPartitions, maxPartitionSeconds, oneWay
+    }
     public init(from decoder: any Decoder) throws {
         self.init()
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -386,6 +408,10 @@ extension Scenario.Faults {
         reinstalls = try c.decodeIfPresent(Int.self, forKey: .reinstalls) ?? reinstalls
         reinstallAt = try c.decodeIfPresent([Scenario.DeviceTime].self, forKey: .reinstallAt) ?? reinstallAt
         crashAt = try c.decodeIfPresent([Scenario.DeviceTime].self, forKey: .crashAt) ?? crashAt
+        reinstallsDuringSync = try c.decodeIfPresent(Int.self, forKey: .reinstallsDuringSync) ?? reinstallsDuringSync
+        deaths = try c.decodeIfPresent([Scenario.DeviceTime].self, forKey: .deaths) ?? deaths
+        forgeries = try c.decodeIfPresent(Int.self, forKey: .forgeries) ?? forgeries
+        intrusions = try c.decodeIfPresent(Int.self, forKey: .intrusions) ?? intrusions
         randomPartitions = try c.decodeIfPresent(Int.self, forKey: .randomPartitions) ?? randomPartitions
         maxPartitionSeconds = try c.decodeIfPresent(Double.self, forKey: .maxPartitionSeconds) ?? maxPartitionSeconds
         oneWay = try c.decodeIfPresent(Double.self, forKey: .oneWay) ?? oneWay

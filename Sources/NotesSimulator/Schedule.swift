@@ -45,7 +45,7 @@ public struct SimRandom: RandomNumberGenerator, Sendable {
 /// carries the random payload it needs and does not depend on the events before it being there.
 public struct SimEvent: Codable, Hashable, Sendable {
     public enum Kind: String, Codable, Sendable {
-        case edit, sync, partition, heal, crash, crashDuringSync, reinstall, clockJump
+        case edit, sync, partition, heal, crash, crashDuringSync, reinstall, reinstallDuringSync, clockJump, death, forgery, intrusion
     }
 
     /// Milliseconds since the start of the run.
@@ -187,6 +187,21 @@ public enum ScheduleGenerator {
         }
         for _ in 0 ..< scenario.faults.reinstalls {
             events.append(SimEvent(time: at(), kind: .reinstall, device: rng.below(devices), payload: rng.next()))
+        }
+        for _ in 0 ..< scenario.faults.reinstallsDuringSync {
+            let device = rng.below(devices)
+            let hubs = hubIndexes(of: device, in: scenario)
+            events.append(SimEvent(time: at(), kind: .reinstallDuringSync, device: device, hub: hubs[rng.below(hubs.count)], payload: rng.next()))
+        }
+        for item in scenario.faults.deaths {
+            events.append(SimEvent(time: UInt64(max(0, item.atSeconds) * 1000), kind: .death, device: item.device, payload: rng.next()))
+        }
+        for (hub, description) in scenario.hubs.enumerated() {
+            let count = description.kind == .folder ? scenario.faults.forgeries : scenario.faults.intrusions
+            for _ in 0 ..< count {
+                events.append(SimEvent(time: at(), kind: description.kind == .folder ? .forgery : .intrusion, device: -1, hub: hub,
+                                       payload: rng.next()))
+            }
         }
 
         // Stable sort by time: events at the same millisecond keep their generation order.

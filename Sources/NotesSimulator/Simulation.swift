@@ -16,6 +16,8 @@ final class SimDevice {
     var lastVersion = VersionVector()
     /// How many times it was reinstalled.
     var incarnation = 0
+    /// The timestamp of the last operation it made (its clock must only go forward).
+    var lastOwnTimestamp: Timestamp?
     /// The store's materialized notes (`list(.all)`, without bodies) as last read; nil when
     /// unknown. See `Simulation.currentNotes(_:)`.
     var notes: NoteList?
@@ -82,6 +84,14 @@ public struct RunStats: Codable, Sendable, Hashable {
     public var clockJumps = 0
     public var partitions = 0
     public var forgottenOperations = 0
+    /// Edits made through a second store on a device's database (another process).
+    public var otherProcessEdits = 0
+    /// Devices that stopped for good.
+    public var deaths = 0
+    /// Forged files put in shared folders.
+    public var forgeries = 0
+    /// Hostile requests sent to relays.
+    public var intrusions = 0
     public var healRounds = 0
 }
 
@@ -143,6 +153,11 @@ public final class Simulation: @unchecked Sendable {
     private var stopAfter: [Int: Int] = [:]
     /// Whether the sync under way had a request damaged in transit (the relay then refuses it).
     private var damagedRequestThisSync = false
+    /// Devices that stopped for good.
+    private(set) var dead: Set<Int> = []
+
+    /// The devices still running.
+    var liveDevices: [SimDevice] { devices.filter { !dead.contains($0.index) } }
     private var lastStateChange: UInt64 = 0
 
     /// Prepares a run: devices (with identities from the seed), hubs, and the schedule.
@@ -189,8 +204,11 @@ public final class Simulation: @unchecked Sendable {
     }
 
     /// The options of device `d`'s store: the command line's, with the device's clock.
+    ///
+    /// The snapshot is refreshed every few dozen changes rather than every few thousand, so that
+    /// a run folds its log into a snapshot (and reads one back at a restart) many times.
     func storeOptions(_ d: Int) -> StoreOptions {
-        StoreOptions(wallClock: DeviceClock(clocks: clocks, device: d))
+        StoreOptions(wallClock: DeviceClock(clocks: clocks, device: d), snapshotInterval: 24)
     }
 
     /// The hub's index.
@@ -219,11 +237,13 @@ public final class Simulation: @unchecked Sendable {
             await step(event, index: i)
         }
         await heal()
+        await checkHubsAndPeers()
         return finish(events: executed)
     }
 
     func step(_ event: SimEvent, index: Int) async {
         let d = event.device
+        if d >= 0, dead.contains(d) { return }
         switch event.kind {
         case .edit:
             edit(d, event.edit ?? .type, payload: event.payload)
@@ -241,6 +261,15 @@ public final class Simulation: @unchecked Sendable {
             crash(d)
         case .reinstall:
             await reinstall(d)
+        case .reinstallDuringSync:
+            if let hub = hubs(of: d, event.hub).first { await sync(d, hub: hub, crash: true) }
+            await reinstall(d)
+        case .death:
+            await die(d)
+        case .forgery:
+            forge(hub: event.hub, payload: event.payload)
+        case .intrusion:
+            await intrude(hub: event.hub, payload: event.payload)
         case .clockJump:
             clocks.skews[d] &+= event.amount
             stats.clockJumps += 1
@@ -263,60 +292,87 @@ public final class Simulation: @unchecked Sendable {
 
     func edit(_ d: Int, _ kind: EditKind, payload: UInt64) {
         let device = devices[d]
-        let store = device.store
         do {
-            let before = try store.versionVector
+            let before = try device.store.versionVector
             var rng = SimRandom(seed: payload)
             let notes = try currentNotes(device)
             var touched: NoteID?
+            /// What the edit meant, checked once it is made (see `checkIntent`).
+            var intent: Intent?
             func pick(_ candidates: [StoredNote]) -> StoredNote? {
                 candidates.isEmpty ? nil : candidates[rng.below(candidates.count)]
             }
             func place(_ length: Int) -> Int { min(length, Int(rng.unit() * Double(length + 1))) }
             // Choices the devices of a burst must not share (identities, values) mix in the device.
             var own = SimRandom(seed: payload, salt: UInt64(d) &+ 1 &+ UInt64(device.incarnation) << 8)
+            // Some edits come from another process on the device (a command line run while the
+            // app is open): a second store on the same database, which the app's store must
+            // catch up with before its next write.
+            let store: NoteStore
+            let other: NoteStore?
+            if scenario.workload.otherProcess > 0, own.chance(scenario.workload.otherProcess) {
+                other = try NoteStore.open(device.database, options: storeOptions(d))
+                store = other!
+            } else {
+                other = nil
+                store = device.store
+            }
+            defer { try? other?.close() }
             var effective = kind
             if notes.isEmpty, kind != .create { effective = .create }
             switch effective {
             case .type, .append:
                 guard let note = pick(notes) else { break }
                 let word = Words.all[own.below(Words.all.count)]
+                let offset = effective == .append ? note.bodyLength : place(note.bodyLength)
                 if effective == .append {
                     try store.appendText(note.id, word)
                 } else {
-                    try store.insertText(note.id, at: place(note.bodyLength), word)
+                    try store.insertText(note.id, at: offset, word)
                 }
                 touched = note.id
+                intent = .typed(note.id, at: offset, Array(word.unicodeScalars), lengthBefore: note.bodyLength)
             case .deleteRange:
                 guard let note = pick(notes.filter { $0.bodyLength > 0 }) else { break }
                 let offset = min(note.bodyLength - 1, place(note.bodyLength - 1))
                 let count = 1 + rng.below(min(12, note.bodyLength - offset))
                 try store.deleteText(note.id, at: offset, count: count)
                 touched = note.id
+                intent = .deleted(note.id, count: count, lengthBefore: note.bodyLength)
             case .rename:
                 guard let note = pick(notes) else { break }
-                try store.setTitle(note.id, "\(Words.titles[own.below(Words.titles.count)]) \(own.below(100))")
+                let title = "\(Words.titles[own.below(Words.titles.count)]) \(own.below(100))"
+                try store.setTitle(note.id, title)
                 touched = note.id
+                intent = .wrote(note.id, .title, .string(title))
             case .pin:
                 guard let note = pick(notes) else { break }
-                try store.setPinned(note.id, own.chance(0.5))
+                let pinned = own.chance(0.5)
+                try store.setPinned(note.id, pinned)
                 touched = note.id
+                intent = .wrote(note.id, .pinned, .bool(pinned))
             case .tag:
                 guard let note = pick(notes) else { break }
-                try store.setTag(note.id, Words.tags[rng.below(Words.tags.count)], member: own.chance(0.6))
+                let name = Words.tags[rng.below(Words.tags.count)]
+                let member = own.chance(0.6)
+                try store.setTag(note.id, name, member: member)
                 touched = note.id
+                intent = .wrote(note.id, .tag(Notebook.tagKey(name)), .bool(member))
             case .trash:
                 guard let note = pick(notes.filter { $0.state == .active }) else { break }
                 try store.setState(note.id, .trashed)
                 touched = note.id
+                intent = .wrote(note.id, .state, .string(NoteLifecycle.trashed.rawValue))
             case .restore:
                 guard let note = pick(notes.filter { $0.state == .trashed }) else { break }
                 try store.setState(note.id, .active)
                 touched = note.id
+                intent = .wrote(note.id, .state, .string(NoteLifecycle.active.rawValue))
             case .delete:
                 guard notes.count > 1, let note = pick(notes) else { break }
                 try store.setState(note.id, .deleted)
                 touched = note.id
+                intent = .wrote(note.id, .state, .string(NoteLifecycle.deleted.rawValue))
             case .create:
                 let id = NoteID.random(using: &own)
                 let tags = own.chance(0.3) ? [Words.tags[own.below(Words.tags.count)]] : []
@@ -329,18 +385,72 @@ public final class Simulation: @unchecked Sendable {
                 trace.add(elapsed, d, .editSkipped, Int64(Trace.code(kind)))
                 return
             }
-            let produced = try store.changes(since: before)
-            for change in produced where change.replica == device.replicaID { reference.record(change) }
+            if let other {
+                stats.otherProcessEdits += 1
+                try? other.close()
+                // The app hears that its database changed (a file watcher, a notification).
+                try device.store.refresh()
+            }
+            let produced = try device.store.changes(since: before)
+            for change in produced where change.replica == device.replicaID {
+                if let last = device.lastOwnTimestamp, change.timestamp <= last {
+                    violation("device \(d): a new change is stamped \(change.timestamp), not after its last one (\(last))")
+                }
+                device.lastOwnTimestamp = change.timestamp(ofSeq: change.endSeq)
+                reference.record(change)
+            }
             stats.edits += 1
-            let after = try store.versionVector
+            let after = try device.store.versionVector
             trace.add(elapsed, d, .edit, Int64(Trace.code(effective)), Int64(after[device.replicaID]), Int64(produced.count))
             noteStateChange()
+            if let intent { try checkIntent(intent, device, produced: produced) }
             // Tagging with a tag the device did not know names the tag, and that re-materializes
             // every note in it: check those too.
             try checkAfterStep(device, notes: [note], tagsNamed: Self.tagsNamed(produced))
         } catch {
             device.notes = nil
             violation("device \(d): a \(kind.rawValue) edit failed: \(error)")
+        }
+    }
+
+    /// What a local edit meant to do.
+    enum Intent {
+        /// These scalars typed at this offset of a body that had `lengthBefore` scalars.
+        case typed(NoteID, at: Int, [Unicode.Scalar], lengthBefore: Int)
+        /// `count` scalars deleted from a body that had `lengthBefore`.
+        case deleted(NoteID, count: Int, lengthBefore: Int)
+        /// This value written to this field.
+        case wrote(NoteID, NoteField, FieldValue)
+    }
+
+    /// Checks that a local edit did what the person meant, on the device, at once: typed text
+    /// lands where it was typed; a delete removes that many characters; a field written holds the
+    /// written value. The last is what "last writer wins" must mean for a person: a write made
+    /// after seeing another write always beats it, whatever the clocks say (a clock that is
+    /// behind, or a write stamped by a clock years ahead that the device has seen).
+    func checkIntent(_ intent: Intent, _ device: SimDevice, produced: [Change]) throws {
+        let notebook = try device.store.notebook
+        switch intent {
+        case .typed(let note, let offset, let scalars, let lengthBefore):
+            guard let body = notebook.body(of: note) else { return violation("device \(device.index): note \(note) vanished after typing in it") }
+            if body.count != lengthBefore + scalars.count {
+                violation("device \(device.index): typing \(scalars.count) characters made the body \(body.count) long, not \(lengthBefore + scalars.count)")
+            } else if !Array(body.string.unicodeScalars)[offset ..< offset + scalars.count].elementsEqual(scalars) {
+                violation("device \(device.index): text typed at \(offset) of note \(note) is not there")
+            }
+        case .deleted(let note, let count, let lengthBefore):
+            let length = notebook.body(of: note)?.count ?? -1
+            if length != lengthBefore - count {
+                violation("device \(device.index): deleting \(count) of \(lengthBefore) characters left \(length)")
+            }
+        case .wrote(let note, let field, let value):
+            guard produced.contains(where: { $0.replica == device.replicaID }) else { return }  // it changed nothing
+            guard let register = notebook.register(of: note, field) else {
+                return violation("device \(device.index): the \(field) of note \(note) was written but holds nothing")
+            }
+            if register.writer.replica != device.replicaID || register.value != value {
+                violation("device \(device.index): the \(field) of note \(note) written just now holds another write (\(register.value) at \(register.timestamp) by \(register.writer.replica)): a write made after seeing another lost to it")
+            }
         }
     }
 
@@ -352,7 +462,7 @@ public final class Simulation: @unchecked Sendable {
         let made: any SyncTransport
         if folders[hub] != nil {
             let fileSystem = ObservedFileSystem(base: folders[hub]!.fileSystems[d]!, world: self, device: d, hub: hub)
-            made = FolderTransport(folder: SimFolderHub.root, fileSystem: fileSystem)
+            made = FolderTransport(folder: SimFolderHub.root, fileSystem: fileSystem, maxFileBytes: SimFolderHub.maxFileBytes)
         } else {
             var relay = try RelayTransport(url: "http://\(scenario.hubs[hub].name).relay", space: SimRelayHub.space,
                                            token: SimRelayHub.token, http: SimulatedHTTP(world: self, device: d, hub: hub))
@@ -381,7 +491,10 @@ public final class Simulation: @unchecked Sendable {
             return
         }
         do {
-            let report = try await engine.sync(device.store, over: try transport(d, hub: hub))
+            let transport = try transport(d, hub: hub)
+            let report = try await engine.sync(device.store, over: transport)
+            // As `crdt-sync sync --dir` does, with a small threshold so that runs compact often.
+            if let folder = transport as? FolderTransport { try folder.compact(writer: device.replicaID, threshold: 4) }
             stats.retries += report.retries
             stats.skippedFiles += report.skipped.count
             if report.quarantined > 0 { violation("device \(d): \(report.quarantined) change(s) quarantined in a run with no hostile peer") }
@@ -568,6 +681,9 @@ public final class Simulation: @unchecked Sendable {
             if after.replicaID != before.replicaID || after.versionVector != before.versionVector || after.digest() != before.digest() {
                 violation("device \(d): after a restart the store differs from before the crash")
             }
+            if Set(after.pendingChanges) != Set(before.pendingChanges) {
+                violation("device \(d): after a restart \(after.pendingCount) changes wait, not the \(before.pendingCount) that waited before")
+            }
             try checkAfterStep(device, notes: [], all: true)
         } catch {
             violation("device \(d): restart failed: \(error)")
@@ -619,6 +735,143 @@ public final class Simulation: @unchecked Sendable {
             violation("device \(d): reinstall failed: \(error)")
         }
         trace.add(elapsed, d, .reinstall, Int64(stats.forgottenOperations))
+    }
+
+    /// The device stops for good: it never syncs again, what it kept for a folder while cut off
+    /// is gone, and every file it wrote in a shared folder rots. Its edits survive where they
+    /// already reached another device or a relay (or are on their way to one); the reference
+    /// forgets the rest.
+    func die(_ d: Int) async {
+        let device = devices[d]
+        let replica = device.replicaID
+        var kept: [ClosedRange<UInt64>] = []
+        do {
+            for other in liveDevices where other.index != d {
+                let notebook = try other.store.notebook
+                if notebook.versionVector[replica] > 0 { kept.append(1 ... notebook.versionVector[replica]) }
+                for change in notebook.pendingChanges where change.replica == replica { kept.append(change.startSeq ... change.endSeq) }
+            }
+            for (_, relay) in relays.sorted(by: { $0.key < $1.key }) {
+                let held = try await relay.storage.status(space: SimRelayHub.space).version[replica]
+                if held > 0 { kept.append(1 ... held) }
+            }
+            for item in inFlight {
+                guard let bundle = try? SyncBundle.decode(item.request.body) else { continue }
+                for change in bundle.changes where change.replica == replica { kept.append(change.startSeq ... change.endSeq) }
+            }
+        } catch {
+            violation("device \(d): cannot account for its edits at its death: \(error)")
+        }
+        let forgottenBefore = reference.forgottenOperations
+        reference.forget(replica: replica, keeping: kept)
+        stats.forgottenOperations += reference.forgottenOperations - forgottenBefore
+        dead.insert(d)
+        stats.deaths += 1
+        for folder in folders.values where folder.members.contains(d) {
+            folder.dropUnsent(device: d)
+            folder.rot(writer: replica, world: self)
+        }
+        noteStateChange()
+        trace.add(elapsed, d, .death, Int64(stats.forgottenOperations))
+    }
+
+    // MARK: Hostile participants
+
+    /// A file from a forger appears in a shared folder: one whose name lies about what it holds,
+    /// holds one author's changes under another's name, is garbage, or is larger than a reader
+    /// accepts. Every device must skip it and none may count it as holding anything.
+    func forge(hub: Int, payload: UInt64) {
+        guard let folder = folders[hub] else { return }
+        var rng = SimRandom(seed: payload)
+        let forger = ReplicaID.random(using: &rng)
+        let genuine = folder.cloudFiles.compactMap { item -> SyncBundle? in try? SyncBundle.decode(item.bytes) }
+            .filter { !$0.changes.isEmpty }
+        let authors = liveDevices.map(\.replicaID)
+        let kind = rng.below(4)
+        var name: String
+        var bytes: [UInt8]
+        switch (kind, genuine.isEmpty) {
+        case (0, false), (1, false):
+            // A real bundle's changes, signed by the forger: under a name that claims more than it
+            // holds (0), or another author's name (1).
+            let source = genuine[rng.below(genuine.count)]
+            let author = source.changes[0].replica
+            let changes = source.changes.filter { $0.replica == author }
+            let first = changes.map(\.startSeq).min()!
+            let last = changes.map(\.endSeq).max()!
+            bytes = SyncBundle(sender: forger, senderVersion: source.senderVersion, changes: changes).encoded()
+            if kind == 0 {
+                name = FolderTransport.fileName(author: author, first: first, last: last + 1 + UInt64(rng.below(1000)))
+            } else {
+                let other = authors.filter { $0 != author }
+                name = FolderTransport.fileName(author: other.isEmpty ? ReplicaID.random(using: &rng) : other[rng.below(other.count)],
+                                                first: first, last: last)
+            }
+        case (3, _):
+            // Larger than a reader accepts: never read, never trusted.
+            bytes = [UInt8](repeating: 0x41, count: SimFolderHub.maxFileBytes + 1 + rng.below(1024))
+            name = FolderTransport.fileName(author: authors.isEmpty ? forger : authors[rng.below(authors.count)], first: 1, last: 1_000_000)
+        default:
+            // Garbage under a name that claims a device's first million operations.
+            bytes = (0 ..< (16 + rng.below(2000))).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
+            name = FolderTransport.fileName(author: authors.isEmpty ? forger : authors[rng.below(authors.count)], first: 1, last: 1_000_000)
+        }
+        folder.publishForeign("\(SimFolderHub.root)/\(forger)/\(name)", bytes, world: self)
+        stats.forgeries += 1
+        trace.add(elapsed, -1, .forgery, Int64(hub), Int64(kind))
+    }
+
+    /// A hostile request reaches a relay: without a token, with a wrong one or another space's,
+    /// with a body that is not a bundle, is damaged or too large, or holds changes the relay can
+    /// tell are wrong. The relay must answer with the status the protocol gives for each, and
+    /// store nothing.
+    func intrude(hub: Int, payload: UInt64) async {
+        guard let relay = relays[hub] else { return }
+        var rng = SimRandom(seed: payload)
+        let before = try? await relay.storage.status(space: SimRelayHub.space).version
+        let author = ReplicaID.random(using: &rng)
+        let note = NoteID.random(using: &rng)
+        func change(startSeq: UInt64) -> Change {
+            Change(replica: author, startSeq: startSeq, timestamp: Timestamp(milliseconds: clocks.now), dependencies: VersionVector(),
+                   operations: [.setNoteField(note: note, field: .title, value: .string("intruder"))])
+        }
+        var version = VersionVector()
+        version[author] = 9
+        let valid = SyncBundle(sender: author, senderVersion: version, changes: [change(startSeq: 9)]).encoded()
+        let kind = rng.below(8)
+        var headers = ["Authorization": "Bearer \(SimRelayHub.token)"]
+        var body = valid
+        var method = "POST"
+        var path = RelayProtocol.syncPath(space: SimRelayHub.space)
+        let expected: Int
+        switch kind {
+        case 0: headers = [:]; expected = 401
+        case 1: headers["Authorization"] = "Bearer not-\(SimRelayHub.token)"; expected = 401
+        case 2: headers["Authorization"] = "Bearer \(SimRelayHub.otherToken)"; expected = 403
+        case 3: body = Array("GET / HTTP/1.1".utf8); expected = 400
+        case 4: body[body.count / 2] ^= 0x21; expected = 400
+        case 5: body = [UInt8](repeating: 0, count: SimRelayHub.maxRequestBytes + 1); expected = 413
+        case 6:
+            // A change past what its own sender says it has.
+            var short = VersionVector()
+            short[author] = 3
+            body = SyncBundle(sender: author, senderVersion: short, changes: [change(startSeq: 9)]).encoded()
+            expected = 400
+        default:
+            // A status request for another space with this space's token.
+            method = "GET"
+            path = RelayProtocol.statusPath(space: SimRelayHub.otherSpace)
+            body = []
+            expected = 403
+        }
+        let response = await relay.service.handle(RelayRequest(method: method, path: path, headers: headers, body: body))
+        stats.intrusions += 1
+        if response.status != expected {
+            violation("relay \(scenario.hubs[hub].name): a hostile request (kind \(kind)) got \(response.status), not \(expected)")
+        }
+        let after = try? await relay.storage.status(space: SimRelayHub.space).version
+        if before != after { violation("relay \(scenario.hubs[hub].name): a hostile request (kind \(kind)) changed what the space holds") }
+        trace.add(elapsed, -1, .intrusion, Int64(hub), Int64(kind), Int64(response.status))
     }
 
     // MARK: Checks
@@ -773,7 +1026,7 @@ public final class Simulation: @unchecked Sendable {
     /// round changes nothing.
     func heal() async {
         faultsOn = false
-        for d in 0 ..< scenario.devices {
+        for d in 0 ..< scenario.devices where !dead.contains(d) {
             for hub in 0 ..< scenario.hubs.count {
                 while !links[d][hub].outboundUp || !links[d][hub].inboundUp {
                     setLink(d, hub: hub, direction: .both, cut: false)
@@ -791,7 +1044,7 @@ public final class Simulation: @unchecked Sendable {
             settleFolders()
             await deliverDue(all: true)
             let changeBefore = lastStateChange
-            for d in 0 ..< scenario.devices {
+            for d in 0 ..< scenario.devices where !dead.contains(d) {
                 for hub in ScheduleGenerator.hubIndexes(of: d, in: scenario) {
                     eventRandom = SimRandom(seed: seed, salt: 1_000_000 &+ UInt64(round * 1000 + d * 10 + hub))
                     await sync(d, hub: hub, crash: false)
@@ -808,6 +1061,36 @@ public final class Simulation: @unchecked Sendable {
         clocks.now = settle
     }
 
+    /// After healing: every relay holds everything its devices have (they sent it all), and what
+    /// each device recorded about its peers is no more than those peers have.
+    func checkHubsAndPeers() async {
+        var known: [ReplicaID: VersionVector] = [:]
+        for device in liveDevices { known[device.replicaID] = try? device.store.versionVector }
+        for (hub, relay) in relays.sorted(by: { $0.key < $1.key }) {
+            var union = VersionVector()
+            for member in scenario.members(ofHub: hub) where !dead.contains(member) {
+                union.merge(known[devices[member].replicaID] ?? VersionVector())
+            }
+            guard let held = try? await relay.storage.status(space: SimRelayHub.space).version else {
+                violation("relay \(scenario.hubs[hub].name): cannot read its status")
+                continue
+            }
+            if !dead.isEmpty ? !union.isCovered(by: held) : held != union {
+                violation("relay \(scenario.hubs[hub].name) holds \(held), but its devices have \(union)")
+            }
+            known[relay.service.relayReplica(for: SimRelayHub.space)] = held
+        }
+        for device in liveDevices {
+            guard let peers = try? device.store.peers() else { continue }
+            for peer in peers {
+                guard let actual = known[peer.replica] else { continue }
+                if !peer.versionVector.isCovered(by: actual) {
+                    violation("device \(device.index) recorded that peer \(peer.replica) has \(peer.versionVector), more than its \(actual)")
+                }
+            }
+        }
+    }
+
     func finish(events executed: Int) -> RunResult {
         var problems: [String] = []
         var digests: [String] = []
@@ -815,7 +1098,7 @@ public final class Simulation: @unchecked Sendable {
         var lost = 0
         let expected = reference.expected()
         var verdicts = ReferenceModel.BodyVerdicts()
-        for device in devices {
+        for device in liveDevices {
             do {
                 let notebook = try device.store.notebook
                 digests.append(notebook.digest())

@@ -23,10 +23,18 @@ final class SimRelayHub: @unchecked Sendable {
     static let space = "sim"
     static let token = "sim-token"
 
+    /// Another space on the same relay, and its token (what an intruder may hold).
+    static let otherSpace = "other"
+    static let otherToken = "other-token"
+    /// Requests larger than this are refused (small, so that an intruder's oversized body is cheap).
+    static let maxRequestBytes = 1 << 20
+
     init(relayID: [UInt8], pageSize: Int) throws {
         storage = try SQLiteRelayStorage.inMemory(relayID: relayID)
-        service = RelayService(storage: storage, tokens: try RelayTokens([(space: SimRelayHub.space, token: SimRelayHub.token)]),
-                               limits: RelayLimits(page: RelayPageLimits(maxChanges: pageSize)))
+        service = RelayService(storage: storage,
+                               tokens: try RelayTokens([(space: SimRelayHub.space, token: SimRelayHub.token),
+                                                        (space: SimRelayHub.otherSpace, token: SimRelayHub.otherToken)]),
+                               limits: RelayLimits(maxRequestBytes: SimRelayHub.maxRequestBytes, page: RelayPageLimits(maxChanges: pageSize)))
     }
 }
 
@@ -73,6 +81,9 @@ struct ObservedFileSystem: FileSystem {
 final class SimFolderHub: @unchecked Sendable {
     /// The folder's path on every device.
     static let root = "/shared"
+    /// The largest file a device reads from the folder (small, so that a forger's oversized file
+    /// is cheap to make).
+    static let maxFileBytes = 1 << 20
 
     struct File: Hashable {
         var bytes: [UInt8]
@@ -138,6 +149,39 @@ final class SimFolderHub: @unchecked Sendable {
             unsent[device, default: [:]][path] = .some(nil)
         }
     }
+
+    /// A file from a writer that is no device: the tool carries it to every member like any other.
+    func publishForeign(_ path: String, _ bytes: [UInt8], world: Simulation) {
+        let file = File(bytes: bytes, modified: world.clocks.now)
+        cloud[path] = file
+        for member in members { schedule(file, path: path, to: member, world: world, faults: false) }
+        world.noteFolderActivity()
+    }
+
+    /// Every file under `writer`'s subfolder is damaged everywhere: in the cloud, on every
+    /// device, and on its way (bit rot in the cloud copy that the tool then spreads).
+    func rot(writer: ReplicaID, world: Simulation) {
+        let prefix = "\(SimFolderHub.root)/\(writer)/"
+        func damage(_ bytes: [UInt8]) -> [UInt8] {
+            var damaged = bytes
+            if !damaged.isEmpty { damaged[damaged.count / 2] ^= 0x5A }
+            return damaged
+        }
+        for (path, file) in cloud where path.hasPrefix(prefix) { cloud[path] = File(bytes: damage(file.bytes), modified: file.modified) }
+        for (_, fileSystem) in fileSystems.sorted(by: { $0.key < $1.key }) {
+            for path in fileSystem.allFiles where path.hasPrefix(prefix) {
+                guard let bytes = fileSystem.storedBytes(path) else { continue }
+                try? fileSystem.write(damage(bytes), to: path, modified: (try? fileSystem.attributes(path))??.modifiedMilliseconds ?? 0)
+            }
+        }
+        for i in deliveries.indices where deliveries[i].path.hasPrefix(prefix) {
+            if let file = deliveries[i].file { deliveries[i].file = File(bytes: damage(file.bytes), modified: file.modified) }
+        }
+        world.noteFolderActivity()
+    }
+
+    /// Forgets what a device kept while cut off (it is gone for good).
+    func dropUnsent(device: Int) { unsent[device] = nil }
 
     /// A device can reach the tool again: what it kept goes out.
     func flush(device: Int, world: Simulation) {
@@ -220,6 +264,11 @@ final class SimFolderHub: @unchecked Sendable {
     /// The latest time anything is scheduled (or `now`).
     func settleTime(after now: UInt64) -> UInt64 {
         deliveries.map(\.at).max().map { max($0, now) } ?? now
+    }
+
+    /// Every intact file the cloud holds, by path.
+    var cloudFiles: [(path: String, bytes: [UInt8])] {
+        cloud.sorted { $0.key < $1.key }.map { ($0.key, $0.value.bytes) }
     }
 
     /// Every bundle the folder holds anywhere (the cloud, every device's copy, copies on their
