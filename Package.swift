@@ -88,6 +88,18 @@ let package = Package(
             dependencies: ["NotesSync", "NotesStore", "NotesRelay", "NotesCRDT", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: swiftSettings
         ),
+        // What tests and benchmarks share (seeded synthetic workloads); not a product.
+        .target(name: "NotesTestSupport", dependencies: ["NotesCRDT"], swiftSettings: swiftSettings),
+        // The team's benchmarks and stress tools; not a product (`swift run crdt-sync-bench`).
+        .executableTarget(
+            name: "crdt-sync-bench",
+            dependencies: [
+                "NotesCRDT", "NotesStore", "NotesSync", "NotesSyncHTTP", "NotesRelay", "NotesRelayServer", "NotesTestSupport",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "crdt-sync",
             dependencies: [
@@ -135,12 +147,12 @@ let package = Package(
         ),
         .testTarget(
             name: "NotesStoreTests",
-            dependencies: ["NotesStore", "NotesCRDT"],
+            dependencies: ["NotesStore", "NotesCRDT", "NotesTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
             name: "CLITests",
-            dependencies: ["NotesCRDT", "NotesStore"],
+            dependencies: ["NotesCRDT", "NotesStore", "NotesTestSupport"],
             swiftSettings: swiftSettings
         ),
     ]

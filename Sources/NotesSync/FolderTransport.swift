@@ -171,29 +171,39 @@ public struct FolderTransport: SyncTransport {
     /// A file's bundle, checked whole: it decodes, its writer is the one whose subfolder it is in,
     /// and its changes are exactly the author and seq range its name says.
     func read(_ entry: Entry) -> Result<SyncBundle, SyncError> {
-        let result: Result<SyncBundle, SyncError>
         do {
-            let bundle = try SyncBundle.decode(try fileSystem.read(entry.path, limit: maxFileBytes))
-            if let problem = FolderTransport.mismatch(entry, bundle) {
-                result = .failure(SyncError(.malformed, problem))
-            } else {
-                result = .success(bundle)
-            }
+            let bytes = try fileSystem.read(entry.path, limit: maxFileBytes)
+            let bundle = try SyncBundle.decode(bytes)
+            if let problem = FolderTransport.mismatch(entry, bundle) { return .failure(SyncError(.malformed, problem)) }
+            verdicts.recordGood(entry.path, checksum: bytes.suffix(SyncBundle.checksumLength))
+            return .success(bundle)
         } catch let error as SyncError {
-            result = .failure(error)
+            return .failure(error)
         } catch {
-            result = .failure(SyncError(.io, "\(error)"))
+            return .failure(SyncError(.io, "\(error)"))
         }
-        // Only a good verdict is kept: a damaged copy may be replaced by a good one that keeps its
-        // size and modification time.
-        if case .success = result { verdicts.recordGood(entry) }
-        return result
     }
 
-    /// Whether a file holds what its name says (a good verdict on the same file version is reused).
+    /// Whether a file holds what its name says. The file is read and its checksum checked every
+    /// time (a copy can rot without changing its size or time); only the decoding of its changes
+    /// is skipped when the same bytes at the same path were found good before.
     func verify(_ entry: Entry) -> Result<Void, SyncError> {
-        if verdicts.isKnownGood(entry) { return .success(()) }
-        return read(entry).map { _ in () }
+        do {
+            let bytes = try fileSystem.read(entry.path, limit: maxFileBytes)
+            let header = try SyncBundle.decodeHeader(bytes)
+            guard header.sender == entry.writer else {
+                return .failure(SyncError(.malformed, "written by \(header.sender), but it sits in \(entry.writer)'s folder"))
+            }
+            if verdicts.isKnownGood(entry.path, checksum: bytes.suffix(SyncBundle.checksumLength)) { return .success(()) }
+            let bundle = try SyncBundle.decode(bytes)
+            if let problem = FolderTransport.mismatch(entry, bundle) { return .failure(SyncError(.malformed, problem)) }
+            verdicts.recordGood(entry.path, checksum: bytes.suffix(SyncBundle.checksumLength))
+            return .success(())
+        } catch let error as SyncError {
+            return .failure(error)
+        } catch {
+            return .failure(SyncError(.io, "\(error)"))
+        }
     }
 
     func readHeader(_ entry: Entry) -> Result<SyncBundle.Header, SyncError> {
@@ -283,30 +293,23 @@ public struct FolderTransport: SyncTransport {
     }
 }
 
-/// The files found good, by path, size and modification time.
+/// The files found good: their path and their bundle checksum (the SHA-256 of their content).
 final class VerdictCache: Sendable {
     struct Key: Hashable {
         var path: String
-        var size: Int
-        var modified: UInt64
-
-        init(_ entry: FolderTransport.Entry) {
-            path = entry.path
-            size = entry.attributes.size
-            modified = entry.attributes.modifiedMilliseconds
-        }
+        var checksum: [UInt8]
     }
 
     private let good = Mutex(Set<Key>())
 
-    func isKnownGood(_ entry: FolderTransport.Entry) -> Bool {
-        good.withLock { $0.contains(Key(entry)) }
+    func isKnownGood(_ path: String, checksum: ArraySlice<UInt8>) -> Bool {
+        good.withLock { $0.contains(Key(path: path, checksum: Array(checksum))) }
     }
 
-    func recordGood(_ entry: FolderTransport.Entry) {
+    func recordGood(_ path: String, checksum: ArraySlice<UInt8>) {
         good.withLock { set in
             if set.count > 100_000 { set.removeAll() }
-            set.insert(Key(entry))
+            set.insert(Key(path: path, checksum: Array(checksum)))
         }
     }
 }

@@ -85,7 +85,8 @@ public struct SyncBundle: Hashable, Sendable {
     /// bytes. From 64 KiB are whole histories (a new device catching up, the editing traces),
     /// where 9 is 0.2 to 0.8% smaller than 6 and the time matters less.
     static func compressionLevel(forLength length: Int) -> Int32 { length < 1 << 16 ? 1 : 9 }
-    static let checksumLength = 32
+    /// The length of the SHA-256 that ends every bundle.
+    public static let checksumLength = 32
     /// Magic, version, flags, sender.
     static let fixedHeaderLength = 8 + 1 + 1 + 16
 

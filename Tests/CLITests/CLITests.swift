@@ -33,6 +33,11 @@ enum CLI {
         } ?? "crdt-sync"
     }()
 
+    /// The benchmarks and stress tools' binary, built beside `crdt-sync`.
+    static var benchBinary: String {
+        URL(fileURLWithPath: binary).deletingLastPathComponent().appendingPathComponent("crdt-sync-bench").path
+    }
+
     struct Result {
         var status: Int32
         var stdout: String

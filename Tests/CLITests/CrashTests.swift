@@ -1,17 +1,18 @@
 import Foundation
 import NotesCRDT
 import NotesStore
+import NotesTestSupport
 import Testing
 
-/// Kills a real `crdt-sync` process with SIGKILL in the middle of a burst of writes, repeatedly, and
+/// Kills a real `crdt-sync-bench store-stress` process with SIGKILL in the middle of a burst of writes, repeatedly, and
 /// checks that what is on disk opens, holds every acknowledged write, and is a prefix of the burst.
 @Suite(.serialized)
 struct CrashTests {
-    /// Starts `crdt-sync store-stress`, waits until it has acknowledged `after` writes, kills it.
+    /// Starts `crdt-sync-bench store-stress`, waits until it has acknowledged `after` writes, kills it.
     /// Returns the last acknowledgement line read.
     func runAndKill(_ arguments: [String], db: String, after: Int) throws -> [String] {
         let process = Process()
-        process.executableURL = URL(fileURLWithPath: CLI.binary)
+        process.executableURL = URL(fileURLWithPath: CLI.benchBinary)
         process.arguments = ["store-stress", "--db", db] + arguments
         let out = Pipe()
         process.standardOutput = out

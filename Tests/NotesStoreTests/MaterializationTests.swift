@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import NotesCRDT
 @testable import NotesStore
+import NotesTestSupport
 import Testing
 
 /// The materialized tables that edits and batches keep up to date piece by piece (only the rows,

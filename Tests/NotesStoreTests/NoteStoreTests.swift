@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import NotesCRDT
+import NotesTestSupport
 @testable import NotesStore
 import Testing
 

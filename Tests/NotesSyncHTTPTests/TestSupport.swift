@@ -56,7 +56,7 @@ func rawRequest(_ relayClient: HTTPRelayClient, _ method: String, _ url: String,
     if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
     if let authorization { request.headers.add(name: "Authorization", value: authorization) }
     if let body { request.body = .bytes(ByteBuffer(bytes: body)) }
-    let response = try await relayClient.client.execute(request, timeout: .seconds(10))
+    let response = try await relayClient.client.execute(request, timeout: .seconds(60))
     let bytes = try await response.body.collect(upTo: 64 << 20)
     var headers: [String: String] = [:]
     for (name, value) in response.headers { headers[name.lowercased()] = value }

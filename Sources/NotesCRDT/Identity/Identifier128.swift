@@ -67,10 +67,12 @@ public struct Identifier128: Hashable, Comparable, Sendable {
         }
     }
 
+    @inlinable
     public static func < (lhs: Identifier128, rhs: Identifier128) -> Bool {
         (lhs.high, lhs.low) < (rhs.high, rhs.low)
     }
 
+    @inlinable
     public func hash(into hasher: inout Hasher) {
         hasher.combine(high)
         hasher.combine(low)
@@ -81,6 +83,8 @@ public struct Identifier128: Hashable, Comparable, Sendable {
     /// of the cost (the notebook looks a note up several times per keystroke). Each step is a
     /// bijection of the running value, so identities that share one half still hash apart, and the
     /// per-table seed enters first and last, so a peer cannot choose identities that collide.
+    @_documentation(visibility: internal)
+    @inlinable
     public func _rawHashValue(seed: Int) -> Int {
         let key = UInt64(UInt(bitPattern: seed))
         var h = (low ^ key ^ 0x9E37_79B9_7F4A_7C15) &* 0xBF58_476D_1CE4_E5B9
@@ -102,26 +106,38 @@ public struct Identifier128: Hashable, Comparable, Sendable {
     }
 }
 
-/// The identity of one replica: one device and one account. Made once, at random.
-public struct ReplicaID: Hashable, Comparable, Sendable, CustomStringConvertible {
+/// What an `Identifier` identifies: a tag type that keeps a replica's identity and a note's apart
+/// in the type system, though both are 16 random bytes.
+public protocol IdentifierKind: Sendable {}
+
+/// Tags the identity of a replica (one device and one account).
+public enum ReplicaKind: IdentifierKind {}
+
+/// Tags the identity of a note.
+public enum NoteKind: IdentifierKind {}
+
+/// 16 random bytes identifying something of kind `Kind` (`ReplicaID`, `NoteID`): made once, at
+/// random, printed as 32 lowercase hexadecimal digits.
+public struct Identifier<Kind: IdentifierKind>: Hashable, Comparable, Sendable, CustomStringConvertible {
     /// The underlying 128 bits.
     public var raw: Identifier128
 
     /// Wraps 128 bits.
+    @inlinable
     public init(_ raw: Identifier128) { self.raw = raw }
 
-    /// A new random replica identity from the given generator (deterministic for a seeded one).
-    public static func random<G: RandomNumberGenerator>(using generator: inout G) -> ReplicaID {
-        ReplicaID(Identifier128(using: &generator))
+    /// A new random identity from the given generator (deterministic for a seeded one).
+    public static func random<G: RandomNumberGenerator>(using generator: inout G) -> Identifier {
+        Identifier(Identifier128(using: &generator))
     }
 
-    /// A new random replica identity from the system's generator.
-    public static func random() -> ReplicaID {
+    /// A new random identity from the system's generator.
+    public static func random() -> Identifier {
         var generator = SystemRandomNumberGenerator()
         return random(using: &generator)
     }
 
-    /// Parses 32 hexadecimal digits.
+    /// Parses 32 hexadecimal digits (case-insensitive); nil for anything else.
     public init?(hex: some StringProtocol) {
         guard let raw = Identifier128(hex: hex) else { return nil }
         self.raw = raw
@@ -130,45 +146,27 @@ public struct ReplicaID: Hashable, Comparable, Sendable, CustomStringConvertible
     /// 32 lowercase hexadecimal digits.
     public var description: String { raw.hex }
 
-    public static func < (lhs: ReplicaID, rhs: ReplicaID) -> Bool { lhs.raw < rhs.raw }
+    @inlinable
+    public static func < (lhs: Identifier, rhs: Identifier) -> Bool { lhs.raw < rhs.raw }
 
+    @inlinable
+    public static func == (lhs: Identifier, rhs: Identifier) -> Bool { lhs.raw == rhs.raw }
+
+    @inlinable
     public func hash(into hasher: inout Hasher) { raw.hash(into: &hasher) }
+
+    // Inlinable so that each module's sets and dictionaries of identities specialize it (the hash
+    // is on every lookup of a note). Public only because Hashable's witness must be.
+    @_documentation(visibility: internal)
+    @inlinable
     public func _rawHashValue(seed: Int) -> Int { raw._rawHashValue(seed: seed) }
 }
+
+/// The identity of one replica: one device and one account. Made once, at random.
+public typealias ReplicaID = Identifier<ReplicaKind>
 
 /// The identity of one note: 16 random bytes made on the device that created it.
-public struct NoteID: Hashable, Comparable, Sendable, CustomStringConvertible {
-    /// The underlying 128 bits.
-    public var raw: Identifier128
-
-    /// Wraps 128 bits.
-    public init(_ raw: Identifier128) { self.raw = raw }
-
-    /// A new random note identity from the given generator.
-    public static func random<G: RandomNumberGenerator>(using generator: inout G) -> NoteID {
-        NoteID(Identifier128(using: &generator))
-    }
-
-    /// A new random note identity from the system's generator.
-    public static func random() -> NoteID {
-        var generator = SystemRandomNumberGenerator()
-        return random(using: &generator)
-    }
-
-    /// Parses 32 hexadecimal digits.
-    public init?(hex: some StringProtocol) {
-        guard let raw = Identifier128(hex: hex) else { return nil }
-        self.raw = raw
-    }
-
-    /// 32 lowercase hexadecimal digits.
-    public var description: String { raw.hex }
-
-    public static func < (lhs: NoteID, rhs: NoteID) -> Bool { lhs.raw < rhs.raw }
-
-    public func hash(into hasher: inout Hasher) { raw.hash(into: &hasher) }
-    public func _rawHashValue(seed: Int) -> Int { raw._rawHashValue(seed: seed) }
-}
+public typealias NoteID = Identifier<NoteKind>
 
 /// The identity of one operation (and of one inserted character): the replica that made it and
 /// its sequence number there. Sequence numbers count 1, 2, 3, ... per replica without gaps.

@@ -2,17 +2,17 @@ import ArgumentParser
 import Foundation
 import NotesCRDT
 import NotesStore
+import NotesTestSupport
 
-/// Hidden: a burst of durable edits or applies that prints "ack N" after each commit, for the
-/// crash tests (which kill it with SIGKILL at a random moment).
+/// A burst of durable edits or applies that prints "ack N" after each commit, for the crash
+/// tests (which kill it with SIGKILL at a random moment).
 struct StoreStress: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "store-stress", abstract: "Write a burst of edits, printing an ack after each commit (for crash tests).",
-        shouldDisplay: false)
+        commandName: "store-stress", abstract: "Write a burst of edits, printing an ack after each commit (for crash tests).")
 
     enum Mode: String, ExpressibleByArgument { case edits, apply }
 
-    @OptionGroup var replica: ReplicaOptions
+    @Option(help: "The replica database.") var db: String
     @Option var mode: Mode = .edits
     @Option var count = 1000
     @Option var seed: UInt64 = 1
@@ -24,7 +24,7 @@ struct StoreStress: ParsableCommand {
 
     func run() throws {
         try runReporting {
-            let store = try NoteStore.open(path: replica.path, options: StoreOptions(snapshotInterval: snapshotInterval))
+            let store = try NoteStore.open(path: db, options: StoreOptions(snapshotInterval: snapshotInterval))
             let out = FileHandle.standardOutput
             switch mode {
             case .edits:
@@ -52,11 +52,10 @@ struct StoreStress: ParsableCommand {
     }
 }
 
-/// Hidden: measures the store (build it with -c release for meaningful figures).
+/// Measures the store (build it with -c release for meaningful figures).
 struct StoreBench: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "store-bench", abstract: "Benchmark the store: keystroke latency, opening, search.",
-        shouldDisplay: false)
+        commandName: "store-bench", abstract: "Benchmark the store: keystroke latency, opening, search.")
 
     @Option(help: "A folder for the benchmark databases.") var dir = NSTemporaryDirectory()
     @Option var keystrokes = 2000

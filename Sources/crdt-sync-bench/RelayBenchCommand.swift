@@ -21,8 +21,7 @@ struct RelayBenchCommand: AsyncParsableCommand {
         second, latency percentiles of one whole sync, and errors. --replica store gives each client \
         a real in-memory NoteStore (every client applies everyone's changes); --replica light gives \
         it a bare version vector, so that the relay, not the clients, is what is measured.
-        """,
-        shouldDisplay: false
+        """
     )
 
     enum ReplicaKind: String, ExpressibleByArgument, CaseIterable { case store, light }

@@ -1,0 +1,95 @@
+import Foundation
+import NotesRelayServer
+import NotesSyncHTTP
+import Testing
+
+/// Slow or greedy clients cannot take the relay: half-sent requests are timed out, one address
+/// gets a bounded share of connections, and the health check keeps answering.
+@Suite(.serialized)
+struct RelayServerLimitsTests {
+    /// A TCP connection to 127.0.0.1:port (nil when refused).
+    static func connect(_ port: Int) -> Int32? {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { return nil }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = in_port_t(UInt16(port).bigEndian)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Foundation.connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard connected == 0 else { close(fd); return nil }
+        return fd
+    }
+
+    static func send(_ fd: Int32, _ text: String) {
+        _ = text.utf8CString.withUnsafeBufferPointer { Foundation.send(fd, $0.baseAddress!, $0.count - 1, Int32(MSG_NOSIGNAL)) }
+    }
+
+    /// Whether the server closed the connection within `seconds` (a read returns 0 or fails).
+    static func closedByServer(_ fd: Int32, within seconds: Double) -> Bool {
+        var timeout = timeval(tv_sec: Int(seconds), tv_usec: Int((seconds - Double(Int(seconds))) * 1_000_000))
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var byte: UInt8 = 0
+        var result = 0
+        repeat { result = recv(fd, &byte, 1, 0) } while result > 0
+        return result == 0 || (result < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+    }
+
+    @Test func aRequestWhoseHeadersNeverFinishIsClosed() async throws {
+        let configuration = RelayServerConfiguration(idleTimeoutSeconds: 1)
+        try await withRelay(server: configuration) { relay, client in
+            let fd = try #require(Self.connect(relay.port))
+            defer { close(fd) }
+            Self.send(fd, "POST /v1/spaces/notes/sync HTTP/1.1\r\nHost: relay\r\nAuthor")
+            #expect(Self.closedByServer(fd, within: 5))
+            #expect(try await rawRequest(client, "GET", "\(relay.url)/healthz").status == 200)
+        }
+    }
+
+    @Test func oneAddressGetsABoundedShareOfConnections() async throws {
+        let configuration = RelayServerConfiguration(idleTimeoutSeconds: 30, maxConnectionsPerAddress: 8)
+        try await withRelay(server: configuration) { relay, _ in
+            var open: [Int32] = []
+            defer { open.forEach { close($0) } }
+            for _ in 0 ..< 8 { open.append(try #require(Self.connect(relay.port))) }
+            // Give the server time to count them, then one more is closed at once.
+            try await Task.sleep(nanoseconds: 200_000_000)
+            let extra = try #require(Self.connect(relay.port))
+            defer { close(extra) }
+            #expect(Self.closedByServer(extra, within: 5))
+            // When one goes away, a new one is let in and served.
+            close(open.removeFirst())
+            try await Task.sleep(nanoseconds: 200_000_000)
+            let next = try #require(Self.connect(relay.port))
+            defer { close(next) }
+            Self.send(next, "GET /healthz HTTP/1.1\r\nHost: relay\r\n\r\n")
+            var buffer = [UInt8](repeating: 0, count: 64)
+            var timeout = timeval(tv_sec: 5, tv_usec: 0)
+            setsockopt(next, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            let count = recv(next, &buffer, buffer.count, 0)
+            #expect(count > 0)
+            #expect(String(decoding: buffer.prefix(max(0, count)), as: UTF8.self).hasPrefix("HTTP/1.1 200"))
+        }
+    }
+
+    /// Many half-open connections from one address do not starve others: the health check from a
+    /// fresh client still answers.
+    @Test func theHealthCheckAnswersUnderManySlowConnections() async throws {
+        let configuration = RelayServerConfiguration(idleTimeoutSeconds: 2, maxConnectionsPerAddress: 32)
+        try await withRelay(server: configuration) { relay, client in
+            var open: [Int32] = []
+            defer { open.forEach { close($0) } }
+            for _ in 0 ..< 200 {
+                guard let fd = Self.connect(relay.port) else { continue }
+                Self.send(fd, "GET /healthz HTTP/1.1\r\nHo")
+                open.append(fd)
+            }
+            // Those past the address's share are closed at once; the rest time out. Meanwhile the
+            // relay answers (the test client comes from the same address, so wait for the idle
+            // timeout to free a share).
+            try await Task.sleep(nanoseconds: 3_000_000_000)
+            #expect(try await rawRequest(client, "GET", "\(relay.url)/healthz").status == 200)
+        }
+    }
+}
