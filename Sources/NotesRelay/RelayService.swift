@@ -66,7 +66,7 @@ public struct RelayLimits: Sendable, Hashable {
 /// Endpoints (Docs/HTTP.md):
 /// - `POST /v1/spaces/{space}/sync`: the body is a bundle (its senderVersion is the client's
 ///   vector); the answer is a bundle of what the client lacks, with `X-CRDT-More: 1` when there is
-///   more than one page and `X-CRDT-Stored: N`;
+///   more than one page and `X-CRDT-Stored: N` (the changes of the request that were new);
 /// - `GET /v1/spaces/{space}/status`: the space's version vector and counts, as JSON;
 /// - `GET /healthz`.
 ///
@@ -118,7 +118,7 @@ public final class RelayService: Sendable {
             return await sync(request, space: space)
         case ("status", "GET"):
             if let refusal = authorize(request, space: space) { return refusal }
-            return await status(space: space)
+            return await status(space: space, asBundle: request.headers["accept"]?.contains(RelayProtocol.bundleContentType) == true)
         case ("sync", _), ("status", _):
             return RelayService.text(405, "\(request.method) is not allowed on \(request.path)")
         default:
@@ -145,12 +145,18 @@ public final class RelayService: Sendable {
         }
     }
 
-    func status(space: String) async -> RelayResponse {
+    /// The space's status: JSON, or (for a client that accepts bundles) an empty bundle whose
+    /// sender version is the space's version vector, binary and checksummed.
+    func status(space: String, asBundle: Bool) async -> RelayResponse {
         let status: RelaySpaceStatus
         do {
             status = try await storage.status(space: space)
         } catch {
             return RelayService.text(503, "the relay could not read its store; try again")
+        }
+        if asBundle {
+            let bundle = SyncBundle(sender: relayReplica(for: space), senderVersion: status.version, changes: [])
+            return RelayResponse(status: 200, headers: ["Content-Type": RelayProtocol.bundleContentType], body: bundle.encoded())
         }
         let json = RelayStatusJSON(space: space, version: status.version, authors: status.authors, changes: status.changes,
                                    operations: status.operations, bytes: status.bytes)
@@ -166,7 +172,7 @@ public final class RelayService: Sendable {
         if let declared = request.headers["content-length"].flatMap(Int.init), declared > limit { return RelayService.tooLarge(limit) }
         guard request.body.count <= limit else { return RelayService.tooLarge(limit) }
         let bundle: SyncBundle
-        let records: [RelayRecord]
+        let records: [(record: RelayRecord, changes: Int)]
         do {
             (bundle, records) = try await decodes.run {
                 let bundle = try SyncBundle.decode(request.body)
@@ -181,9 +187,18 @@ public final class RelayService: Sendable {
         }
         let stored: Int
         let page: RelayPage
+        // The decoded changes of the page's records that the cache held when the page was read
+        // (their payloads were not read).
+        let hits = ChangeBox()
         do {
-            stored = try await storage.append(space: space, records: records)
-            page = try await storage.page(space: space, after: bundle.senderVersion, limits: limits.page)
+            stored = try await storage.append(space: space, records: records.map(\.record)).reduce(0) { $0 + records[$1].changes }
+            let cache = decoded
+            let found = hits
+            page = try await storage.page(space: space, after: bundle.senderVersion, limits: limits.page, needsPayload: { arrival in
+                guard let changes = cache.get(arrival) else { return true }
+                found.map.withLock { $0[arrival] = changes }
+                return false
+            })
         } catch let error as RelayStorageError where error.kind == .gap {
             return RelayService.text(400, error.message)
         } catch {
@@ -193,7 +208,7 @@ public final class RelayService: Sendable {
         changes.reserveCapacity(page.records.count)
         for stored in page.records {
             let decodedChanges: [Change]
-            if let cached = decoded.get(stored.arrival) {
+            if let cached = hits.map.withLock({ $0[stored.arrival] }) {
                 decodedChanges = cached
             } else {
                 guard let fresh = try? ChangeCodec.decode(stored.record.payload) else {
@@ -218,29 +233,31 @@ public final class RelayService: Sendable {
 
     /// The records of an upload, after the checks the relay can make without CRDT knowledge: per
     /// author, the changes follow each other without a gap, and none goes past what the sender
-    /// says it has.
-    static func records(of bundle: SyncBundle) throws -> [RelayRecord] {
+    /// says it has. Each author's changes become one record (one row, one encoding), however many
+    /// there are.
+    static func records(of bundle: SyncBundle) throws -> [(record: RelayRecord, changes: Int)] {
         var byAuthor: [ReplicaID: [Change]] = [:]
         for change in bundle.changes { byAuthor[change.replica, default: []].append(change) }
-        var records: [RelayRecord] = []
-        records.reserveCapacity(bundle.changes.count)
+        var records: [(record: RelayRecord, changes: Int)] = []
+        records.reserveCapacity(byAuthor.count)
         var encoder = ChangeCodec.Encoder()
         for (author, changes) in byAuthor.sorted(by: { $0.key < $1.key }) {
             let sorted = changes.sorted { ($0.startSeq, $0.endSeq) < ($1.startSeq, $1.endSeq) }
             guard sorted[0].startSeq >= 1 else { throw UploadError(message: "a change of \(author) starts at seq 0") }
             var covered = sorted[0].startSeq - 1
+            var run: [Change] = []
             for change in sorted {
-                guard change.startSeq >= 1, change.startSeq - 1 <= covered else {
+                guard change.startSeq - 1 <= covered else {
                     throw UploadError(message: "the changes of \(author) have a gap: seqs \(covered &+ 1)-\(change.startSeq - 1) are missing")
                 }
                 guard change.endSeq <= bundle.senderVersion[author] else {
                     throw UploadError(message: "a change of \(author) ends at seq \(change.endSeq), past what the sender says it has (\(bundle.senderVersion[author]))")
                 }
                 guard change.endSeq > covered else { continue }
+                run.append(change.startSeq <= covered ? change.suffix(from: covered + 1)! : change)
                 covered = change.endSeq
-                records.append(RelayRecord(author: author, startSeq: change.startSeq, endSeq: change.endSeq,
-                                           payload: encoder.encode([change])))
             }
+            records.append((RelayRecord(author: author, startSeq: run[0].startSeq, endSeq: covered, payload: encoder.encode(run)), run.count))
         }
         return records
     }
@@ -268,6 +285,11 @@ public final class RelayService: Sendable {
         let data = (try? JSONEncoder().encode(["error": message])) ?? Data()
         return RelayResponse(status: status, headers: ["Content-Type": "application/json"], body: [UInt8](data) + [0x0A])
     }
+}
+
+/// Decoded changes by arrival number, shared between a page read and its caller.
+final class ChangeBox: Sendable {
+    let map = Mutex([Int64: [Change]]())
 }
 
 /// At most `limit` bodies run at once; the others wait in arrival order.

@@ -132,10 +132,12 @@ public protocol RelayStorage: Sendable {
     var relayID: [UInt8] { get }
     /// Stores the records that extend what the space holds, in one transaction.
     ///
-    /// - Returns: how many were stored (the rest were repeats).
-    func append(space: String, records: [RelayRecord]) async throws -> Int
-    /// One page of the records a client at `clientVersion` lacks.
-    func page(space: String, after clientVersion: VersionVector, limits: RelayPageLimits) async throws -> RelayPage
+    /// - Returns: the indexes (into `records`) of those stored; the rest were repeats.
+    func append(space: String, records: [RelayRecord]) async throws -> [Int]
+    /// One page of the records a client at `clientVersion` lacks. A record whose arrival number
+    /// `needsPayload` says no to comes with an empty payload (the caller has it decoded already).
+    func page(space: String, after clientVersion: VersionVector, limits: RelayPageLimits,
+              needsPayload: @escaping @Sendable (Int64) -> Bool) async throws -> RelayPage
     /// What the space holds.
     func status(space: String) async throws -> RelaySpaceStatus
 }

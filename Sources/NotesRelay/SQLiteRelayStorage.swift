@@ -123,8 +123,8 @@ public final class SQLiteRelayStorage: RelayStorage {
 
     // MARK: RelayStorage
 
-    public func append(space: String, records: [RelayRecord]) async throws -> Int {
-        guard !records.isEmpty else { return 0 }
+    public func append(space: String, records: [RelayRecord]) async throws -> [Int] {
+        guard !records.isEmpty else { return [] }
         do {
             return try await writer.write { db in try SQLiteRelayStorage.append(db, space: space, records) }
         } catch let error as RelayStorageError {
@@ -134,9 +134,12 @@ public final class SQLiteRelayStorage: RelayStorage {
         }
     }
 
-    public func page(space: String, after clientVersion: VersionVector, limits: RelayPageLimits) async throws -> RelayPage {
+    public func page(space: String, after clientVersion: VersionVector, limits: RelayPageLimits,
+                     needsPayload: @escaping @Sendable (Int64) -> Bool = { _ in true }) async throws -> RelayPage {
         do {
-            return try await writer.read { db in try SQLiteRelayStorage.page(db, space: space, clientVersion: clientVersion, limits: limits) }
+            return try await writer.read { db in
+                try SQLiteRelayStorage.page(db, space: space, clientVersion: clientVersion, limits: limits, needsPayload: needsPayload)
+            }
         } catch let error as RelayStorageError {
             throw error
         } catch {
@@ -148,15 +151,16 @@ public final class SQLiteRelayStorage: RelayStorage {
         do {
             return try await writer.read { db in
                 var status = RelaySpaceStatus(space: space, version: VersionVector(), authors: 0, changes: 0, operations: 0, bytes: 0)
-                for row in try Row.fetchAll(db, sql: "SELECT author, seq, changes, bytes FROM relay_author WHERE space = ?", arguments: [space]) {
-                    let author = try SQLiteRelayStorage.replica(row["author"])
-                    let seq = UInt64(bitPattern: row["seq"] as Int64)
+                for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT author, seq, changes, bytes FROM relay_author WHERE space = ?"),
+                                            arguments: [space]) {
+                    let author = try SQLiteRelayStorage.replica(row[0])
+                    let seq = UInt64(bitPattern: row[1] as Int64)
                     status.version[author] = seq
                     status.authors += 1
-                    status.changes += row["changes"] as Int
+                    status.changes += row[2] as Int
                     let (sum, overflow) = status.operations.addingReportingOverflow(seq)
                     status.operations = overflow ? .max : sum
-                    status.bytes += row["bytes"] as Int
+                    status.bytes += row[3] as Int
                 }
                 return status
             }
@@ -176,17 +180,17 @@ public final class SQLiteRelayStorage: RelayStorage {
         var touched = false
     }
 
-    /// Stores the records that extend what the space holds; returns how many were stored.
-    static func append(_ db: Database, space: String, _ records: [RelayRecord]) throws -> Int {
+    /// Stores the records that extend what the space holds; returns the indexes of those stored.
+    static func append(_ db: Database, space: String, _ records: [RelayRecord]) throws -> [Int] {
         var coverage: [ReplicaID: Coverage] = [:]
-        var stored = 0
+        var stored: [Int] = []
         let insert = try db.cachedStatement(sql: "INSERT INTO relay_change(space, author, startSeq, endSeq, payload) VALUES (?, ?, ?, ?, ?)")
-        for record in records {
+        for (index, record) in records.enumerated() {
             let author = record.author
             if coverage[author] == nil {
-                let row = try Row.fetchOne(db, sql: "SELECT seq, changes, bytes FROM relay_author WHERE space = ? AND author = ?",
+                let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT seq, changes, bytes FROM relay_author WHERE space = ? AND author = ?"),
                                            arguments: [space, Data(author.raw.bytes)])
-                coverage[author] = row.map { Coverage(seq: UInt64(bitPattern: $0["seq"] as Int64), changes: $0["changes"], bytes: $0["bytes"]) }
+                coverage[author] = row.map { Coverage(seq: UInt64(bitPattern: $0[0] as Int64), changes: $0[1], bytes: $0[2]) }
                     ?? Coverage(seq: 0, changes: 0, bytes: 0)
             }
             let covered = coverage[author]!.seq
@@ -200,7 +204,7 @@ public final class SQLiteRelayStorage: RelayStorage {
             coverage[author]!.changes += 1
             coverage[author]!.bytes += record.payload.count
             coverage[author]!.touched = true
-            stored += 1
+            stored.append(index)
         }
         let upsert = try db.cachedStatement(sql: """
             INSERT INTO relay_author(space, author, seq, changes, bytes) VALUES (?, ?, ?, ?, ?)
@@ -212,55 +216,68 @@ public final class SQLiteRelayStorage: RelayStorage {
         return stored
     }
 
-    /// One page of the rows a client at `clientVersion` lacks: per author, the rows past its entry
-    /// in seq order, merged across authors in arrival order, so a page is a causal prefix of what
-    /// is missing and each author's part of it is contiguous.
-    static func page(_ db: Database, space: String, clientVersion: VersionVector, limits: RelayPageLimits) throws -> RelayPage {
+    /// One page of the rows a client at `clientVersion` lacks: per lagging author, the rows past
+    /// its entry in seq order (their identities only, through the (space, author, endSeq) index),
+    /// merged across authors in arrival order until the page is full; then the picked rows'
+    /// payloads. So a page is a causal prefix of what is missing and each author's part of it is
+    /// contiguous.
+    static func page(_ db: Database, space: String, clientVersion: VersionVector, limits: RelayPageLimits,
+                     needsPayload: (Int64) -> Bool = { _ in true }) throws -> RelayPage {
         var version = VersionVector()
         var lagging: [(author: ReplicaID, key: Data, have: UInt64)] = []
-        for row in try Row.fetchAll(db, sql: "SELECT author, seq FROM relay_author WHERE space = ? ORDER BY author", arguments: [space]) {
-            let key: Data = row["author"]
+        for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT author, seq FROM relay_author WHERE space = ? ORDER BY author"),
+                                    arguments: [space]) {
+            let key: Data = row[0]
             let author = try replica(key)
-            let seq = UInt64(bitPattern: row["seq"] as Int64)
+            let seq = UInt64(bitPattern: row[1] as Int64)
             version[author] = seq
             if seq > clientVersion[author] { lagging.append((author, key, clientVersion[author])) }
         }
         guard !lagging.isEmpty else { return RelayPage(records: [], version: version, more: false) }
         let select = try db.cachedStatement(sql: """
-            SELECT id, startSeq, endSeq, payload FROM relay_change
+            SELECT id, startSeq, endSeq, length(payload) FROM relay_change
             WHERE space = ? AND author = ? AND endSeq > ? ORDER BY endSeq LIMIT ?
             """)
-        var queues: [[RelayStoredRecord]] = []
+        typealias Candidate = (id: Int64, author: ReplicaID, startSeq: UInt64, endSeq: UInt64, size: Int)
+        var queues: [[Candidate]] = []
         for entry in lagging {
-            // A client's entry beyond what SQLite's signed integers hold has everything stored.
+            // An entry beyond what SQLite's signed integers hold has everything stored.
             guard entry.have <= UInt64(Int64.max) else { continue }
-            let rows = try Row.fetchAll(select, arguments: [space, entry.key, Int64(entry.have), limits.maxChanges]).map {
-                RelayStoredRecord(arrival: $0["id"], record: RelayRecord(
-                    author: entry.author, startSeq: UInt64(bitPattern: $0["startSeq"] as Int64),
-                    endSeq: UInt64(bitPattern: $0["endSeq"] as Int64), payload: [UInt8]($0["payload"] as Data)))
+            var queue: [Candidate] = []
+            let rows = try Row.fetchCursor(select, arguments: [space, entry.key, Int64(entry.have), limits.maxChanges])
+            while let row = try rows.next() {
+                queue.append((row[0], entry.author, UInt64(bitPattern: row[1] as Int64), UInt64(bitPattern: row[2] as Int64), row[3]))
             }
-            if !rows.isEmpty { queues.append(rows) }
+            if !queue.isEmpty { queues.append(queue) }
         }
         // Merge by arrival, keeping each author's rows in seq order.
         var heads = [Int](repeating: 0, count: queues.count)
-        var result: [RelayStoredRecord] = []
+        var picked: [Candidate] = []
         var bytes = 0
         var delivered: [ReplicaID: UInt64] = [:]
-        while result.count < limits.maxChanges {
+        while picked.count < limits.maxChanges {
             var best = -1
             for (index, queue) in queues.enumerated() where heads[index] < queue.count {
-                if best < 0 || queue[heads[index]].arrival < queues[best][heads[best]].arrival { best = index }
+                if best < 0 || queue[heads[index]].id < queues[best][heads[best]].id { best = index }
             }
             guard best >= 0 else { break }
             let row = queues[best][heads[best]]
-            if !result.isEmpty, bytes + row.record.payload.count > limits.maxBytes { break }
-            result.append(row)
-            bytes += row.record.payload.count
+            if !picked.isEmpty, bytes + row.size > limits.maxBytes { break }
+            picked.append(row)
+            bytes += row.size
             heads[best] += 1
-            delivered[row.record.author] = row.record.endSeq
+            delivered[row.author] = row.endSeq
+        }
+        let payload = try db.cachedStatement(sql: "SELECT payload FROM relay_change WHERE id = ?")
+        var records: [RelayStoredRecord] = []
+        records.reserveCapacity(picked.count)
+        for row in picked {
+            let data = needsPayload(row.id) ? try Data.fetchOne(payload, arguments: [row.id]) ?? Data() : Data()
+            records.append(RelayStoredRecord(arrival: row.id, record: RelayRecord(author: row.author, startSeq: row.startSeq, endSeq: row.endSeq,
+                                                                                  payload: [UInt8](data))))
         }
         let more = lagging.contains { entry in (delivered[entry.author] ?? entry.have) < version[entry.author] }
-        return RelayPage(records: result, version: version, more: more)
+        return RelayPage(records: records, version: version, more: more)
     }
 
     static func replica(_ data: Data) throws -> ReplicaID {

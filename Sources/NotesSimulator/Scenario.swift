@@ -57,6 +57,9 @@ public struct Scenario: Codable, Sendable, Hashable {
         public var maxAttempts: Int = 3
         /// The most changes a relay answers with in one response.
         public var pageSize: Int = 400
+        /// Each store refreshes its snapshot after this many logged changes (the command line's
+        /// 4096 by default; a few dozen makes a run fold its log and read a snapshot back often).
+        public var snapshotInterval: Int = 4096
 
         public init() {}
     }
@@ -85,8 +88,11 @@ public struct Scenario: Codable, Sendable, Hashable {
         public var partialSeconds: Double = 60
         /// The probability that a copy first appears with damaged bytes (fixed by a later re-copy).
         public var corrupt: Double = 0
-        /// The probability that a file is listed twice (a sync tool that delivers it again).
+        /// The probability that a file is delivered twice (a sync tool that copies it again).
         public var twice: Double = 0
+        /// A device compacts its files of an author when it has more than this many (the command
+        /// line's 32 by default).
+        public var compactThreshold: Int = 32
 
         public init() {}
     }
@@ -331,7 +337,7 @@ extension Scenario.Workload {
 }
 
 extension Scenario.Sync {
-    enum CodingKeys: String, CodingKey { case syncsPerDevice, afterEdit, maxAttempts, pageSize }
+    enum CodingKeys: String, CodingKey { case syncsPerDevice, afterEdit, maxAttempts, pageSize, snapshotInterval }
     public init(from decoder: any Decoder) throws {
         self.init()
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -339,6 +345,7 @@ extension Scenario.Sync {
         afterEdit = try c.decodeIfPresent(Double.self, forKey: .afterEdit) ?? afterEdit
         maxAttempts = try c.decodeIfPresent(Int.self, forKey: .maxAttempts) ?? maxAttempts
         pageSize = try c.decodeIfPresent(Int.self, forKey: .pageSize) ?? pageSize
+        snapshotInterval = try c.decodeIfPresent(Int.self, forKey: .snapshotInterval) ?? snapshotInterval
     }
 }
 
@@ -357,7 +364,7 @@ extension Scenario.Network {
 }
 
 extension Scenario.Folder {
-    enum CodingKeys: String, CodingKey { case propagationSeconds, late, maxLateSeconds, partial, partialSeconds, corrupt, twice }
+    enum CodingKeys: String, CodingKey { case propagationSeconds, late, maxLateSeconds, partial, partialSeconds, corrupt, twice, compactThreshold }
     public init(from decoder: any Decoder) throws {
         self.init()
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -368,6 +375,7 @@ extension Scenario.Folder {
         partialSeconds = try c.decodeIfPresent(Double.self, forKey: .partialSeconds) ?? partialSeconds
         corrupt = try c.decodeIfPresent(Double.self, forKey: .corrupt) ?? corrupt
         twice = try c.decodeIfPresent(Double.self, forKey: .twice) ?? twice
+        compactThreshold = try c.decodeIfPresent(Int.self, forKey: .compactThreshold) ?? compactThreshold
     }
 }
 

@@ -1,3 +1,4 @@
+import Foundation
 import NotesCRDT
 import NotesStore
 import NotesRelay
@@ -159,6 +160,9 @@ public final class Simulation: @unchecked Sendable {
     /// The devices still running.
     var liveDevices: [SimDevice] { devices.filter { !dead.contains($0.index) } }
     private var lastStateChange: UInt64 = 0
+    /// How many times anything changed state (a round of healing that changes nothing ends it;
+    /// a time would not do: a round can change state at the very time the one before did).
+    private var stateChanges = 0
 
     /// Prepares a run: devices (with identities from the seed), hubs, and the schedule.
     public init(scenario: Scenario, seed: UInt64) throws {
@@ -204,11 +208,11 @@ public final class Simulation: @unchecked Sendable {
     }
 
     /// The options of device `d`'s store: the command line's, with the device's clock.
-    ///
-    /// The snapshot is refreshed every few dozen changes rather than every few thousand, so that
-    /// a run folds its log into a snapshot (and reads one back at a restart) many times.
     func storeOptions(_ d: Int) -> StoreOptions {
-        StoreOptions(wallClock: DeviceClock(clocks: clocks, device: d), snapshotInterval: 24)
+        // A device whose database no other process opens owns it outright, as an app may; with
+        // edits from another process (`workload.otherProcess`) it must look for their writes.
+        StoreOptions(wallClock: DeviceClock(clocks: clocks, device: d), snapshotInterval: scenario.sync.snapshotInterval,
+                     access: scenario.workload.otherProcess > 0 ? .shared : .exclusive)
     }
 
     /// The hub's index.
@@ -238,7 +242,10 @@ public final class Simulation: @unchecked Sendable {
         }
         await heal()
         await checkHubsAndPeers()
-        return finish(events: executed)
+        let result = finish(events: executed)
+        // The transports refer back to the run: let it go.
+        for device in devices { device.transports = [:] }
+        return result
     }
 
     func step(_ event: SimEvent, index: Int) async {
@@ -331,7 +338,8 @@ public final class Simulation: @unchecked Sendable {
                     try store.insertText(note.id, at: offset, word)
                 }
                 touched = note.id
-                intent = .typed(note.id, at: offset, Array(word.unicodeScalars), lengthBefore: note.bodyLength)
+                intent = .typed(note.id, at: offset, count: word.unicodeScalars.count, firstSeq: before[device.replicaID] + 1,
+                                lengthBefore: note.bodyLength)
             case .deleteRange:
                 guard let note = pick(notes.filter { $0.bodyLength > 0 }) else { break }
                 let offset = min(note.bodyLength - 1, place(note.bodyLength - 1))
@@ -415,8 +423,9 @@ public final class Simulation: @unchecked Sendable {
 
     /// What a local edit meant to do.
     enum Intent {
-        /// These scalars typed at this offset of a body that had `lengthBefore` scalars.
-        case typed(NoteID, at: Int, [Unicode.Scalar], lengthBefore: Int)
+        /// `count` scalars typed at this offset of a body that had `lengthBefore` scalars, taking
+        /// the device's seqs from `firstSeq` on.
+        case typed(NoteID, at: Int, count: Int, firstSeq: UInt64, lengthBefore: Int)
         /// `count` scalars deleted from a body that had `lengthBefore`.
         case deleted(NoteID, count: Int, lengthBefore: Int)
         /// This value written to this field.
@@ -431,12 +440,12 @@ public final class Simulation: @unchecked Sendable {
     func checkIntent(_ intent: Intent, _ device: SimDevice, produced: [Change]) throws {
         let notebook = try device.store.notebook
         switch intent {
-        case .typed(let note, let offset, let scalars, let lengthBefore):
+        case .typed(let note, let offset, let count, let firstSeq, let lengthBefore):
             guard let body = notebook.body(of: note) else { return violation("device \(device.index): note \(note) vanished after typing in it") }
-            if body.count != lengthBefore + scalars.count {
-                violation("device \(device.index): typing \(scalars.count) characters made the body \(body.count) long, not \(lengthBefore + scalars.count)")
-            } else if !Array(body.string.unicodeScalars)[offset ..< offset + scalars.count].elementsEqual(scalars) {
-                violation("device \(device.index): text typed at \(offset) of note \(note) is not there")
+            if body.count != lengthBefore + count {
+                violation("device \(device.index): typing \(count) characters made the body \(body.count) long, not \(lengthBefore + count)")
+            } else if body.identities(of: offset ..< offset + count) != [OpIDRange(replica: device.replicaID, seq: firstSeq, count: UInt64(count))] {
+                violation("device \(device.index): the \(count) characters typed at \(offset) of note \(note) are not there")
             }
         case .deleted(let note, let count, let lengthBefore):
             let length = notebook.body(of: note)?.count ?? -1
@@ -494,12 +503,16 @@ public final class Simulation: @unchecked Sendable {
             let transport = try transport(d, hub: hub)
             let report = try await engine.sync(device.store, over: transport)
             // As `crdt-sync sync --dir` does, with a small threshold so that runs compact often.
-            if let folder = transport as? FolderTransport { try folder.compact(writer: device.replicaID, threshold: 4) }
+            if let folder = transport as? FolderTransport {
+                try folder.compact(writer: device.replicaID, threshold: scenario.folder.compactThreshold)
+            }
             stats.retries += report.retries
             stats.skippedFiles += report.skipped.count
             if report.quarantined > 0 { violation("device \(d): \(report.quarantined) change(s) quarantined in a run with no hostile peer") }
             trace.add(elapsed, d, .sync, Int64(hub), Int64(report.sentChanges), Int64(report.applied), Int64(report.pending))
+            if ProcessInfo.processInfo.environment["SIM_DEBUG"] != nil { print("t=\(elapsed) d\(d) hub\(hub) \(report) vv=\((try? device.store.versionVector).map { "\($0)" } ?? "?")") }
         } catch is DeviceStopped {
+            if ProcessInfo.processInfo.environment["SIM_DEBUG"] != nil { print("t=\(elapsed) d\(d) hub\(hub) STOPPED") }
             stats.failedSyncs += 1
             trace.add(elapsed, d, .syncFailed, Int64(hub), -2)
         } catch let error as SyncError {
@@ -621,6 +634,11 @@ public final class Simulation: @unchecked Sendable {
     private func deliver(_ request: RelayRequest, damaged: Bool, from d: Int, to hub: Int) async -> RelayResponse {
         let relay = relays[hub]!
         let response = await relay.service.handle(request)
+        if ProcessInfo.processInfo.environment["SIM_DEBUG"] != nil {
+            let sent = (try? SyncBundle.decode(request.body)).map { "\($0.changes.map { "\($0.replica.raw.hex.prefix(8)):\($0.startSeq)-\($0.endSeq)" }) v=\($0.senderVersion)" } ?? ""
+            let got = (try? SyncBundle.decode(response.body)).map { "\($0.changes.map { "\($0.replica.raw.hex.prefix(8)):\($0.startSeq)-\($0.endSeq)" }) v=\($0.senderVersion)" } ?? ""
+            print("  relay \(request.method) \(request.path) from d\(d): \(sent) -> \(response.status) \(response.headers) \(got)")
+        }
         if request.method == "POST" {
             if damaged, response.status == 200 {
                 violation("relay: a damaged upload from device \(d) was accepted")
@@ -876,7 +894,10 @@ public final class Simulation: @unchecked Sendable {
 
     // MARK: Checks
 
-    private func noteStateChange() { lastStateChange = elapsed }
+    private func noteStateChange() {
+        lastStateChange = elapsed
+        stateChanges += 1
+    }
 
     /// Safety after a step: the version vector only grew, and the materialized rows of the notes
     /// the step touched, and of every note in a tag it named (every note when `all`), equal the
@@ -1043,14 +1064,14 @@ public final class Simulation: @unchecked Sendable {
             clocks.now += 1000
             settleFolders()
             await deliverDue(all: true)
-            let changeBefore = lastStateChange
+            let changesBefore = stateChanges
             for d in 0 ..< scenario.devices where !dead.contains(d) {
                 for hub in ScheduleGenerator.hubIndexes(of: d, in: scenario) {
                     eventRandom = SimRandom(seed: seed, salt: 1_000_000 &+ UInt64(round * 1000 + d * 10 + hub))
                     await sync(d, hub: hub, crash: false)
                 }
             }
-            if lastStateChange == changeBefore { break }
+            if stateChanges == changesBefore { break }
         }
     }
 

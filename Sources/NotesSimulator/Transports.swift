@@ -51,6 +51,7 @@ struct ObservedFileSystem: FileSystem {
     let hub: Int
 
     func contentsOfDirectory(_ path: String) throws -> [String]? { try base.contentsOfDirectory(path) }
+    func listing(_ path: String) throws -> [(name: String, attributes: FileAttributes)]? { try base.listing(path) }
     func attributes(_ path: String) throws -> FileAttributes? { try base.attributes(path) }
     func read(_ path: String, limit: Int) throws -> [UInt8] {
         let bytes = try base.read(path, limit: limit)

@@ -41,6 +41,18 @@ public protocol FileSystem: Sendable {
     func remove(_ path: String) throws
     /// Creates a directory and the directories above it that are missing.
     func createDirectory(_ path: String) throws
+    /// The entries of a directory with their attributes, or nil when there is no directory at
+    /// `path` (an entry that vanishes while it is listed is left out).
+    func listing(_ path: String) throws -> [(name: String, attributes: FileAttributes)]?
+}
+
+extension FileSystem {
+    public func listing(_ path: String) throws -> [(name: String, attributes: FileAttributes)]? {
+        guard let names = try contentsOfDirectory(path) else { return nil }
+        return names.compactMap { name in
+            (try? attributes(FileSystemPaths.join(path, name))).flatMap { $0 }.map { (name, $0) }
+        }
+    }
 }
 
 /// The machine's own file system, through POSIX calls.

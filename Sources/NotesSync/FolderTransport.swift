@@ -56,26 +56,48 @@ public struct FolderTransport: SyncTransport {
 
     /// A file name's author and range, or nil when it is not a bundle file's name.
     static func parse(name: String) -> (author: ReplicaID, first: UInt64, last: UInt64)? {
-        let parts = name.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, parts[2] == fileExtension, let author = ReplicaID(hex: parts[0]) else { return nil }
-        let range = parts[1].split(separator: "-", omittingEmptySubsequences: false)
-        guard range.count == 2, let first = UInt64(range[0]), let last = UInt64(range[1]), first >= 1, first <= last else { return nil }
+        // `<32 hex digits>.<first>-<last>.crdtb`, read in place (every file of a folder, every sync).
+        var name = name
+        return name.withUTF8 { utf8 in parse(utf8: utf8) }
+    }
+
+    static func parse(utf8: UnsafeBufferPointer<UInt8>) -> (author: ReplicaID, first: UInt64, last: UInt64)? {
+        guard utf8.count >= 32 + 1 + 3 + 6, utf8[32] == UInt8(ascii: "."),
+              utf8[(utf8.count - 6)...].elementsEqual(".crdtb".utf8) else { return nil }
+        guard let raw = Identifier128(hexUTF8: UnsafeBufferPointer(rebasing: utf8[..<32])) else { return nil }
+        let author = ReplicaID(raw)
+        let utf8 = utf8[..<(utf8.count - 6)]
+        func number(_ digits: Slice<UnsafeBufferPointer<UInt8>>) -> UInt64? {
+            guard !digits.isEmpty, digits.count <= 20 else { return nil }
+            var value: UInt64 = 0
+            for digit in digits {
+                guard digit >= UInt8(ascii: "0"), digit <= UInt8(ascii: "9") else { return nil }
+                let (times, overflow1) = value.multipliedReportingOverflow(by: 10)
+                let (sum, overflow2) = times.addingReportingOverflow(UInt64(digit - UInt8(ascii: "0")))
+                guard !overflow1, !overflow2 else { return nil }
+                value = sum
+            }
+            return value
+        }
+        let range = utf8[33...]
+        guard let dash = range.firstIndex(of: UInt8(ascii: "-")), let first = number(range[..<dash]),
+              let last = number(range[(dash + 1)...]), first >= 1, first <= last else { return nil }
         return (author, first, last)
     }
 
-    func entries() throws -> [Entry] {
+    /// The bundle files in the folder (of one writer, when given).
+    func entries(of only: ReplicaID? = nil) throws -> [Entry] {
         guard let attributes = try fileSystem.attributes(folder) else { throw SyncError(.io, "\(folder): no such folder") }
         guard attributes.isDirectory else { throw SyncError(.io, "\(folder) is a file, not a folder") }
+        verdicts.nextRound()
         var result: [Entry] = []
-        for writerName in try fileSystem.contentsOfDirectory(folder) ?? [] {
+        for writerName in try only.map({ [$0.description] }) ?? fileSystem.contentsOfDirectory(folder) ?? [] {
             guard let writer = ReplicaID(hex: writerName) else { continue }
             let sub = FileSystemPaths.join(folder, writerName)
-            for name in (try? fileSystem.contentsOfDirectory(sub)) ?? [] {
+            for (name, attributes) in (try? fileSystem.listing(sub)) ?? [] where !attributes.isDirectory {
                 guard let parsed = FolderTransport.parse(name: name) else { continue }
-                let path = FileSystemPaths.join(sub, name)
-                guard let attributes = try? fileSystem.attributes(path), !attributes.isDirectory else { continue }
                 result.append(Entry(writer: writer, author: parsed.author, first: parsed.first, last: parsed.last,
-                                    path: path, attributes: attributes))
+                                    path: FileSystemPaths.join(sub, name), attributes: attributes))
             }
         }
         return result
@@ -175,7 +197,7 @@ public struct FolderTransport: SyncTransport {
             let bytes = try fileSystem.read(entry.path, limit: maxFileBytes)
             let bundle = try SyncBundle.decode(bytes)
             if let problem = FolderTransport.mismatch(entry, bundle) { return .failure(SyncError(.malformed, problem)) }
-            verdicts.recordGood(entry.path, checksum: bytes.suffix(SyncBundle.checksumLength))
+            verdicts.recordGood(entry, checksum: Array(bytes.suffix(SyncBundle.checksumLength)))
             return .success(bundle)
         } catch let error as SyncError {
             return .failure(error)
@@ -184,25 +206,26 @@ public struct FolderTransport: SyncTransport {
         }
     }
 
-    /// Whether a file holds what its name says. The file is read and its checksum checked every
-    /// time (a copy can rot without changing its size or time); only the decoding of its changes
-    /// is skipped when the same bytes at the same path were found good before.
+    /// Whether a file holds what its name says.
+    ///
+    /// A file found good is trusted while its size and time stay the same, but only for a few
+    /// syncs of this transport (`reverifyAfter`): a copy can rot without changing its size or time,
+    /// and a replica that holds a rotten file's changes must notice, to write them again. A
+    /// transport made for one sync (the command line's) checks every file.
     func verify(_ entry: Entry) -> Result<Void, SyncError> {
-        do {
-            let bytes = try fileSystem.read(entry.path, limit: maxFileBytes)
-            let header = try SyncBundle.decodeHeader(bytes)
-            guard header.sender == entry.writer else {
-                return .failure(SyncError(.malformed, "written by \(header.sender), but it sits in \(entry.writer)'s folder"))
-            }
-            if verdicts.isKnownGood(entry.path, checksum: bytes.suffix(SyncBundle.checksumLength)) { return .success(()) }
-            let bundle = try SyncBundle.decode(bytes)
-            if let problem = FolderTransport.mismatch(entry, bundle) { return .failure(SyncError(.malformed, problem)) }
-            verdicts.recordGood(entry.path, checksum: bytes.suffix(SyncBundle.checksumLength))
+        switch verdicts.verdict(entry) {
+        case .good:
             return .success(())
-        } catch let error as SyncError {
-            return .failure(error)
-        } catch {
-            return .failure(SyncError(.io, "\(error)"))
+        case .check(let checksum):
+            // Read again: the same bytes (the checksum covers all of them) need not be decoded.
+            if let bytes = try? fileSystem.read(entry.path, limit: maxFileBytes), let header = try? SyncBundle.decodeHeader(bytes),
+               header.sender == entry.writer, bytes.suffix(SyncBundle.checksumLength).elementsEqual(checksum) {
+                verdicts.recordGood(entry, checksum: checksum)
+                return .success(())
+            }
+            return read(entry).map { _ in () }
+        case .unknown:
+            return read(entry).map { _ in () }
         }
     }
 
@@ -254,7 +277,7 @@ public struct FolderTransport: SyncTransport {
     /// - Returns: how many files were removed.
     @discardableResult
     public func compact(writer: ReplicaID, threshold: Int = 32) throws -> Int {
-        let mine = try entries().filter { $0.writer == writer }
+        let mine = try entries(of: writer)
         var removed = 0
         var encoder = ChangeCodec.Encoder()
         for (author, files) in Dictionary(grouping: mine, by: \.author).sorted(by: { $0.key < $1.key }) where files.count > threshold {
@@ -293,23 +316,53 @@ public struct FolderTransport: SyncTransport {
     }
 }
 
-/// The files found good: their path and their bundle checksum (the SHA-256 of their content).
+/// The files found good (by path, size and time), their checksum, and in which round of this
+/// transport (a listing of the folder) each was last checked.
 final class VerdictCache: Sendable {
     struct Key: Hashable {
         var path: String
-        var checksum: [UInt8]
+        var size: Int
+        var modified: UInt64
+
+        init(_ entry: FolderTransport.Entry) {
+            path = entry.path
+            size = entry.attributes.size
+            modified = entry.attributes.modifiedMilliseconds
+        }
     }
 
-    private let good = Mutex(Set<Key>())
+    /// A good verdict is trusted for this many rounds, then the file's checksum is checked again.
+    static let reverifyAfter = 8
 
-    func isKnownGood(_ path: String, checksum: ArraySlice<UInt8>) -> Bool {
-        good.withLock { $0.contains(Key(path: path, checksum: Array(checksum))) }
+    enum Verdict {
+        /// Found good recently.
+        case good
+        /// Found good with this checksum, longer ago: read it and compare.
+        case check([UInt8])
+        /// Never found good.
+        case unknown
     }
 
-    func recordGood(_ path: String, checksum: ArraySlice<UInt8>) {
-        good.withLock { set in
-            if set.count > 100_000 { set.removeAll() }
-            set.insert(Key(path: path, checksum: Array(checksum)))
+    private struct State {
+        var round = 0
+        var good: [Key: (round: Int, checksum: [UInt8])] = [:]
+    }
+
+    private let state = Mutex(State())
+
+    func nextRound() { state.withLock { $0.round += 1 } }
+
+    func verdict(_ entry: FolderTransport.Entry) -> Verdict {
+        state.withLock { state in
+            guard let known = state.good[Key(entry)] else { return .unknown }
+            return state.round - known.round < VerdictCache.reverifyAfter ? .good : .check(known.checksum)
+        }
+    }
+
+    func recordGood(_ entry: FolderTransport.Entry, checksum: [UInt8]) {
+        state.withLock { state in
+            if state.good.count > 100_000 { state.good.removeAll() }
+            state.good[Key(entry)] = (state.round, checksum)
         }
     }
 }

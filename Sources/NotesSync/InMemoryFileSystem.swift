@@ -24,9 +24,10 @@ public final class InMemoryFileSystem: FileSystem, Sendable {
         var fault: Fault?
     }
 
+    /// Per directory (normalized path), its files by name; the directory set holds every directory.
     struct Tree {
-        var files: [String: Entry] = [:]
-        var directories: Set<String> = ["", "/"]
+        var files: [String: [String: Entry]] = ["/": [:]]
+        var directories: Set<String> = ["/"]
     }
 
     private let tree = Mutex(Tree())
@@ -37,39 +38,79 @@ public final class InMemoryFileSystem: FileSystem, Sendable {
         self.clock = clock
     }
 
+    /// `path` made absolute, without `.`, empty components or a trailing `/` (unchanged, and not
+    /// copied, when it already is).
     static func normalize(_ path: String) -> String {
+        if isNormal(path) { return path }
         var parts: [Substring] = []
         for part in path.split(separator: "/") where part != "." && !part.isEmpty { parts.append(part) }
         return "/" + parts.joined(separator: "/")
     }
 
-    static func parent(_ path: String) -> String {
-        guard let slash = path.lastIndex(of: "/"), slash != path.startIndex else { return "/" }
-        return String(path[..<slash])
+    /// Whether a path is absolute with no empty or `.` component and no trailing `/`: one pass
+    /// over its bytes (every call of the file system takes a path).
+    static func isNormal(_ path: String) -> Bool {
+        var utf8 = path
+        return utf8.withUTF8 { bytes in
+            guard let first = bytes.first, first == UInt8(ascii: "/") else { return false }
+            if bytes.count == 1 { return true }
+            var componentStart = 1
+            for index in 1 ... bytes.count {
+                guard index == bytes.count || bytes[index] == UInt8(ascii: "/") else { continue }
+                let length = index - componentStart
+                if length == 0 || (length == 1 && bytes[componentStart] == UInt8(ascii: ".")) { return false }
+                componentStart = index + 1
+            }
+            return true
+        }
     }
+
+    /// A normalized path's directory and name.
+    static func split(_ path: String) -> (directory: String, name: String) {
+        guard let slash = path.lastIndex(of: "/") else { return ("/", path) }
+        let directory = slash == path.startIndex ? "/" : String(path[..<slash])
+        return (directory, String(path[path.index(after: slash)...]))
+    }
+
+    static func parent(_ path: String) -> String { split(path).directory }
 
     public func contentsOfDirectory(_ path: String) throws -> [String]? {
         let directory = InMemoryFileSystem.normalize(path)
         return tree.withLock { tree -> [String]? in
             guard tree.directories.contains(directory) else { return nil }
+            var names = Array(tree.files[directory, default: [:]].keys)
             let prefix = directory == "/" ? "/" : directory + "/"
-            var names: Set<String> = []
-            for key in tree.files.keys where key.hasPrefix(prefix) {
+            for key in tree.directories where key.count > prefix.count && key.hasPrefix(prefix) {
                 let rest = key.dropFirst(prefix.count)
-                if !rest.contains("/") { names.insert(String(rest)) }
-            }
-            for key in tree.directories where key.hasPrefix(prefix) && key.count > prefix.count {
-                let rest = key.dropFirst(prefix.count)
-                if !rest.contains("/") { names.insert(String(rest)) }
+                if !rest.contains("/") { names.append(String(rest)) }
             }
             return names.sorted()
         }
     }
 
+    public func listing(_ path: String) throws -> [(name: String, attributes: FileAttributes)]? {
+        let directory = InMemoryFileSystem.normalize(path)
+        return tree.withLock { tree -> [(name: String, attributes: FileAttributes)]? in
+            guard tree.directories.contains(directory) else { return nil }
+            var result: [(name: String, attributes: FileAttributes)] = []
+            for (name, entry) in tree.files[directory, default: [:]] {
+                result.append((name, FileAttributes(size: InMemoryFileSystem.visible(entry)?.count ?? entry.bytes.count,
+                                                    modifiedMilliseconds: entry.modified)))
+            }
+            let prefix = directory == "/" ? "/" : directory + "/"
+            for key in tree.directories where key.count > prefix.count && key.hasPrefix(prefix) {
+                let rest = key.dropFirst(prefix.count)
+                if !rest.contains("/") { result.append((String(rest), FileAttributes(size: 0, modifiedMilliseconds: 0, isDirectory: true))) }
+            }
+            return result.sorted { $0.name < $1.name }
+        }
+    }
+
     public func attributes(_ path: String) throws -> FileAttributes? {
         let key = InMemoryFileSystem.normalize(path)
+        let (directory, name) = InMemoryFileSystem.split(key)
         return tree.withLock { tree -> FileAttributes? in
-            if let entry = tree.files[key] {
+            if let entry = tree.files[directory]?[name] {
                 return FileAttributes(size: InMemoryFileSystem.visible(entry)?.count ?? entry.bytes.count, modifiedMilliseconds: entry.modified)
             }
             return tree.directories.contains(key) ? FileAttributes(size: 0, modifiedMilliseconds: 0, isDirectory: true) : nil
@@ -77,9 +118,9 @@ public final class InMemoryFileSystem: FileSystem, Sendable {
     }
 
     public func read(_ path: String, limit: Int) throws -> [UInt8] {
-        let key = InMemoryFileSystem.normalize(path)
+        let (directory, name) = InMemoryFileSystem.split(InMemoryFileSystem.normalize(path))
         let bytes: [UInt8]? = tree.withLock { tree in
-            guard let entry = tree.files[key] else { return nil }
+            guard let entry = tree.files[directory]?[name] else { return nil }
             return InMemoryFileSystem.visible(entry)
         }
         guard let bytes else { throw SyncError(.io, "\(path): cannot be read (no such file)") }
@@ -110,17 +151,17 @@ public final class InMemoryFileSystem: FileSystem, Sendable {
     /// Writes a file with a given modification time (a sync tool's copy keeps the original's).
     public func write(_ bytes: [UInt8], to path: String, modified: UInt64, fault: Fault? = nil) throws {
         let key = InMemoryFileSystem.normalize(path)
-        let parent = InMemoryFileSystem.parent(key)
+        let (directory, name) = InMemoryFileSystem.split(key)
         try tree.withLock { tree in
-            guard tree.directories.contains(parent) else { throw SyncError(.io, "\(path): no such folder") }
+            guard tree.directories.contains(directory) else { throw SyncError(.io, "\(path): no such folder") }
             guard !tree.directories.contains(key) else { throw SyncError(.io, "\(path) is a folder") }
-            tree.files[key] = Entry(bytes: bytes, modified: modified, fault: fault)
+            tree.files[directory, default: [:]][name] = Entry(bytes: bytes, modified: modified, fault: fault)
         }
     }
 
     public func remove(_ path: String) throws {
-        let key = InMemoryFileSystem.normalize(path)
-        _ = tree.withLock { $0.files.removeValue(forKey: key) }
+        let (directory, name) = InMemoryFileSystem.split(InMemoryFileSystem.normalize(path))
+        _ = tree.withLock { $0.files[directory]?.removeValue(forKey: name) }
     }
 
     public func createDirectory(_ path: String) throws {
@@ -128,8 +169,9 @@ public final class InMemoryFileSystem: FileSystem, Sendable {
         try tree.withLock { tree in
             var current = ""
             for part in key.split(separator: "/") {
+                let parent = current.isEmpty ? "/" : current
+                guard tree.files[parent]?[String(part)] == nil else { throw SyncError(.io, "\(current)/\(part) is a file, not a folder") }
                 current += "/" + part
-                guard tree.files[current] == nil else { throw SyncError(.io, "\(current) is a file, not a folder") }
                 tree.directories.insert(current)
             }
         }
@@ -137,24 +179,26 @@ public final class InMemoryFileSystem: FileSystem, Sendable {
 
     /// Makes readers see `fault` instead of the file at `path` (nil: its true bytes again).
     public func injectFault(_ fault: Fault?, at path: String) {
-        let key = InMemoryFileSystem.normalize(path)
-        tree.withLock { tree in tree.files[key]?.fault = fault }
+        let (directory, name) = InMemoryFileSystem.split(InMemoryFileSystem.normalize(path))
+        tree.withLock { tree in tree.files[directory]?[name]?.fault = fault }
     }
 
     /// The fault readers see at `path`, if any.
     public func fault(at path: String) -> Fault? {
-        let key = InMemoryFileSystem.normalize(path)
-        return tree.withLock { $0.files[key]?.fault }
+        let (directory, name) = InMemoryFileSystem.split(InMemoryFileSystem.normalize(path))
+        return tree.withLock { $0.files[directory]?[name]?.fault }
     }
 
     /// The true bytes of the file at `path` (whatever a reader would see), or nil.
     public func storedBytes(_ path: String) -> [UInt8]? {
-        let key = InMemoryFileSystem.normalize(path)
-        return tree.withLock { $0.files[key]?.bytes }
+        let (directory, name) = InMemoryFileSystem.split(InMemoryFileSystem.normalize(path))
+        return tree.withLock { $0.files[directory]?[name]?.bytes }
     }
 
     /// Every file's path, sorted.
     public var allFiles: [String] {
-        tree.withLock { $0.files.keys.sorted() }
+        tree.withLock { tree in
+            tree.files.flatMap { directory, files in files.keys.map { directory == "/" ? "/" + $0 : directory + "/" + $0 } }.sorted()
+        }
     }
 }

@@ -4,7 +4,8 @@ import NotesCRDT
 /// The relay transport: a `SyncTransport` that talks to a `crdt-sync serve` relay through an
 /// `HTTPCalling` (AsyncHTTPClient in an app: see NotesSyncHTTP's `HTTPRelayClient`).
 ///
-/// - `remoteVersion` reads the space's vector from `GET /v1/spaces/{space}/status`;
+/// - `remoteVersion` reads the space's vector from `GET /v1/spaces/{space}/status` (asking for
+///   its binary form, an empty bundle);
 /// - `send` posts the bundle (in requests of at most `maxChangesPerRequest` changes, each stored
 ///   by the relay in one transaction); the relay answers each with the first page of what the
 ///   sender lacks; the last answer's pages are followed (`X-CRDT-More: 1`) and returned, so no
@@ -58,8 +59,15 @@ public struct RelayTransport: SyncTransport {
 
     // MARK: SyncTransport
 
+    /// The space's version vector, from `GET .../status` in its binary form (an empty bundle).
     public func remoteVersion(for local: ReplicaID) async throws -> VersionVector {
-        try await status().versionVector()
+        let response = try await perform(HTTPCallRequest(method: "GET", url: spaceURL + "/status",
+                                                         headers: ["Authorization": "Bearer \(token)", "Accept": RelayProtocol.bundleContentType]))
+        do {
+            return try SyncBundle.decodeHeader(response.body).senderVersion
+        } catch let error as SyncError {
+            throw SyncError(.transient, "\(spaceURL)/status: the relay's answer is not a valid bundle (\(error.message))")
+        }
     }
 
     public func send(_ bundle: SyncBundle) async throws -> SendResult {

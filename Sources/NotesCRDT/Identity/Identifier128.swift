@@ -32,6 +32,20 @@ public struct Identifier128: Hashable, Comparable, Sendable {
         self.init(high: high, low: low)
     }
 
+    /// Parses 32 hexadecimal digits given as UTF-8 bytes in place; returns nil for anything else.
+    public init?(hexUTF8 utf8: UnsafeBufferPointer<UInt8>) {
+        var high: UInt64 = 0
+        var low: UInt64 = 0
+        var index = 0
+        for byte in utf8 {
+            guard index < 32, let nibble = Identifier128.nibble(byte) else { return nil }
+            if index < 16 { high = high << 4 | UInt64(nibble) } else { low = low << 4 | UInt64(nibble) }
+            index += 1
+        }
+        guard index == 32 else { return nil }
+        self.init(high: high, low: low)
+    }
+
     /// The 16 bytes, most significant first.
     public var bytes: [UInt8] {
         var result = [UInt8]()
@@ -42,6 +56,9 @@ public struct Identifier128: Hashable, Comparable, Sendable {
     }
 
     /// Creates an identifier from 16 bytes, most significant first.
+    // Inlinable so that a caller in another module gets it specialized for its collection (the
+    // relay reads an author's 16 bytes from every row it pages through).
+    @inlinable
     public init?(bytes: some Collection<UInt8>) {
         guard bytes.count == 16 else { return nil }
         var high: UInt64 = 0
