@@ -220,6 +220,10 @@ public final class Simulation: @unchecked Sendable {
         folders.first { $0.value === hub }!.key
     }
 
+    /// With `SIM_DEBUG` set in the environment, every sync's report and every relay exchange is
+    /// printed (for a person replaying a failing seed).
+    static let printsSteps = ProcessInfo.processInfo.environment["SIM_DEBUG"] != nil
+
     /// The number of events in the full schedule.
     public var scheduleCount: Int { schedule.count }
 
@@ -510,9 +514,9 @@ public final class Simulation: @unchecked Sendable {
             stats.skippedFiles += report.skipped.count
             if report.quarantined > 0 { violation("device \(d): \(report.quarantined) change(s) quarantined in a run with no hostile peer") }
             trace.add(elapsed, d, .sync, Int64(hub), Int64(report.sentChanges), Int64(report.applied), Int64(report.pending))
-            if ProcessInfo.processInfo.environment["SIM_DEBUG"] != nil { print("t=\(elapsed) d\(d) hub\(hub) \(report) vv=\((try? device.store.versionVector).map { "\($0)" } ?? "?")") }
+            if Simulation.printsSteps { print("t=\(elapsed) d\(d) hub\(hub) \(report) vv=\((try? device.store.versionVector).map { "\($0)" } ?? "?")") }
         } catch is DeviceStopped {
-            if ProcessInfo.processInfo.environment["SIM_DEBUG"] != nil { print("t=\(elapsed) d\(d) hub\(hub) STOPPED") }
+            if Simulation.printsSteps { print("t=\(elapsed) d\(d) hub\(hub) STOPPED") }
             stats.failedSyncs += 1
             trace.add(elapsed, d, .syncFailed, Int64(hub), -2)
         } catch let error as SyncError {
@@ -634,7 +638,7 @@ public final class Simulation: @unchecked Sendable {
     private func deliver(_ request: RelayRequest, damaged: Bool, from d: Int, to hub: Int) async -> RelayResponse {
         let relay = relays[hub]!
         let response = await relay.service.handle(request)
-        if ProcessInfo.processInfo.environment["SIM_DEBUG"] != nil {
+        if Simulation.printsSteps {
             let sent = (try? SyncBundle.decode(request.body)).map { "\($0.changes.map { "\($0.replica.raw.hex.prefix(8)):\($0.startSeq)-\($0.endSeq)" }) v=\($0.senderVersion)" } ?? ""
             let got = (try? SyncBundle.decode(response.body)).map { "\($0.changes.map { "\($0.replica.raw.hex.prefix(8)):\($0.startSeq)-\($0.endSeq)" }) v=\($0.senderVersion)" } ?? ""
             print("  relay \(request.method) \(request.path) from d\(d): \(sent) -> \(response.status) \(response.headers) \(got)")
