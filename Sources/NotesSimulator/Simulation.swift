@@ -141,7 +141,7 @@ public final class Simulation: @unchecked Sendable {
     /// Off during the final healing, so that the end state is reached in bounded time.
     var faultsOn = true
     /// Compare the note list kept from the checks with `list(.all)` before every edit (tests).
-    public var verifyNoteLists = false
+    package var verifyNoteLists = false
     var stats = RunStats()
     var reference = ReferenceModel()
     var violations: [String] = []

@@ -195,9 +195,9 @@ enum FileSystemPaths {
 }
 
 /// Writes a file of the machine's file system atomically (see `FileSystem.writeAtomically`).
-public enum AtomicFile {
+package enum AtomicFile {
     /// Writes `bytes` to `path`: a temporary file, fsync, rename, fsync of the folder.
-    public static func write(_ bytes: [UInt8], toPath path: String) throws {
+    package static func write(_ bytes: [UInt8], toPath path: String) throws {
         try LocalFileSystem().writeAtomically(bytes, to: path)
     }
 }

@@ -121,7 +121,7 @@ public struct FolderTransport: SyncTransport {
 
     /// Per author, how far files holding these seq ranges cover the author's operations without a
     /// gap from seq 1.
-    public static func contiguousCoverage(_ files: [(author: ReplicaID, first: UInt64, last: UInt64)]) -> VersionVector {
+    package static func contiguousCoverage(_ files: [(author: ReplicaID, first: UInt64, last: UInt64)]) -> VersionVector {
         var byAuthor: [ReplicaID: [(first: UInt64, last: UInt64)]] = [:]
         for file in files where file.first >= 1 && file.first <= file.last {
             byAuthor[file.author, default: []].append((file.first, file.last))

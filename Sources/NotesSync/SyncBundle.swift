@@ -86,7 +86,7 @@ public struct SyncBundle: Hashable, Sendable {
     /// where 9 is 0.2 to 0.8% smaller than 6 and the time matters less.
     static func compressionLevel(forLength length: Int) -> Int32 { length < 1 << 16 ? 1 : 9 }
     /// The length of the SHA-256 that ends every bundle.
-    public static let checksumLength = 32
+    package static let checksumLength = 32
     /// Magic, version, flags, sender.
     static let fixedHeaderLength = 8 + 1 + 1 + 16
 
@@ -185,7 +185,7 @@ public struct SyncBundle: Hashable, Sendable {
 
     /// The flags and body bytes for a change encoding: compressed (length, then raw DEFLATE) when
     /// that is smaller, as it is otherwise.
-    public static func packBody(_ encoding: [UInt8]) -> (flags: UInt8, body: [UInt8]) {
+    package static func packBody(_ encoding: [UInt8]) -> (flags: UInt8, body: [UInt8]) {
         guard encoding.count >= compressionThreshold else { return (0, encoding) }
         var packed = BinaryWriter()
         packed.varint(UInt64(encoding.count))
@@ -194,7 +194,7 @@ public struct SyncBundle: Hashable, Sendable {
     }
 
     /// The change encoding inside a body written by `packBody`.
-    public static func unpackBody(flags: UInt8, _ body: [UInt8]) throws -> [UInt8] {
+    package static func unpackBody(flags: UInt8, _ body: [UInt8]) throws -> [UInt8] {
         guard flags & deflatedFlag != 0 else { return body }
         var reader = BinaryReader(body)
         let length = try reader.varint()

@@ -214,11 +214,11 @@ public struct SyncReport: Sendable, Codable, Equatable {
 /// operation it depends on); without one (a hostile set) the earliest goes, and the receiver's
 /// pending set sorts it out. Keeping an author's changes in runs lets a receiver log a batch in a
 /// few rows.
-public enum CausalOrder {
+package enum CausalOrder {
     /// The changes in canonical causal order.
     ///
     /// - Complexity: O(*n* · *a*) for *n* changes of *a* authors (a handful).
-    public static func canonical(_ changes: [Change]) -> [Change] {
+    package static func canonical(_ changes: [Change]) -> [Change] {
         guard changes.count > 1 else { return changes }
         var found: [ReplicaID] = []
         var byAuthor: [[Int]] = []
