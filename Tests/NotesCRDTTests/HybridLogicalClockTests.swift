@@ -111,7 +111,7 @@ struct HybridLogicalClockTests {
         var local = makeNotebook(2)
         try local.apply(created)
         #expect(local.clock.last.milliseconds <= baseTime + HybridLogicalClock.defaultMaxForwardDrift)
-        let mine = try local.setPinned(id, true)
+        let mine = try #require(try local.setPinned(id, true))
         #expect(mine.timestamp.milliseconds <= baseTime + HybridLogicalClock.defaultMaxForwardDrift + 1)
     }
 }

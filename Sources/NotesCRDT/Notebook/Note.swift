@@ -7,6 +7,8 @@ public struct Note: Hashable, Sendable, Identifiable {
     public var archived: Bool
     /// The color name, or nil when none is set.
     public var color: String?
+    /// The state a reader sees: `.trashed` for a note whose winning state write is a delete that
+    /// an edit it did not see brought back (see `restoredByConcurrentEdit`).
     public var state: NoteLifecycle
     /// The names of the tags the note is in, sorted.
     public var tags: [String]
@@ -14,8 +16,15 @@ public struct Note: Hashable, Sendable, Identifiable {
     public var createdAt: UInt64
     /// When the note last changed (milliseconds of the latest operation applied to it).
     public var updatedAt: UInt64
-    /// App-defined fields.
+    /// App-defined fields (keys starting with `Notebook.reservedExtraPrefix` are not shown).
     public var extras: [String: FieldValue]
+    /// Whether the note was deleted on one device while another edited it without having seen the
+    /// delete: it is then kept, in the trash, rather than deleted (Docs/Architecture.md).
+    public var restoredByConcurrentEdit: Bool = false
+    /// Whether concurrent edits from different devices were merged in the same region of the body
+    /// or the same field, and no device has resolved that merge since (`Notebook.conflicts(of:)`
+    /// says what they were, `Notebook.resolveConflicts(_:)` clears the mark everywhere).
+    public var hasConflicts: Bool = false
 }
 
 /// A tag as a reader sees it.
@@ -28,16 +37,46 @@ public struct Tag: Hashable, Sendable {
     public var color: String?
 }
 
-/// The CRDT state of one note: a register per field and the RGA body.
+/// The CRDT state of one note: a register per field and the RGA body, and what the delete and
+/// conflict rules need to know of its history.
 struct NoteRecord: Sendable {
     var fields: [NoteField: LWWRegister<FieldValue>] = [:]
     var body = RGAText()
     var updatedAt: Timestamp = .zero
+    /// Per author, the highest seq of an edit of the note: a body operation or a write of a field
+    /// other than the state and the reserved ones. A join of the edits applied, so the same in any order.
+    var edits = VersionVector()
+    /// Per author, the highest seq of any operation on the note but the reserved ones: a change
+    /// whose dependencies cover it cannot be concurrent with anything here (the conflict check's
+    /// fast path).
+    var touched = VersionVector()
+    /// The causal context of the winning state write when it is `deleted` (nil otherwise): the
+    /// delete stands only if every edit of the note is in it.
+    var deleteContext: VersionVector?
+    /// The maximal conflict points no resolve covers (see `ConflictPoint`).
+    var conflicts: [ConflictPoint] = []
 
     func value(_ field: NoteField) -> FieldValue { fields[field]?.value ?? .null }
 
     /// Moves `updatedAt` forward to `timestamp` if it is later.
     mutating func touch(_ timestamp: Timestamp) {
         if timestamp > updatedAt { updatedAt = timestamp }
+    }
+
+    /// The state written last (by last-writer-wins), whatever the edits.
+    var writtenState: NoteLifecycle {
+        value(.state).stringValue.flatMap(NoteLifecycle.init(rawValue:)) ?? .active
+    }
+
+    /// Whether the winning state write is a delete that some edit did not see.
+    var isRestoredByConcurrentEdit: Bool {
+        guard let context = deleteContext else { return false }
+        return !edits.isCovered(by: context)
+    }
+
+    /// The state a reader sees: a delete that an edit did not see leaves the note in the trash.
+    var state: NoteLifecycle {
+        let written = writtenState
+        return written == .deleted && isRestoredByConcurrentEdit ? .trashed : written
     }
 }

@@ -164,16 +164,22 @@ extension Notebook {
         editor.finishChange()
         let dependencies = localDependencies()
         var changes: [Change] = []
+        let wall = wallClock.milliseconds()
         for (start, operations) in editor.finished {
             let change = Change(replica: replicaID, startSeq: start.seq, timestamp: Timestamp(rawValue: start.key),
                                 dependencies: dependencies, operations: operations)
             versionVector[replicaID] = change.endSeq
-            clock.witnessLocal(change.timestamp(ofSeq: change.endSeq))
+            // No further than the drift bound: keys that jumped above far-future text stay this batch's.
+            clock.observe(change.timestamp(ofSeq: change.endSeq), wallMilliseconds: wall)
             record(change)
             changes.append(change)
         }
         notes[note]!.body = editor.text
-        if let last = changes.last { notes[note]!.touch(last.timestamp(ofSeq: last.endSeq)) }
+        if let last = changes.last {
+            notes[note]!.touch(last.timestamp(ofSeq: last.endSeq))
+            notes[note]!.edits.raise(replicaID, to: last.endSeq)
+            notes[note]!.touched.raise(replicaID, to: last.endSeq)
+        }
         if let failure { throw failure }
         return changes
     }

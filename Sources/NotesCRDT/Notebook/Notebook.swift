@@ -55,7 +55,8 @@ public struct Notebook: Sendable {
         return makeNote(id, record)
     }
 
-    /// Every note that is not deleted, sorted by identity.
+    /// Every note that is not deleted, sorted by identity. (A note deleted while another device
+    /// edited it is not deleted: see `Note.restoredByConcurrentEdit`.)
     public var allNotes: [Note] {
         notes.keys.sorted().compactMap { id in
             let note = makeNote(id, notes[id]!)
@@ -124,12 +125,12 @@ public struct Notebook: Sendable {
             case .pinned: pinned = value.boolValue ?? false
             case .archived: archived = value.boolValue ?? false
             case .color: color = value.stringValue
-            case .state: state = value.stringValue.flatMap(NoteLifecycle.init(rawValue:)) ?? .active
+            case .state: state = record.state
             case .createdAt: createdAt = UInt64(max(0, value.intValue ?? 0))
             case .tag(let key):
                 if value == .bool(true) { tags.append(tagRecords[key]?[.name]?.value.stringValue ?? key) }
             case .extra(let key):
-                extras[key] = value
+                if !key.hasPrefix(Notebook.reservedExtraPrefix) { extras[key] = value }
             }
         }
         return Note(
@@ -143,7 +144,9 @@ public struct Notebook: Sendable {
             tags: tags.sorted(),
             createdAt: createdAt,
             updatedAt: record.updatedAt.milliseconds,
-            extras: extras
+            extras: extras,
+            restoredByConcurrentEdit: record.isRestoredByConcurrentEdit && state == .trashed,
+            hasConflicts: !record.conflicts.isEmpty
         )
     }
 }

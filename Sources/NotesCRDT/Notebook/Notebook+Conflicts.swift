@@ -1,0 +1,480 @@
+// Merges a person can see: concurrent edits from different devices to the same region of a body
+// or the same field mark the note until a device resolves them (Docs/Architecture.md, "Visible
+// merges").
+
+/// One merge of concurrent edits that a person may want to review, as `Notebook.conflicts(of:)`
+/// reports it: what kind of region the two devices both changed, each side's version of the note,
+/// and the merged result.
+public struct NoteConflict: Hashable, Sendable {
+    /// What the two devices both changed.
+    public enum Kind: Hashable, Sendable, CustomStringConvertible {
+        /// The same region of the body: inserts at the same place, an insert after a character
+        /// the other side deleted, or deletes of the same characters.
+        case body
+        /// The same field, to different values.
+        case field(NoteField)
+        /// One side deleted the note while the other edited it without having seen the delete.
+        case deletedWhileEdited
+
+        public var description: String {
+            switch self {
+            case .body: "body"
+            case .field(let field): field.name
+            case .deletedWhileEdited: "deleted while edited"
+            }
+        }
+    }
+
+    /// One device's side of the merge.
+    public struct Side: Hashable, Sendable {
+        /// The device (replica) that made this side's edits.
+        public var replica: ReplicaID
+        /// The note's history up to and including this side's last edit in the merge: what its
+        /// device had when it made that edit.
+        public var version: VersionVector
+        /// The note as of `version`.
+        public var note: Note
+    }
+
+    /// What the two sides both changed.
+    public var kind: Kind
+    /// The two sides, ordered by replica.
+    public var sides: [Side]
+    /// Both sides' histories joined: the merge as it was first made.
+    public var mergedVersion: VersionVector
+    /// The note as of `mergedVersion`.
+    public var merged: Note
+}
+
+/// A pair of concurrent operations (by their identities) from two replicas that touch the same
+/// region or field of one note: a conflict until a resolve whose context holds both.
+///
+/// Operations are named per sequence number (the first character of an insert, the one delete of
+/// a `deleteEach` that names the shared character), so the same pair is found whatever shape the
+/// changes had when they arrived (joined, or cut by `Change.suffix(from:)`).
+struct ConflictPoint: Hashable, Sendable, Comparable {
+    var kind: NoteConflict.Kind
+    /// The operation of the smaller replica, then the other.
+    var first: OpID
+    var second: OpID
+
+    init(_ kind: NoteConflict.Kind, _ a: OpID, _ b: OpID) {
+        self.kind = kind
+        (first, second) = a.replica < b.replica ? (a, b) : (b, a)
+    }
+
+    /// Whether every resolve that covers `other` covers this one: the same kind and replicas, and
+    /// neither operation later.
+    func isDominated(by other: ConflictPoint) -> Bool {
+        kind == other.kind && first.replica == other.first.replica && second.replica == other.second.replica
+            && first.seq <= other.first.seq && second.seq <= other.second.seq
+    }
+
+    static func < (lhs: ConflictPoint, rhs: ConflictPoint) -> Bool {
+        if lhs.kind != rhs.kind { return lhs.kind.order < rhs.kind.order }
+        if lhs.first != rhs.first { return lhs.first < rhs.first }
+        return lhs.second < rhs.second
+    }
+}
+
+extension NoteConflict.Kind {
+    /// A total order, for canonical encodings.
+    var order: (UInt8, UInt8, String) {
+        switch self {
+        case .body: (0, 0, "")
+        case .deletedWhileEdited: (1, 0, "")
+        case .field(let field): (2, field.code, field.key)
+        }
+    }
+}
+
+extension NoteField {
+    /// The reserved field whose writes resolve a note's conflicts (`Notebook.resolveConflicts(_:)`):
+    /// an app-defined field under a reserved key, so the change format needs nothing new.
+    public static let resolution = NoteField.extra(Notebook.reservedExtraPrefix + "resolved")
+
+    /// Whether this is an app-defined field under a key crdt-sync keeps for itself.
+    public var isReserved: Bool {
+        if case .extra(let key) = self { return key.hasPrefix(Notebook.reservedExtraPrefix) }
+        return false
+    }
+
+    /// A name for people: "title", "tag work", "extra x".
+    public var name: String {
+        switch self {
+        case .title: "title"
+        case .pinned: "pinned"
+        case .archived: "archived"
+        case .color: "color"
+        case .state: "state"
+        case .createdAt: "createdAt"
+        case .tag(let key): "tag \(key)"
+        case .extra(let key): "extra \(key)"
+        }
+    }
+}
+
+extension NoteLifecycle {
+    /// The value a delete writes to the state field.
+    static let deletedValue = FieldValue.string(NoteLifecycle.deleted.rawValue)
+}
+
+extension VersionVector {
+    /// Raises `replica`'s entry to `seq` when it is below.
+    mutating func raise(_ replica: ReplicaID, to seq: UInt64) {
+        if seq > self[replica] { self[replica] = seq }
+    }
+}
+
+extension Change {
+    /// The causal context of the operation with sequence number `seq`: the dependencies and the
+    /// author's operations before it.
+    func context(ofSeq seq: UInt64) -> VersionVector {
+        var vector = dependencies
+        vector[replica] = seq - 1
+        return vector
+    }
+
+    /// Whether the operation `id` is in the causal context of this change's operation `seq`.
+    func sees(_ id: OpID, fromSeq seq: UInt64) -> Bool {
+        id.replica == replica ? id.seq < seq : id.seq <= dependencies[id.replica]
+    }
+}
+
+extension NoteRecord {
+    /// Adds a conflict point, keeping only the maximal ones (a resolve that covers a point covers
+    /// every point it dominates, so the others change nothing).
+    mutating func addConflict(_ point: ConflictPoint) {
+        if conflicts.contains(where: { point.isDominated(by: $0) }) { return }
+        conflicts.removeAll { $0.isDominated(by: point) }
+        conflicts.append(point)
+    }
+
+    /// A resolve (the reserved field written by `change` at `seq`) takes away every conflict point
+    /// whose two operations its author had seen.
+    ///
+    /// A point it does not cover can only arrive later if one of its operations was not in the
+    /// resolve's past, so it stays: conflicts do not depend on the order changes arrive in.
+    mutating func resolveConflicts(seenBy change: Change, atSeq seq: UInt64) {
+        conflicts.removeAll { change.sees($0.first, fromSeq: seq) && change.sees($0.second, fromSeq: seq) }
+    }
+}
+
+/// The operations on one note that are concurrent with a change being applied, by what they touch.
+private struct ConcurrentOperations {
+    var inserts: [(origin: OpID?, id: OpID)] = []
+    var deletes: [(range: OpIDRange, id: OpID)] = []
+    var writes: [(field: NoteField, value: FieldValue, id: OpID)] = []
+    var stateDeletes: [OpID] = []
+    /// The last edit (body operation or field write other than the state) of each replica.
+    var lastEdits: [OpID] = []
+
+    mutating func edited(_ id: OpID) {
+        if let i = lastEdits.firstIndex(where: { $0.replica == id.replica }) {
+            if id.seq > lastEdits[i].seq { lastEdits[i] = id }
+        } else {
+            lastEdits.append(id)
+        }
+    }
+}
+
+extension Notebook {
+    /// The prefix of app-defined field keys that crdt-sync keeps for itself (`setExtra` refuses them).
+    public static let reservedExtraPrefix = "crdt-sync."
+
+    /// Finds the conflicts that a change from another replica makes with what was applied before it.
+    ///
+    /// Everything applied before a change is either in its causal context or concurrent with it
+    /// (causal delivery), and of every concurrent pair the later one applied finds the earlier, so
+    /// every pair is found exactly once whatever the order. A note with nothing concurrent costs a
+    /// look at its `touched` vector.
+    ///
+    /// - Complexity: O(operations of the change) when nothing is concurrent; otherwise, per note,
+    ///   O(concurrent operations on it × the change's operations on it).
+    mutating func recordConflicts(of change: Change) {
+        var lastNote: NoteID? = nil
+        var looked: Set<NoteID> = []
+        for op in change.operations {
+            guard let note = op.note, note != lastNote else { continue }
+            lastNote = note
+            guard looked.insert(note).inserted, let record = notes[note] else { continue }
+            guard record.touched.storage.contains(where: { $0.replica != change.replica && $0.seq > change.dependencies[$0.replica] }) else {
+                continue
+            }
+            let concurrent = concurrentOperations(on: note, record: record, with: change)
+            var points: [ConflictPoint] = []
+            var seq = change.startSeq
+            for op in change.operations {
+                defer { seq += op.seqCount }
+                guard op.note == note else { continue }
+                Notebook.conflicts(of: op, at: seq, by: change.replica, with: concurrent, into: &points)
+            }
+            for point in points { notes[note]!.addConflict(point) }
+        }
+    }
+
+    /// The operations on `note` that are not in `change`'s causal context (all of them applied
+    /// before it, so concurrent with it), read from the log.
+    private func concurrentOperations(on note: NoteID, record: NoteRecord, with change: Change) -> ConcurrentOperations {
+        var result = ConcurrentOperations()
+        for entry in record.touched.storage where entry.replica != change.replica {
+            let from = change.dependencies[entry.replica] + 1
+            guard entry.seq >= from, let indexes = historyIndex[entry.replica] else { continue }
+            // The first change of that replica that ends at or after `from`.
+            var low = 0
+            var high = indexes.count
+            while low < high {
+                let mid = (low + high) / 2
+                if history[indexes[mid]].endSeq < from { low = mid + 1 } else { high = mid }
+            }
+            for position in indexes[low...] {
+                let other = history[position]
+                if other.startSeq > entry.seq { break }
+                var seq = other.startSeq
+                for op in other.operations {
+                    defer { seq += op.seqCount }
+                    guard op.note == note, seq + op.seqCount > from, seq <= entry.seq else { continue }
+                    let replica = other.replica
+                    switch op {
+                    case .insertText(_, let origin, _):
+                        // Only the first character from `from` on can share its place with the
+                        // change: the others follow characters it cannot have seen. (In an insert
+                        // the log joined, that character follows the one before `from`.)
+                        if seq >= from {
+                            result.inserts.append((origin, OpID(replica: replica, seq: seq)))
+                        } else {
+                            result.inserts.append((OpID(replica: replica, seq: from - 1), OpID(replica: replica, seq: from)))
+                        }
+                        result.edited(OpID(replica: replica, seq: min(seq + op.seqCount - 1, entry.seq)))
+                    case .deleteText(_, let targets):
+                        for target in targets { result.deletes.append((target, OpID(replica: replica, seq: seq))) }
+                        result.edited(OpID(replica: replica, seq: seq))
+                    case .deleteEach(_, let runs):
+                        var at = seq
+                        for run in runs {
+                            for target in run.targets {
+                                if at >= from, at <= entry.seq { result.deletes.append((target, OpID(replica: replica, seq: at))) }
+                                at += 1
+                            }
+                        }
+                        result.edited(OpID(replica: replica, seq: min(seq + op.seqCount - 1, entry.seq)))
+                    case .setNoteField(_, let field, let value):
+                        if case .extra(let key) = field, key.hasPrefix(Notebook.reservedExtraPrefix) { continue }
+                        let id = OpID(replica: replica, seq: seq)
+                        result.writes.append((field, value, id))
+                        if field == .state {
+                            if value == NoteLifecycle.deletedValue { result.stateDeletes.append(id) }
+                        } else {
+                            result.edited(id)
+                        }
+                    case .setTagField:
+                        break
+                    }
+                }
+            }
+        }
+        return result
+    }
+
+    /// The conflict points one operation (at `seq`, by `replica`) makes with the concurrent ones.
+    private static func conflicts(of op: Operation, at seq: UInt64, by replica: ReplicaID,
+                                  with concurrent: ConcurrentOperations, into points: inout [ConflictPoint]) {
+        func bodyConflicts(touching target: OpIDRange, _ id: OpID) {
+            for insert in concurrent.inserts {
+                if let origin = insert.origin, origin.replica == target.replica, origin.seq >= target.seq, origin.seq < target.endSeq {
+                    points.append(ConflictPoint(.body, insert.id, id))
+                }
+            }
+            for delete in concurrent.deletes where delete.range.replica == target.replica
+                && delete.range.seq < target.endSeq && target.seq < delete.range.endSeq {
+                points.append(ConflictPoint(.body, delete.id, id))
+            }
+        }
+        func editConflicts(_ id: OpID) {
+            for delete in concurrent.stateDeletes { points.append(ConflictPoint(.deletedWhileEdited, delete, id)) }
+        }
+        switch op {
+        case .insertText(_, let origin, _):
+            let id = OpID(replica: replica, seq: seq)
+            let end = seq + op.seqCount  // past the last character
+            for insert in concurrent.inserts {
+                if insert.origin == origin {
+                    points.append(ConflictPoint(.body, insert.id, id))
+                } else if let shared = insert.origin, shared.replica == replica, shared.seq >= seq, shared.seq + 1 < end {
+                    // The log joined inserts that another replica saw only the start of: the
+                    // character after the last one it saw shares its place with its insert.
+                    points.append(ConflictPoint(.body, insert.id, OpID(replica: replica, seq: shared.seq + 1)))
+                }
+            }
+            for delete in concurrent.deletes {
+                if let origin, delete.range.replica == origin.replica, origin.seq >= delete.range.seq, origin.seq < delete.range.endSeq {
+                    points.append(ConflictPoint(.body, delete.id, id))
+                }
+                // Likewise, a character of a joined insert that follows one the other replica deleted.
+                if delete.range.replica == replica, delete.range.seq + 1 < end, seq < delete.range.endSeq {
+                    let last = min(end - 1, delete.range.endSeq)  // the last character whose origin it deleted
+                    if last > max(seq, delete.range.seq) { points.append(ConflictPoint(.body, delete.id, OpID(replica: replica, seq: last))) }
+                }
+            }
+            editConflicts(OpID(replica: replica, seq: end - 1))
+        case .deleteText(_, let targets):
+            let id = OpID(replica: replica, seq: seq)
+            for target in targets { bodyConflicts(touching: target, id) }
+            editConflicts(id)
+        case .deleteEach(_, let runs):
+            var at = seq
+            for run in runs {
+                for target in run.targets {
+                    bodyConflicts(touching: target, OpID(replica: replica, seq: at))
+                    at += 1
+                }
+            }
+            editConflicts(OpID(replica: replica, seq: at - 1))
+        case .setNoteField(_, let field, let value):
+            if case .extra(let key) = field, key.hasPrefix(Notebook.reservedExtraPrefix) { return }
+            let id = OpID(replica: replica, seq: seq)
+            for write in concurrent.writes where write.field == field && write.value != value {
+                points.append(ConflictPoint(.field(field), write.id, id))
+            }
+            if field == .state {
+                if value == NoteLifecycle.deletedValue {
+                    for edit in concurrent.lastEdits { points.append(ConflictPoint(.deletedWhileEdited, id, edit)) }
+                }
+            } else {
+                editConflicts(id)
+            }
+        case .setTagField:
+            break
+        }
+    }
+
+    // MARK: Public API
+
+    /// The notes marked as merged with concurrent edits (`Note.hasConflicts`), sorted by identity,
+    /// deleted ones included.
+    public var conflictedNoteIDs: [NoteID] {
+        notes.keys.filter { !notes[$0]!.conflicts.isEmpty }.sorted()
+    }
+
+    /// The merges of concurrent edits on a note that no device has resolved: per kind of region
+    /// and pair of devices, each side's version of the note and the merged result (each a replay
+    /// of the note's log, `note(_:at:)`). Empty when the note is not marked.
+    ///
+    /// - Complexity: O(size of the log) per merge reported.
+    public func conflicts(of note: NoteID) throws -> [NoteConflict] {
+        if deferred != nil { return try materialized.conflicts(of: note) }
+        guard let record = notes[note] else { throw CRDTError(.notFound, "no note \(note)") }
+        // One merge per kind and pair of replicas: the latest operation of each side.
+        var groups: [ConflictPoint] = []
+        for point in record.conflicts.sorted() {
+            if let i = groups.firstIndex(where: { $0.kind == point.kind && $0.first.replica == point.first.replica && $0.second.replica == point.second.replica }) {
+                groups[i].first.seq = max(groups[i].first.seq, point.first.seq)
+                groups[i].second.seq = max(groups[i].second.seq, point.second.seq)
+            } else {
+                groups.append(point)
+            }
+        }
+        return try groups.map { group in
+            let versions = [sideVersion(group.first, against: group.second, on: note),
+                            sideVersion(group.second, against: group.first, on: note)]
+            let merged = versions[0].merging(versions[1])
+            let sides = try zip([group.first, group.second], versions).map { id, version in
+                NoteConflict.Side(replica: id.replica, version: version, note: try self.note(note, at: version)!)
+            }
+            return NoteConflict(kind: group.kind, sides: sides, mergedVersion: merged, merged: try self.note(note, at: merged)!)
+        }
+    }
+
+    /// One side of a merge, as a version: what the replica of `id` had after its last operation on
+    /// `note` made without having seen `other` (so the whole of its edit, and what it did beside
+    /// it, not just the character that met the other side). Depends only on the operations'
+    /// contexts, not on how the log joined them.
+    func sideVersion(_ id: OpID, against other: OpID, on note: NoteID) -> VersionVector {
+        var last = id.seq
+        if let indexes = historyIndex[id.replica] {
+            for position in indexes {
+                let change = history[position]
+                guard change.endSeq >= id.seq else { continue }
+                if change.dependencies[other.replica] >= other.seq { break }
+                var seq = change.startSeq
+                for op in change.operations {
+                    if op.note == note { last = max(last, seq + op.seqCount - 1) }
+                    seq += op.seqCount
+                }
+            }
+        }
+        return inclusiveContext(of: OpID(replica: id.replica, seq: last))
+    }
+
+    /// The causal context of the operation `id`, with the operation itself.
+    func inclusiveContext(of id: OpID) -> VersionVector {
+        var vector = VersionVector()
+        if let indexes = historyIndex[id.replica] {
+            var low = 0
+            var high = indexes.count
+            while low < high {
+                let mid = (low + high) / 2
+                if history[indexes[mid]].endSeq < id.seq { low = mid + 1 } else { high = mid }
+            }
+            if low < indexes.count { vector = history[indexes[low]].dependencies }
+        }
+        vector[id.replica] = id.seq
+        return vector
+    }
+
+    /// Marks a note's merges as reviewed, on every replica the change reaches: every conflict
+    /// whose edits this replica has seen is resolved (concurrent edits it has not seen yet will
+    /// mark the note again when they arrive).
+    ///
+    /// - Returns: the change, or nil when the note has nothing to resolve (nothing is recorded).
+    @discardableResult
+    public mutating func resolveConflicts(_ note: NoteID) throws -> Change? {
+        materialize()
+        guard let record = notes[note] else { throw CRDTError(.notFound, "no note \(note)") }
+        guard !record.conflicts.isEmpty else { return nil }
+        return commitLocal([.setNoteField(note: note, field: .resolution, value: .bool(true))])
+    }
+}
+
+/// Where several versions of a text differ, with some of what they share on either side: the
+/// region `crdt-sync show --conflict` prints for each side of a merge and the merged result.
+public struct DifferingRegion: Hashable, Sendable {
+    /// Up to `context` Unicode scalars that every version has just before the region.
+    public var before: String
+    /// Each version's own text in the region, in the order given.
+    public var parts: [String]
+    /// Up to `context` Unicode scalars that every version has just after the region.
+    public var after: String
+    /// Whether the versions share more text before `before`.
+    public var isCutBefore: Bool
+    /// Whether the versions share more text after `after`.
+    public var isCutAfter: Bool
+
+    /// The region where `texts` differ: everything between their longest common prefix and
+    /// their longest common suffix (in Unicode scalars, the two never overlapping).
+    ///
+    /// - Complexity: O(total length of the texts).
+    public init(_ texts: [String], context: Int = 20) {
+        let scalars = texts.map { Array($0.unicodeScalars) }
+        let shortest = scalars.map(\.count).min() ?? 0
+        var prefix = 0
+        while prefix < shortest, scalars.allSatisfy({ $0[prefix] == scalars[0][prefix] }) { prefix += 1 }
+        var suffix = 0
+        while suffix < shortest - prefix,
+              scalars.allSatisfy({ $0[$0.count - 1 - suffix] == scalars[0][scalars[0].count - 1 - suffix] }) {
+            suffix += 1
+        }
+        func string(_ slice: ArraySlice<Unicode.Scalar>) -> String {
+            var view = String.UnicodeScalarView()
+            view.append(contentsOf: slice)
+            return String(view)
+        }
+        let first = scalars.first ?? []
+        let context = max(0, context)
+        before = string(first[max(0, prefix - context) ..< prefix])
+        after = string(first[(first.count - suffix) ..< (first.count - suffix + min(context, suffix))])
+        isCutBefore = prefix > context
+        isCutAfter = suffix > context
+        parts = scalars.map { string($0[prefix ..< ($0.count - suffix)]) }
+    }
+}
