@@ -5,7 +5,12 @@ import NotesCRDT
 // Deleted notes (tombstones) and merges of concurrent edits, as the store keeps and shows them.
 
 extension StoredNote {
-    /// A reader's view of a note from the CRDT (deleted notes' rows come from here).
+    /// A note from the CRDT (`Notebook.note(_:)`, a side of `NoteStore.conflicts(of:)`), as the
+    /// store's reads give notes: with its body, and `deletedAt` for a deleted one.
+    public init(_ note: Note, deletedAt: UInt64? = nil) {
+        self.init(note, body: note.body, deletedAt: deletedAt)
+    }
+
     init(_ note: Note, body: String?, deletedAt: UInt64?) {
         let scalars = note.body.unicodeScalars
         self.init(id: note.id, title: note.title, body: body, preview: NoteStore.preview(of: note.body),

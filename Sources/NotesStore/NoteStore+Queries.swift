@@ -40,8 +40,9 @@ public struct StoredNote: Hashable, Sendable {
     /// When the note last changed, for showing and sorting: `updatedAt`, but never more than
     /// `maxForwardDrift` (a minute) after this device saw the change, so a note stamped by a clock
     /// years ahead does not stay on top of every list until then.
+    /// (`updatedAt` itself when `changedHereAt` is not known: a note made from the CRDT.)
     public var effectiveUpdatedAt: UInt64 {
-        min(updatedAt, changedHereAt &+ NoteStore.updateTimeDrift)
+        changedHereAt == 0 ? updatedAt : min(updatedAt, changedHereAt &+ NoteStore.updateTimeDrift)
     }
 }
 
