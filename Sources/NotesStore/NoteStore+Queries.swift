@@ -259,7 +259,8 @@ extension NoteStore {
         }
     }
 
-    /// The note with this identity, with its body, or nil (deleted notes included).
+    /// The note with this identity, with its body, or nil when it is unknown or deleted (a deleted
+    /// note is read with `deletedNote(_:)`).
     public func note(_ id: NoteID) throws -> StoredNote? {
         try read("cannot read note \(id)") { db in try storedNote(id, db) }
     }

@@ -1,7 +1,7 @@
-import NotesCRDT
+@testable import NotesCRDT
 import Testing
 
-/// Snapshots (version 2): the state is stored beside the log, so a replica can be opened with its log
+/// Snapshots (version 3): the state is stored beside the log, so a replica can be opened with its log
 /// deferred and show its notes at once; it decodes the log at its first change.
 struct SnapshotTests {
     /// Replicas that have edited, merged, and (some of them) hold changes that wait.
@@ -126,7 +126,7 @@ struct SnapshotTests {
             let waiting = ChangeCodec.encode(original.pendingChanges)
             writer.varint(UInt64(waiting.count))
             writer.raw(waiting)
-            let checksum = Self.checksum(writer.bytes)
+            let checksum = Notebook.checksum(writer.bytes[...])
             for shift in stride(from: 0, to: 64, by: 8) { writer.byte(UInt8(truncatingIfNeeded: checksum >> UInt64(shift))) }
             for deferring in [false, true] {
                 let restored = try Notebook(snapshot: writer.bytes, wallClock: original.wallClock, deferringLog: deferring)
@@ -164,28 +164,5 @@ struct SnapshotTests {
         try b.insertText(second, at: 0, "still wanted")
         try a.apply(contentsOf: b.changes(since: a.versionVector))
         return a
-    }
-
-    /// The snapshot checksum as Notebook+Snapshot.swift defines it (word-wise multiply-rotate,
-    /// then an avalanche), written out again to make a version 2 snapshot by hand.
-    static func checksum(_ bytes: [UInt8]) -> UInt64 {
-        var hash: UInt64 = 0x9E37_79B9_7F4A_7C15 ^ UInt64(bytes.count)
-        var offset = 0
-        while offset + 8 <= bytes.count {
-            var word: UInt64 = 0
-            for i in 0 ..< 8 { word |= UInt64(bytes[offset + i]) << UInt64(8 * i) }
-            let mixed = hash ^ (word &* 0x87C3_7B91_1142_53D5)
-            hash = (mixed << 31 | mixed >> 33) &* 0x4CF5_AD43_2745_937F
-            offset += 8
-        }
-        var tail: UInt64 = 0
-        for i in offset ..< bytes.count { tail |= UInt64(bytes[i]) << UInt64(8 * (i - offset)) }
-        hash ^= tail &* 0x87C3_7B91_1142_53D5
-        hash ^= hash >> 33
-        hash = hash &* 0xFF51_AFD7_ED55_8CCD
-        hash ^= hash >> 33
-        hash = hash &* 0xC4CE_B9FE_1A85_EC53
-        hash ^= hash >> 33
-        return hash
     }
 }

@@ -55,6 +55,9 @@ struct NoteRecord: Sendable {
     var deleteContext: VersionVector?
     /// The maximal conflict points no resolve covers (see `ConflictPoint`).
     var conflicts: [ConflictPoint] = []
+    /// Per replica, which of its log entries (places in `Notebook.historyIndex[replica]`) hold
+    /// operations on the note, in order: the conflict check reads only those. Rebuilt with the log.
+    var logEntries: [(replica: ReplicaID, entries: [Int32])] = []
 
     func value(_ field: NoteField) -> FieldValue { fields[field]?.value ?? .null }
 

@@ -296,7 +296,8 @@ extension Notebook {
         let last = change.timestamp(ofSeq: change.endSeq)
         // Our own changes too move the clock no further than the drift bound: a write that took a
         // timestamp just past a far-future one (see `commitLocal`) does not drag the writes after it.
-        clock.observe(last, wallMilliseconds: wallClock.milliseconds())
+        // (A local change the clock stamped is not past it: no wall-clock read then.)
+        if last > clock.last { clock.observe(last, wallMilliseconds: wallClock.milliseconds()) }
         record(change)
         if change.replica != replicaID { recordConflicts(of: change) }
     }
@@ -403,10 +404,12 @@ extension Notebook {
         // In place: the last change's operations stay uniquely referenced, so joining is amortized O(1).
         if let lastIndex = history.indices.last, history[lastIndex].replica == change.replica,
            history[lastIndex].append(change) {
+            recordLogEntry(of: change)
             return
         }
         historyIndex[change.replica, default: []].append(history.count)
         history.append(change)
+        recordLogEntry(of: change)
     }
 
     /// Applies waiting changes that became ready, starting with those that waited for `replica`.

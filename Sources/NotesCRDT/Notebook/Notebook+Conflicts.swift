@@ -128,8 +128,10 @@ extension VersionVector {
 
 extension Change {
     /// The causal context of the operation with sequence number `seq`: the dependencies and the
-    /// author's operations before it.
-    func context(ofSeq seq: UInt64) -> VersionVector {
+    /// author's operations before it (what its author had applied when it made it).
+    ///
+    /// - Complexity: O(entries of `dependencies`).
+    public func context(ofSeq seq: UInt64) -> VersionVector {
         var vector = dependencies
         vector[replica] = seq - 1
         return vector
@@ -160,14 +162,68 @@ extension NoteRecord {
     }
 }
 
-/// The operations on one note that are concurrent with a change being applied, by what they touch.
-private struct ConcurrentOperations {
+/// A place in one replica's log: the change (by its place in the replica's list of log
+/// positions), the operation in it, and that operation's first seq.
+///
+/// The conflict check reads a replica's operations from just past what an incoming change's
+/// author had seen of them. The log joins consecutive changes, so one entry can hold thousands of
+/// operations, and finding that place from the entry's start at every incoming change was most of
+/// the check's cost on a concurrent editing trace. What a replica has seen of another only grows,
+/// so the place for the next change from the same author is at or after the last one: the check
+/// keeps it per (log's replica, author) and walks on from there. Entries only grow at their end
+/// and the log only grows, so a kept place stays valid.
+struct LogCursor: Sendable {
+    struct Key: Hashable, Sendable {
+        var log: ReplicaID
+        var author: ReplicaID
+    }
+
+    var entry: Int
+    var operation: Int
+    var seq: UInt64
+}
+
+/// The operations on one note that are concurrent with a change being applied, by what they
+/// touch: only the kinds that the change's own operations can meet are gathered.
+struct ConcurrentOperations: Sendable {
+    /// Which kinds can meet the change: body operations meet body operations and deletes of the
+    /// note; field writes meet writes of the same field; a delete of the note meets every edit.
+    struct Wanted {
+        var body = false
+        var writes = false
+        var edits = false
+        var stateDeletes = false
+
+        mutating func add(_ op: Operation) {
+            switch op {
+            case .insertText, .deleteText, .deleteEach:
+                body = true
+                stateDeletes = true
+            case .setNoteField(_, let field, let value):
+                guard !field.isReserved else { return }
+                writes = true
+                if field != .state { stateDeletes = true } else if value == NoteLifecycle.deletedValue { edits = true }
+            case .setTagField:
+                break
+            }
+        }
+    }
+
     var inserts: [(origin: OpID?, id: OpID)] = []
     var deletes: [(range: OpIDRange, id: OpID)] = []
     var writes: [(field: NoteField, value: FieldValue, id: OpID)] = []
     var stateDeletes: [OpID] = []
     /// The last edit (body operation or field write other than the state) of each replica.
     var lastEdits: [OpID] = []
+
+    /// Empties the lists, keeping their storage.
+    mutating func removeAll() {
+        inserts.removeAll(keepingCapacity: true)
+        deletes.removeAll(keepingCapacity: true)
+        writes.removeAll(keepingCapacity: true)
+        stateDeletes.removeAll(keepingCapacity: true)
+        lastEdits.removeAll(keepingCapacity: true)
+    }
 
     mutating func edited(_ id: OpID) {
         if let i = lastEdits.firstIndex(where: { $0.replica == id.replica }) {
@@ -192,16 +248,43 @@ extension Notebook {
     /// - Complexity: O(operations of the change) when nothing is concurrent; otherwise, per note,
     ///   O(concurrent operations on it × the change's operations on it).
     mutating func recordConflicts(of change: Change) {
+        // Nothing at all is concurrent when its author had seen everything applied here from the
+        // others (a linear history, a peer that was up to date): one look at the version vector.
+        guard versionVector.storage.contains(where: { $0.replica != change.replica && $0.seq > change.dependencies[$0.replica] }) else {
+            return
+        }
         var lastNote: NoteID? = nil
-        var looked: Set<NoteID> = []
+        // The notes looked at: a change usually touches one (no array then), a few beyond that
+        // (a list), many (a set).
+        var firstNote: NoteID? = nil
+        var looked: [NoteID] = []
+        var lookedSet: Set<NoteID> = []
         for op in change.operations {
             guard let note = op.note, note != lastNote else { continue }
             lastNote = note
-            guard looked.insert(note).inserted, let record = notes[note] else { continue }
+            if firstNote == nil {
+                firstNote = note
+            } else if note == firstNote {
+                continue
+            } else if looked.count < 32 {
+                if looked.contains(note) { continue }
+                looked.append(note)
+            } else if !lookedSet.insert(note).inserted || looked.contains(note) {
+                continue
+            }
+            guard let record = notes[note] else { continue }
             guard record.touched.storage.contains(where: { $0.replica != change.replica && $0.seq > change.dependencies[$0.replica] }) else {
                 continue
             }
-            let concurrent = concurrentOperations(on: note, record: record, with: change)
+            // What the change does to the note says which concurrent operations can meet it.
+            var wanted = ConcurrentOperations.Wanted()
+            for op in change.operations where op.note == note { wanted.add(op) }
+            // In the notebook's scratch lists, emptied but not freed: the check runs for every
+            // change that has anything concurrent, and allocating its lists was a good part of it.
+            var concurrent = ConcurrentOperations()
+            swap(&concurrent, &conflictScratch)
+            concurrent.removeAll()
+            concurrentOperations(on: note, record: record, with: change, wanted: wanted, into: &concurrent)
             var points: [ConflictPoint] = []
             var seq = change.startSeq
             for op in change.operations {
@@ -209,17 +292,42 @@ extension Notebook {
                 guard op.note == note else { continue }
                 Notebook.conflicts(of: op, at: seq, by: change.replica, with: concurrent, into: &points)
             }
+            swap(&concurrent, &conflictScratch)
             for point in points { notes[note]!.addConflict(point) }
         }
     }
 
-    /// The operations on `note` that are not in `change`'s causal context (all of them applied
-    /// before it, so concurrent with it), read from the log.
-    private func concurrentOperations(on note: NoteID, record: NoteRecord, with change: Change) -> ConcurrentOperations {
-        var result = ConcurrentOperations()
-        for entry in record.touched.storage where entry.replica != change.replica {
-            let from = change.dependencies[entry.replica] + 1
-            guard entry.seq >= from, let indexes = historyIndex[entry.replica] else { continue }
+    /// Records, in each note the change touches, that the replica's last log entry (where `record`
+    /// just put the change) holds operations on it.
+    ///
+    /// - Complexity: O(operations of the change), one note lookup per run of operations on one note.
+    mutating func recordLogEntry(of change: Change) {
+        guard let entry = historyIndex[change.replica].map({ Int32($0.count - 1) }) else { return }
+        var lastNote: NoteID? = nil
+        change.operations.withUnsafeBufferPointer { ops in
+            for k in ops.indices {
+                guard let note = ops[k].note, note != lastNote else { continue }
+                lastNote = note
+                guard notes[note] != nil else { continue }
+                if let i = notes[note]!.logEntries.firstIndex(where: { $0.replica == change.replica }) {
+                    if notes[note]!.logEntries[i].entries.last != entry { notes[note]!.logEntries[i].entries.append(entry) }
+                } else {
+                    notes[note]!.logEntries.append((change.replica, [entry]))
+                }
+            }
+        }
+    }
+
+    /// The place in `replica`'s log of its first operation that ends at or after `from`, for
+    /// changes of `author` (walking on from the last place found, or searching the log).
+    private mutating func logCursor(_ replica: ReplicaID, from: UInt64, for author: ReplicaID) -> LogCursor? {
+        guard let indexes = historyIndex[replica] else { return nil }
+        let key = LogCursor.Key(log: replica, author: author)
+        var cursor: LogCursor
+        let slot = logCursors.firstIndex { $0.key == key }
+        if let slot, logCursors[slot].cursor.seq <= from {
+            cursor = logCursors[slot].cursor
+        } else {
             // The first change of that replica that ends at or after `from`.
             var low = 0
             var high = indexes.count
@@ -227,53 +335,105 @@ extension Notebook {
                 let mid = (low + high) / 2
                 if history[indexes[mid]].endSeq < from { low = mid + 1 } else { high = mid }
             }
-            for position in indexes[low...] {
-                let other = history[position]
-                if other.startSeq > entry.seq { break }
-                var seq = other.startSeq
-                for op in other.operations {
-                    defer { seq += op.seqCount }
-                    guard op.note == note, seq + op.seqCount > from, seq <= entry.seq else { continue }
-                    let replica = other.replica
-                    switch op {
+            guard low < indexes.count else { return nil }
+            cursor = LogCursor(entry: low, operation: 0, seq: history[indexes[low]].startSeq)
+        }
+        // On to the operation that holds `from` (in place: a copy of an operation retains its arrays).
+        var found = false
+        while cursor.entry < indexes.count, !found {
+            history[indexes[cursor.entry]].operations.withUnsafeBufferPointer { ops in
+                while cursor.operation < ops.count {
+                    let end = cursor.seq + ops[cursor.operation].seqCount
+                    if end > from {
+                        found = true
+                        return
+                    }
+                    cursor.seq = end
+                    cursor.operation += 1
+                }
+            }
+            if found { break }
+            cursor.entry += 1
+            cursor.operation = 0
+            if cursor.entry < indexes.count { cursor.seq = history[indexes[cursor.entry]].startSeq }
+        }
+        guard found else { return nil }
+        if let slot { logCursors[slot].cursor = cursor } else { logCursors.append((key, cursor)) }
+        return cursor
+    }
+
+    /// The operations on `note` that are not in `change`'s causal context (all of them applied
+    /// before it, so concurrent with it), read from the log.
+    private mutating func concurrentOperations(on note: NoteID, record: NoteRecord, with change: Change,
+                                               wanted: ConcurrentOperations.Wanted, into result: inout ConcurrentOperations) {
+        for entry in record.touched.storage where entry.replica != change.replica {
+            let from = change.dependencies[entry.replica] + 1
+            guard entry.seq >= from, let start = logCursor(entry.replica, from: from, for: change.replica),
+                  let indexes = historyIndex[entry.replica],
+                  let listed = record.logEntries.first(where: { $0.replica == entry.replica })?.entries else { continue }
+            // Only the log entries that hold operations on the note, from the one that holds `from`.
+            var low = 0
+            var high = listed.count
+            while low < high {
+                let mid = (low + high) / 2
+                if Int(listed[mid]) < start.entry { low = mid + 1 } else { high = mid }
+            }
+            for listedEntry in listed[low...] {
+                let position = indexes[Int(listedEntry)]
+                if history[position].startSeq > entry.seq { break }
+                let replica = history[position].replica
+                let atStart = Int(listedEntry) == start.entry
+                var seq = atStart ? start.seq : history[position].startSeq
+                // In place: a copy of the change, or of each operation, retains their arrays.
+                history[position].operations.withUnsafeBufferPointer { ops in
+                for k in (atStart ? start.operation : 0) ..< ops.count {
+                    let count = ops[k].seqCount
+                    defer { seq += count }
+                    if seq > entry.seq { break }
+                    guard seq + count > from, ops[k].note == note else { continue }
+                    switch ops[k] {
                     case .insertText(_, let origin, _):
                         // Only the first character from `from` on can share its place with the
                         // change: the others follow characters it cannot have seen. (In an insert
                         // the log joined, that character follows the one before `from`.)
-                        if seq >= from {
-                            result.inserts.append((origin, OpID(replica: replica, seq: seq)))
-                        } else {
-                            result.inserts.append((OpID(replica: replica, seq: from - 1), OpID(replica: replica, seq: from)))
-                        }
-                        result.edited(OpID(replica: replica, seq: min(seq + op.seqCount - 1, entry.seq)))
-                    case .deleteText(_, let targets):
-                        for target in targets { result.deletes.append((target, OpID(replica: replica, seq: seq))) }
-                        result.edited(OpID(replica: replica, seq: seq))
-                    case .deleteEach(_, let runs):
-                        var at = seq
-                        for run in runs {
-                            for target in run.targets {
-                                if at >= from, at <= entry.seq { result.deletes.append((target, OpID(replica: replica, seq: at))) }
-                                at += 1
+                        if wanted.body {
+                            if seq >= from {
+                                result.inserts.append((origin, OpID(replica: replica, seq: seq)))
+                            } else {
+                                result.inserts.append((OpID(replica: replica, seq: from - 1), OpID(replica: replica, seq: from)))
                             }
                         }
-                        result.edited(OpID(replica: replica, seq: min(seq + op.seqCount - 1, entry.seq)))
+                        if wanted.edits { result.edited(OpID(replica: replica, seq: min(seq + count - 1, entry.seq))) }
+                    case .deleteText(_, let targets):
+                        if wanted.body { for target in targets { result.deletes.append((target, OpID(replica: replica, seq: seq))) } }
+                        if wanted.edits { result.edited(OpID(replica: replica, seq: seq)) }
+                    case .deleteEach(_, let runs):
+                        if wanted.body {
+                            var at = seq
+                            for run in runs {
+                                for target in run.targets {
+                                    if at >= from, at <= entry.seq { result.deletes.append((target, OpID(replica: replica, seq: at))) }
+                                    at += 1
+                                }
+                            }
+                        }
+                        if wanted.edits { result.edited(OpID(replica: replica, seq: min(seq + count - 1, entry.seq))) }
                     case .setNoteField(_, let field, let value):
-                        if case .extra(let key) = field, key.hasPrefix(Notebook.reservedExtraPrefix) { continue }
+                        if field.isReserved { continue }
                         let id = OpID(replica: replica, seq: seq)
-                        result.writes.append((field, value, id))
+                        if wanted.writes { result.writes.append((field, value, id)) }
                         if field == .state {
-                            if value == NoteLifecycle.deletedValue { result.stateDeletes.append(id) }
-                        } else {
+                            if wanted.stateDeletes, value == NoteLifecycle.deletedValue { result.stateDeletes.append(id) }
+                        } else if wanted.edits {
                             result.edited(id)
                         }
                     case .setTagField:
                         break
                     }
                 }
+                }
             }
         }
-        return result
     }
 
     /// The conflict points one operation (at `seq`, by `replica`) makes with the concurrent ones.
@@ -352,6 +512,8 @@ extension Notebook {
 
     /// The notes marked as merged with concurrent edits (`Note.hasConflicts`), sorted by identity,
     /// deleted ones included.
+    ///
+    /// - Complexity: O(*n* log *n*) in the number of notes.
     public var conflictedNoteIDs: [NoteID] {
         notes.keys.filter { !notes[$0]!.conflicts.isEmpty }.sorted()
     }
@@ -427,6 +589,8 @@ extension Notebook {
     /// mark the note again when they arrive).
     ///
     /// - Returns: the change, or nil when the note has nothing to resolve (nothing is recorded).
+    /// - Throws: `.notFound` for an unknown note.
+    /// - Complexity: O(conflicts of the note).
     @discardableResult
     public mutating func resolveConflicts(_ note: NoteID) throws -> Change? {
         materialize()

@@ -32,6 +32,12 @@ public struct Notebook: Sendable {
     /// (nil otherwise): `notes` and `tagRecords` then hold the state as the snapshot recorded it
     /// (bodies as text only), and `history` and `pending` are empty until `materialize()`.
     var deferred: DeferredLog?
+    /// Where the conflict check last started reading a replica's log for changes from another
+    /// (see `LogCursor`): a cache, rebuilt from nothing whenever it is missing. A list: there is
+    /// one per pair of replicas that edit concurrently, a handful.
+    var logCursors: [(key: LogCursor.Key, cursor: LogCursor)] = []
+    /// The conflict check's working lists, kept to be reused (see `recordConflicts(of:)`).
+    var conflictScratch = ConcurrentOperations()
 
     /// Creates an empty replica.
     public init(replicaID: ReplicaID, wallClock: any WallClock = SystemWallClock(),
