@@ -43,21 +43,41 @@ struct NoteRecord: Sendable {
     var fields: [NoteField: LWWRegister<FieldValue>] = [:]
     var body = RGAText()
     var updatedAt: Timestamp = .zero
+    /// What the delete and conflict rules keep of the note's history, in one box: a record is
+    /// copied whenever it is read out of the notebook's table, and one reference to retain costs
+    /// less than one per list (the store reads a note's fields after every edit).
+    var rules = NoteRules()
+
     /// Per author, the highest seq of an edit of the note: a body operation or a write of a field
     /// other than the state and the reserved ones. A join of the edits applied, so the same in any order.
-    var edits = VersionVector()
+    var edits: VersionVector {
+        get { rules.storage.edits }
+        _modify { rules.makeUnique(); yield &rules.storage.edits }
+    }
     /// Per author, the highest seq of any operation on the note but the reserved ones: a change
     /// whose dependencies cover it cannot be concurrent with anything here (the conflict check's
     /// fast path).
-    var touched = VersionVector()
+    var touched: VersionVector {
+        get { rules.storage.touched }
+        _modify { rules.makeUnique(); yield &rules.storage.touched }
+    }
     /// The causal context of the winning state write when it is `deleted` (nil otherwise): the
     /// delete stands only if every edit of the note is in it.
-    var deleteContext: VersionVector?
+    var deleteContext: VersionVector? {
+        get { rules.storage.deleteContext }
+        _modify { rules.makeUnique(); yield &rules.storage.deleteContext }
+    }
     /// The maximal conflict points no resolve covers (see `ConflictPoint`).
-    var conflicts: [ConflictPoint] = []
+    var conflicts: [ConflictPoint] {
+        get { rules.storage.conflicts }
+        _modify { rules.makeUnique(); yield &rules.storage.conflicts }
+    }
     /// Per replica, which of its log entries (places in `Notebook.historyIndex[replica]`) hold
     /// operations on the note, in order: the conflict check reads only those. Rebuilt with the log.
-    var logEntries: [(replica: ReplicaID, entries: [Int32])] = []
+    var logEntries: [(replica: ReplicaID, entries: [Int32])] {
+        get { rules.storage.logEntries }
+        _modify { rules.makeUnique(); yield &rules.storage.logEntries }
+    }
 
     func value(_ field: NoteField) -> FieldValue { fields[field]?.value ?? .null }
 
@@ -81,5 +101,33 @@ struct NoteRecord: Sendable {
     var state: NoteLifecycle {
         let written = writtenState
         return written == .deleted && isRestoredByConcurrentEdit ? .trashed : written
+    }
+}
+
+/// The delete and conflict rules' state of one note (see `NoteRecord`), a value with
+/// copy-on-write storage: the storage is written only when uniquely referenced.
+struct NoteRules: @unchecked Sendable {
+    final class Storage {
+        var edits = VersionVector()
+        var touched = VersionVector()
+        var deleteContext: VersionVector?
+        var conflicts: [ConflictPoint] = []
+        var logEntries: [(replica: ReplicaID, entries: [Int32])] = []
+
+        init() {}
+
+        init(copying other: Storage) {
+            edits = other.edits
+            touched = other.touched
+            deleteContext = other.deleteContext
+            conflicts = other.conflicts
+            logEntries = other.logEntries
+        }
+    }
+
+    var storage = Storage()
+
+    mutating func makeUnique() {
+        if !isKnownUniquelyReferenced(&storage) { storage = Storage(copying: storage) }
     }
 }

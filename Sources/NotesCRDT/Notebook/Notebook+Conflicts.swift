@@ -216,13 +216,13 @@ struct ConcurrentOperations: Sendable {
     /// The last edit (body operation or field write other than the state) of each replica.
     var lastEdits: [OpID] = []
 
-    /// Empties the lists, keeping their storage.
+    /// Empties the lists, keeping their storage (the ones already empty are not touched).
     mutating func removeAll() {
-        inserts.removeAll(keepingCapacity: true)
-        deletes.removeAll(keepingCapacity: true)
-        writes.removeAll(keepingCapacity: true)
-        stateDeletes.removeAll(keepingCapacity: true)
-        lastEdits.removeAll(keepingCapacity: true)
+        if !inserts.isEmpty { inserts.removeAll(keepingCapacity: true) }
+        if !deletes.isEmpty { deletes.removeAll(keepingCapacity: true) }
+        if !writes.isEmpty { writes.removeAll(keepingCapacity: true) }
+        if !stateDeletes.isEmpty { stateDeletes.removeAll(keepingCapacity: true) }
+        if !lastEdits.isEmpty { lastEdits.removeAll(keepingCapacity: true) }
     }
 
     mutating func edited(_ id: OpID) {
@@ -272,28 +272,36 @@ extension Notebook {
             } else if !lookedSet.insert(note).inserted || looked.contains(note) {
                 continue
             }
-            guard let record = notes[note] else { continue }
-            guard record.touched.storage.contains(where: { $0.replica != change.replica && $0.seq > change.dependencies[$0.replica] }) else {
-                continue
-            }
-            // What the change does to the note says which concurrent operations can meet it.
+            // Through the table's index, in place: a read through `notes[note]` copies the record.
+            guard let index = notes.index(forKey: note),
+                  notes.values[index].rules.storage.touched.storage.contains(where: {
+                      $0.replica != change.replica && $0.seq > change.dependencies[$0.replica]
+                  }) else { continue }
+            let touched = notes.values[index].rules.storage.touched
+            let listed = notes.values[index].rules.storage.logEntries
+            // What the change does to the note says which concurrent operations can meet it
+            // (read in place: a copy of an operation retains its arrays).
             var wanted = ConcurrentOperations.Wanted()
-            for op in change.operations where op.note == note { wanted.add(op) }
+            change.operations.withUnsafeBufferPointer { ops in
+                for k in ops.indices where ops[k].note == note { wanted.add(ops[k]) }
+            }
             // In the notebook's scratch lists, emptied but not freed: the check runs for every
             // change that has anything concurrent, and allocating its lists was a good part of it.
             var concurrent = ConcurrentOperations()
             swap(&concurrent, &conflictScratch)
             concurrent.removeAll()
-            concurrentOperations(on: note, record: record, with: change, wanted: wanted, into: &concurrent)
+            concurrentOperations(on: note, touched: touched, listed: listed, with: change, wanted: wanted, into: &concurrent)
             var points: [ConflictPoint] = []
             var seq = change.startSeq
-            for op in change.operations {
-                defer { seq += op.seqCount }
-                guard op.note == note else { continue }
-                Notebook.conflicts(of: op, at: seq, by: change.replica, with: concurrent, into: &points)
+            change.operations.withUnsafeBufferPointer { ops in
+                for k in ops.indices {
+                    defer { seq += ops[k].seqCount }
+                    guard ops[k].note == note else { continue }
+                    Notebook.conflicts(of: ops[k], at: seq, by: change.replica, with: concurrent, into: &points)
+                }
             }
             swap(&concurrent, &conflictScratch)
-            for point in points { notes[note]!.addConflict(point) }
+            for point in points { notes.values[index].addConflict(point) }
         }
     }
 
@@ -308,11 +316,15 @@ extension Notebook {
             for k in ops.indices {
                 guard let note = ops[k].note, note != lastNote else { continue }
                 lastNote = note
-                guard notes[note] != nil else { continue }
-                if let i = notes[note]!.logEntries.firstIndex(where: { $0.replica == change.replica }) {
-                    if notes[note]!.logEntries[i].entries.last != entry { notes[note]!.logEntries[i].entries.append(entry) }
+                // Typing goes on in one note, joined into one entry: recorded already.
+                if let last = lastLogEntry, last.replica == change.replica, last.entry == entry, last.note == note { continue }
+                lastLogEntry = (change.replica, entry, note)
+                guard let index = notes.index(forKey: note) else { continue }
+                // In place, through the table's index (a read through `notes[note]` copies the record).
+                if let i = notes.values[index].logEntries.firstIndex(where: { $0.replica == change.replica }) {
+                    if notes.values[index].logEntries[i].entries.last != entry { notes.values[index].logEntries[i].entries.append(entry) }
                 } else {
-                    notes[note]!.logEntries.append((change.replica, [entry]))
+                    notes.values[index].logEntries.append((change.replica, [entry]))
                 }
             }
         }
@@ -364,13 +376,14 @@ extension Notebook {
 
     /// The operations on `note` that are not in `change`'s causal context (all of them applied
     /// before it, so concurrent with it), read from the log.
-    private mutating func concurrentOperations(on note: NoteID, record: NoteRecord, with change: Change,
-                                               wanted: ConcurrentOperations.Wanted, into result: inout ConcurrentOperations) {
-        for entry in record.touched.storage where entry.replica != change.replica {
+    private mutating func concurrentOperations(on note: NoteID, touched: VersionVector, listed entriesByReplica: [(replica: ReplicaID, entries: [Int32])],
+                                               with change: Change, wanted: ConcurrentOperations.Wanted,
+                                               into result: inout ConcurrentOperations) {
+        for entry in touched.storage where entry.replica != change.replica {
             let from = change.dependencies[entry.replica] + 1
             guard entry.seq >= from, let start = logCursor(entry.replica, from: from, for: change.replica),
                   let indexes = historyIndex[entry.replica],
-                  let listed = record.logEntries.first(where: { $0.replica == entry.replica })?.entries else { continue }
+                  let listed = entriesByReplica.first(where: { $0.replica == entry.replica })?.entries else { continue }
             // Only the log entries that hold operations on the note, from the one that holds `from`.
             var low = 0
             var high = listed.count

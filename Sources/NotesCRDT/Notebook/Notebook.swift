@@ -38,6 +38,8 @@ public struct Notebook: Sendable {
     var logCursors: [(key: LogCursor.Key, cursor: LogCursor)] = []
     /// The conflict check's working lists, kept to be reused (see `recordConflicts(of:)`).
     var conflictScratch = ConcurrentOperations()
+    /// The note whose `logEntries` `recordLogEntry(of:)` last added a log entry to (a cache).
+    var lastLogEntry: (replica: ReplicaID, entry: Int32, note: NoteID)?
 
     /// Creates an empty replica.
     public init(replicaID: ReplicaID, wallClock: any WallClock = SystemWallClock(),
