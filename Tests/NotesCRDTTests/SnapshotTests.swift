@@ -87,12 +87,7 @@ struct SnapshotTests {
     /// Snapshots written before the state was stored in them (version 1) still open.
     @Test func versionOneSnapshotsStillOpen() throws {
         for original in try Self.replicas() {
-            var writer = BinaryWriter()
-            writer.raw(Array("CRDTSNAP".utf8))
-            writer.byte(1)
-            writer.raw(original.replicaID.raw.bytes)
-            writer.varint(original.clock.last.rawValue)
-            writer.varint(original.clock.maxForwardDrift)
+            var writer = Self.header(version: 1, of: original)
             ChangeCodec.encode(original.allChanges, into: &writer)
             ChangeCodec.encode(original.pendingChanges, into: &writer)
             for deferring in [false, true] {
@@ -109,12 +104,7 @@ struct SnapshotTests {
     /// replayed (opening them deferred too), which works out what those rules keep per note.
     @Test func versionTwoSnapshotsStillOpenAndReplay() throws {
         for original in try Self.replicas() + [try Self.replicaWithMergesAndADeleteAgainstAnEdit()] {
-            var writer = BinaryWriter()
-            writer.raw(Array("CRDTSNAP".utf8))
-            writer.byte(2)
-            writer.raw(original.replicaID.raw.bytes)
-            writer.varint(original.clock.last.rawValue)
-            writer.varint(original.clock.maxForwardDrift)
+            var writer = Self.header(version: 2, of: original)
             writer.versionVector(original.versionVector)
             writer.varint(UInt64(original.historyCount))
             writer.varint(UInt64(original.pendingCount))
@@ -149,6 +139,17 @@ struct SnapshotTests {
         #expect(lazy.conflictedNoteIDs == original.conflictedNoteIDs)
         #expect(lazy.digest() == original.digest())
         for id in original.conflictedNoteIDs { #expect(try lazy.conflicts(of: id) == original.conflicts(of: id)) }
+    }
+
+    /// The start of a snapshot of an older version, made by hand: magic, version, identity, clock.
+    static func header(version: UInt8, of original: Notebook) -> BinaryWriter {
+        var writer = BinaryWriter()
+        writer.raw(Array("CRDTSNAP".utf8))
+        writer.byte(version)
+        writer.raw(original.replicaID.raw.bytes)
+        writer.varint(original.clock.last.rawValue)
+        writer.varint(original.clock.maxForwardDrift)
+        return writer
     }
 
     /// Two replicas that renamed one note concurrently, and deleted and edited another.
