@@ -104,41 +104,50 @@ extension NoteStore {
             }
             try statement("DELETE FROM note_text WHERE note = ?", db).run(.text(hex))
             remember(id, .absent)
+            try writeTombstone(id, db)
             return
         }
         let old = try materializedRow(id, db)
         let isNew = old == nil
         let tags = note.tags.joined(separator: "\u{1F}")
+        let changedHere = Int64(bitPattern: options.wallClock.milliseconds())
+        // A note that gets a row may have been a tombstone (restored, or brought back by an edit).
+        if isNew { try statement("DELETE FROM deleted_notes WHERE id = ?", db).run(.text(hex)) }
         var body: [UInt8] = []  // the body's UTF-8, when it is written
         if !isNew, bodyTouched {
             let text = inLoadedNotebook { $0.body(of: id) }
             body = text?.utf8 ?? []
             try statement("""
                 UPDATE notes SET title = ?, pinned = ?, archived = ?, color = ?, state = ?, tags = ?,
-                    created_at = ?, updated_at = ?, body_length = ?, preview = ? WHERE id = ?
+                    created_at = ?, updated_at = ?, body_length = ?, preview = ?, conflicted = ?, restored = ?,
+                    changed_here_at = ? WHERE id = ?
                 """, db).run(.text(note.title), .bool(note.pinned), .bool(note.archived), .optionalText(note.color),
                          .text(note.state.rawValue), .text(tags), .int(Int64(note.createdAt)), .int(Int64(note.updatedAt)),
-                         .int(Int64(text?.count ?? 0)), .text(NoteStore.preview(ofUTF8: body)), .text(hex))
+                         .int(Int64(text?.count ?? 0)), .text(NoteStore.preview(ofUTF8: body)), .bool(note.hasConflicts),
+                         .bool(note.restoredByConcurrentEdit), .int(changedHere), .text(hex))
         } else if isNew {
             let text = inLoadedNotebook { $0.body(of: id) }
             body = text?.utf8 ?? []
             try statement("""
-                INSERT INTO notes (id, title, pinned, archived, color, state, tags, created_at, updated_at, body_length, preview)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT INTO notes (id, title, pinned, archived, color, state, tags, created_at, updated_at, body_length, preview,
+                    conflicted, restored, changed_here_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (id) DO UPDATE SET title = excluded.title, pinned = excluded.pinned,
                     archived = excluded.archived, color = excluded.color, state = excluded.state,
                     tags = excluded.tags, created_at = excluded.created_at, updated_at = excluded.updated_at,
-                    body_length = excluded.body_length, preview = excluded.preview
+                    body_length = excluded.body_length, preview = excluded.preview, conflicted = excluded.conflicted,
+                    restored = excluded.restored, changed_here_at = excluded.changed_here_at
                 """, db).run(.text(hex), .text(note.title), .bool(note.pinned), .bool(note.archived), .optionalText(note.color),
                          .text(note.state.rawValue), .text(tags), .int(Int64(note.createdAt)), .int(Int64(note.updatedAt)),
-                         .int(Int64(text?.count ?? 0)), .text(NoteStore.preview(ofUTF8: body)))
+                         .int(Int64(text?.count ?? 0)), .text(NoteStore.preview(ofUTF8: body)), .bool(note.hasConflicts),
+                         .bool(note.restoredByConcurrentEdit), .int(changedHere))
         } else {
             try statement("""
                 UPDATE notes SET title = ?, pinned = ?, archived = ?, color = ?, state = ?, tags = ?,
-                    created_at = ?, updated_at = ? WHERE id = ?
+                    created_at = ?, updated_at = ?, conflicted = ?, restored = ?, changed_here_at = ? WHERE id = ?
                 """, db).run(.text(note.title), .bool(note.pinned), .bool(note.archived), .optionalText(note.color),
                          .text(note.state.rawValue), .text(tags), .int(Int64(note.createdAt)), .int(Int64(note.updatedAt)),
-                         .text(hex))
+                         .bool(note.hasConflicts), .bool(note.restoredByConcurrentEdit), .int(changedHere), .text(hex))
         }
         // The tag rows follow the row's tag list, the title row its title (both are written in the
         // same transactions as the row), so they are rewritten only when those changed.

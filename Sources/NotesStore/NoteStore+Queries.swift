@@ -15,14 +15,35 @@ public struct StoredNote: Hashable, Sendable {
     public var pinned: Bool
     public var archived: Bool
     public var color: String?
-    /// `.active` or `.trashed` (deleted notes have no row).
+    /// `.active` or `.trashed`; `.deleted` only in `list(.deleted)` and `deletedNote(_:)` (deleted
+    /// notes have no row in the other reads).
     public var state: NoteLifecycle
     /// The tag names, sorted.
     public var tags: [String]
     /// Wall-clock milliseconds.
     public var createdAt: UInt64
-    /// Wall-clock milliseconds of the latest operation on the note.
+    /// Wall-clock milliseconds of the latest operation on the note, as the device that made it
+    /// stamped it (`Note.updatedAt`): far ahead when that device's clock was.
     public var updatedAt: UInt64
+    /// Whether concurrent edits were merged in the same region or field and not resolved since
+    /// (`Note.hasConflicts`).
+    public var hasConflicts: Bool = false
+    /// Whether the note is in the trash because an edit made without seeing its delete brought it
+    /// back (`Note.restoredByConcurrentEdit`).
+    public var restoredByConcurrentEdit: Bool = false
+    /// Wall-clock milliseconds (this device's clock) when this replica last saw the note change:
+    /// an edit made here, or changes to it received. Not replicated.
+    public var changedHereAt: UInt64 = 0
+    /// When the winning delete was made (its timestamp's milliseconds); deleted notes only.
+    public var deletedAt: UInt64? = nil
+
+    /// When the note last changed, for showing and sorting: `updatedAt`, but never more than
+    /// `maxForwardDrift` (a minute) after this device saw the change, so a note stamped by a clock
+    /// years ahead does not stay on top of every list until then.
+    /// (`updatedAt` itself when `changedHereAt` is not known: a note made from the CRDT.)
+    public var effectiveUpdatedAt: UInt64 {
+        changedHereAt == 0 ? updatedAt : min(updatedAt, changedHereAt &+ NoteStore.updateTimeDrift)
+    }
 }
 
 /// Which notes `NoteStore.list` returns.
@@ -35,6 +56,8 @@ public enum ListScope: String, Sendable, CaseIterable {
     case trashed
     /// Every note that is not deleted.
     case all
+    /// Deleted notes (tombstones): they can be shown, their history read, and restored.
+    case deleted
 }
 
 /// One search result.
@@ -80,7 +103,14 @@ public struct StoreStatus: Hashable, Sendable {
 
 extension NoteStore {
     /// The columns `storedNote(_:body:)` reads, in this order.
-    static let noteColumns = "id, title, pinned, archived, color, state, tags, created_at, updated_at, body_length, preview"
+    static let noteColumns = "id, title, pinned, archived, color, state, tags, created_at, updated_at, body_length, preview, conflicted, restored, changed_here_at"
+
+    /// How far after this device saw a change a note's shown update time may be (the clock's
+    /// default drift bound); the listing index (migration v5) spells the same number.
+    public static let updateTimeDrift: UInt64 = 60_000
+
+    /// The order of `list`: pinned first, then the most recently changed (`effectiveUpdatedAt`).
+    static let listOrder = "pinned DESC, min(updated_at, changed_here_at + 60000) DESC, id"
 
     /// A row of `noteColumns`, read by position (a lookup by name lowercases and compares column
     /// names for every value; this runs for every note of every `list`).
@@ -93,7 +123,8 @@ extension NoteStore {
             pinned: row[2], archived: row[3], color: row[4],
             state: NoteLifecycle(rawValue: row[5]) ?? .active,
             tags: tags.isEmpty ? [] : tags.split(separator: "\u{1F}", omittingEmptySubsequences: false).map(String.init),
-            createdAt: UInt64(row[7] as Int64), updatedAt: UInt64(row[8] as Int64))
+            createdAt: UInt64(row[7] as Int64), updatedAt: UInt64(row[8] as Int64),
+            hasConflicts: row[11], restoredByConcurrentEdit: row[12], changedHereAt: UInt64(row[13] as Int64))
     }
 
     /// `storedNote(_:body:)` for the current row of a statement stepped by `forEachRow`: the same
@@ -107,7 +138,9 @@ extension NoteStore {
             pinned: SQLColumn.int(handle, 2) != 0, archived: SQLColumn.int(handle, 3) != 0, color: SQLColumn.optionalText(handle, 4),
             state: NoteLifecycle(rawValue: SQLColumn.text(handle, 5)) ?? .active,
             tags: tags.isEmpty ? [] : tags.split(separator: "\u{1F}", omittingEmptySubsequences: false).map(String.init),
-            createdAt: UInt64(bitPattern: SQLColumn.int(handle, 7)), updatedAt: UInt64(bitPattern: SQLColumn.int(handle, 8)))
+            createdAt: UInt64(bitPattern: SQLColumn.int(handle, 7)), updatedAt: UInt64(bitPattern: SQLColumn.int(handle, 8)),
+            hasConflicts: SQLColumn.int(handle, 11) != 0, restoredByConcurrentEdit: SQLColumn.int(handle, 12) != 0,
+            changedHereAt: UInt64(bitPattern: SQLColumn.int(handle, 13)))
     }
 
     /// The row of a note and its body chunks in order, in one statement: a row per chunk (the
@@ -115,7 +148,8 @@ extension NoteStore {
     /// The columns are `noteColumns`, in that order.
     static let noteWithBodySQL: StaticString = """
         SELECT notes.id, notes.title, notes.pinned, notes.archived, notes.color, notes.state, notes.tags,
-            notes.created_at, notes.updated_at, notes.body_length, notes.preview, note_text.body
+            notes.created_at, notes.updated_at, notes.body_length, notes.preview, notes.conflicted, notes.restored,
+            notes.changed_here_at, note_text.body
         FROM notes LEFT JOIN note_text ON note_text.note = notes.id AND note_text.ord >= 0
         WHERE notes.id = ? ORDER BY note_text.ord
         """
@@ -130,7 +164,7 @@ extension NoteStore {
         var body = ""
         try statement(NoteStore.noteWithBodySQL, db).forEachRow(.text(id.description)) {
             if note == nil { note = NoteStore.storedNote(columnsOf: $0, id: id) }
-            if let chunk = SQLColumn.optionalText($0, 11) { body += chunk }
+            if let chunk = SQLColumn.optionalText($0, 14) { body += chunk }
         }
         note?.body = body
         return note
@@ -183,17 +217,20 @@ extension NoteStore {
         return body
     }
 
-    /// Notes in `scope` (and in tag `tag`, if given): pinned first, then the most recently changed.
+    /// Notes in `scope` (and in tag `tag`, if given): pinned first, then the most recently changed
+    /// (by `StoredNote.effectiveUpdatedAt`). Deleted notes (`.deleted`) come most recently deleted first.
     ///
-    /// Reads the materialized table only; never loads the CRDT state.
+    /// Reads the materialized tables only; never loads the CRDT state (but the bodies of deleted
+    /// notes, with `includeBody`, come from it).
     public func list(_ scope: ListScope = .active, tag: String? = nil, includeBody: Bool = false, limit: Int? = nil) throws -> [StoredNote] {
+        if scope == .deleted { return try deletedNotes(tag: tag, includeBody: includeBody, limit: limit) }
         var conditions: [String] = []
         var arguments: StatementArguments = []
         switch scope {
         case .active: conditions.append("state = 'active' AND archived = 0")
         case .archived: conditions.append("state = 'active' AND archived = 1")
         case .trashed: conditions.append("state = 'trashed'")
-        case .all: break
+        case .all, .deleted: break
         }
         if let tag {
             conditions.append("id IN (SELECT note FROM note_tags WHERE tag = ?)")
@@ -201,7 +238,7 @@ extension NoteStore {
         }
         var sql = "SELECT \(NoteStore.noteColumns) FROM notes"
         if !conditions.isEmpty { sql += " WHERE " + conditions.joined(separator: " AND ") }
-        sql += " ORDER BY pinned DESC, updated_at DESC, id"
+        sql += " ORDER BY " + NoteStore.listOrder
         if let limit {
             sql += " LIMIT ?"
             _ = arguments.append(contentsOf: [max(0, limit)])
@@ -221,7 +258,8 @@ extension NoteStore {
         }
     }
 
-    /// The note with this identity, with its body, or nil (deleted notes included).
+    /// The note with this identity, with its body, or nil when it is unknown or deleted (a deleted
+    /// note is read with `deletedNote(_:)`).
     public func note(_ id: NoteID) throws -> StoredNote? {
         try read("cannot read note \(id)") { db in try storedNote(id, db) }
     }
@@ -232,7 +270,9 @@ extension NoteStore {
         try read("cannot read notes") { db in try ids.map { try storedNote($0, db) } }
     }
 
-    /// The note whose id starts with `prefix` (hex digits, as git names commits).
+    /// The note whose id starts with `prefix` (hex digits, as git names commits), deleted notes
+    /// included (a command that cannot work on one says so: `edit` of a deleted note is refused,
+    /// `restore` brings it back).
     ///
     /// - Throws: `.invalidArgument` for a prefix that is not hex, `.notFound` when no note matches,
     ///   `.ambiguous` when several do.
@@ -242,8 +282,11 @@ extension NoteStore {
             throw StoreError(.invalidArgument, "'\(prefix)' is not a note id (ids are up to 32 hex digits; a unique prefix is enough)")
         }
         let matches = try read("cannot look up note \(prefix)") { db in
-            try String.fetchAll(db, sql: "SELECT id FROM notes WHERE id >= ? AND id < ? ORDER BY id LIMIT 6",
-                                arguments: [lowered, lowered + "g"])
+            try String.fetchAll(db, sql: """
+                SELECT id FROM notes WHERE id >= ?1 AND id < ?2
+                UNION ALL SELECT id FROM deleted_notes WHERE id >= ?1 AND id < ?2
+                ORDER BY id LIMIT 6
+                """, arguments: [lowered, lowered + "g"])
         }
         switch matches.count {
         case 0: throw StoreError(.notFound, "no note has an id that starts with '\(prefix)'")
@@ -366,6 +409,7 @@ extension HistoryEntry {
                         lines.append("note \(n): \(s == "active" ? "restored" : s)")
                     }
                 case (.tag(let key), .bool(let b)): lines.append("note \(n): \(b ? "tagged" : "untagged") \(key)")
+                case (.resolution, _): lines.append("note \(n): resolved the merges of concurrent edits")
                 default: lines.append("note \(n): \(field) = \(value)")
                 }
             case .insertText(let note, _, let text):

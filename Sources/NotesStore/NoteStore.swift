@@ -303,7 +303,9 @@ public final class NoteStore: @unchecked Sendable {
             }
             return result
         }
-        return NoteStore(queue: queue, replicaID: replica, path: path, options: options, wasCreated: created)
+        let store = NoteStore(queue: queue, replicaID: replica, path: path, options: options, wasCreated: created)
+        try store.rematerializeIfAsked()
+        return store
     }
 
     private static func describeOpenFailure(_ error: any Error, path: String) -> StoreError {

@@ -140,6 +140,37 @@ enum Schema {
                 );
                 """)
         }
+        // Deleted notes are listed, named by id prefix and restored: their rows live in
+        // `deleted_notes` (the `notes` table still has only notes a reader sees). Notes carry the
+        // conflict mark, whether a concurrent edit brought them back from a delete, and when this
+        // replica last saw them change (lists sort by it when a timestamp is far ahead; see
+        // Docs/Storage.md). What the CRDT now works out of existing logs is written once at the
+        // next open (`NoteStore.rematerializeIfAsked`): this records that it is due.
+        migrator.registerMigration("v5-deleted-notes-conflicts-and-local-change-times") { db in
+            try db.execute(sql: """
+                ALTER TABLE notes ADD COLUMN conflicted INTEGER NOT NULL DEFAULT 0;   -- 1: merged with unresolved concurrent edits
+                ALTER TABLE notes ADD COLUMN restored INTEGER NOT NULL DEFAULT 0;     -- 1: in the trash because an edit did not see its delete
+                ALTER TABLE notes ADD COLUMN changed_here_at INTEGER NOT NULL DEFAULT 0; -- wall-clock ms when this replica last saw it change
+                UPDATE notes SET changed_here_at = min(updated_at, CAST(strftime('%s', 'now') AS INTEGER) * 1000);
+                DROP INDEX notes_listing;
+                CREATE INDEX notes_listing ON notes (state, archived, pinned DESC, min(updated_at, changed_here_at + 60000) DESC);
+
+                -- Tombstones: notes whose state is deleted, as far as a reader sees them.
+                CREATE TABLE deleted_notes (
+                    id TEXT PRIMARY KEY,                 -- 32 lowercase hex digits
+                    title TEXT NOT NULL,
+                    created_at INTEGER NOT NULL,         -- ms
+                    updated_at INTEGER NOT NULL,         -- ms
+                    deleted_at INTEGER NOT NULL,         -- ms of the winning delete
+                    body_length INTEGER NOT NULL,        -- Unicode scalars
+                    preview TEXT NOT NULL
+                ) WITHOUT ROWID;
+
+                -- Work the store must do at its next open, once (one row per reason).
+                CREATE TABLE rematerialize (reason TEXT PRIMARY KEY);
+                INSERT INTO rematerialize (reason) SELECT 'v5' FROM replica;
+                """)
+        }
         return migrator
     }
 }

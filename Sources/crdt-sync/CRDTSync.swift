@@ -30,6 +30,8 @@ struct CRDTSync: AsyncParsableCommand {
             ListNotes.self,
             SearchNotes.self,
             LogCommand.self,
+            ConflictsCommand.self,
+            ResolveCommand.self,
             StatusCommand.self,
             DigestCommand.self,
             ExportBundle.self,

@@ -90,14 +90,20 @@ struct EditNote: ParsableCommand {
 protocol NoteFlagCommand: ParsableCommand {
     var replica: ReplicaOptions { get }
     var id: String { get }
-    func apply(_ store: NoteStore, _ note: NoteID) throws
+    /// Makes the change; returns false when the note already was as asked (nothing recorded).
+    func apply(_ store: NoteStore, _ note: NoteID) throws -> Bool
+    /// What the note already is when nothing changed: "pinned", "in the trash".
+    func alreadyState(_ store: NoteStore, _ note: NoteID) throws -> String
 }
 
 extension NoteFlagCommand {
     func run() throws {
         try runReporting {
             let store = try replica.open()
-            try apply(store, try store.resolveNote(id))
+            let note = try store.resolveNote(id)
+            if try !apply(store, note) {
+                print("note \(note.description.prefix(8)) \(try alreadyState(store, note)); nothing changed")
+            }
         }
     }
 }
@@ -106,51 +112,73 @@ struct PinNote: NoteFlagCommand {
     static let configuration = CommandConfiguration(commandName: "pin", abstract: "Pin a note (pinned notes list first).")
     @OptionGroup var replica: ReplicaOptions
     @Argument(help: "The note's id, or a unique prefix of it.") var id: String
-    func apply(_ store: NoteStore, _ note: NoteID) throws { try store.setPinned(note, true) }
+    func apply(_ store: NoteStore, _ note: NoteID) throws -> Bool { try store.setPinned(note, true) }
+    func alreadyState(_ store: NoteStore, _ note: NoteID) throws -> String { "is already pinned" }
 }
 
 struct UnpinNote: NoteFlagCommand {
     static let configuration = CommandConfiguration(commandName: "unpin", abstract: "Unpin a note.")
     @OptionGroup var replica: ReplicaOptions
     @Argument(help: "The note's id, or a unique prefix of it.") var id: String
-    func apply(_ store: NoteStore, _ note: NoteID) throws { try store.setPinned(note, false) }
+    func apply(_ store: NoteStore, _ note: NoteID) throws -> Bool { try store.setPinned(note, false) }
+    func alreadyState(_ store: NoteStore, _ note: NoteID) throws -> String { "is not pinned" }
 }
 
 struct ArchiveNote: NoteFlagCommand {
     static let configuration = CommandConfiguration(commandName: "archive", abstract: "Archive a note (hidden from `list`, shown by `list --archived`).")
     @OptionGroup var replica: ReplicaOptions
     @Argument(help: "The note's id, or a unique prefix of it.") var id: String
-    func apply(_ store: NoteStore, _ note: NoteID) throws { try store.setArchived(note, true) }
+    func apply(_ store: NoteStore, _ note: NoteID) throws -> Bool { try store.setArchived(note, true) }
+    func alreadyState(_ store: NoteStore, _ note: NoteID) throws -> String { "is already archived" }
 }
 
 struct UnarchiveNote: NoteFlagCommand {
     static let configuration = CommandConfiguration(commandName: "unarchive", abstract: "Bring an archived note back to the main list.")
     @OptionGroup var replica: ReplicaOptions
     @Argument(help: "The note's id, or a unique prefix of it.") var id: String
-    func apply(_ store: NoteStore, _ note: NoteID) throws { try store.setArchived(note, false) }
+    func apply(_ store: NoteStore, _ note: NoteID) throws -> Bool { try store.setArchived(note, false) }
+    func alreadyState(_ store: NoteStore, _ note: NoteID) throws -> String { "is not archived" }
+}
+
+/// How a note's state reads in "note 1a2b3c4d is ...; nothing changed".
+func stateWords(_ store: NoteStore, _ note: NoteID) throws -> String {
+    if try store.isDeleted(note) { return "is already deleted" }
+    switch try store.note(note)?.state {
+    case .trashed?: return "is already in the trash"
+    default: return "is already active (not in the trash)"
+    }
 }
 
 struct TrashNote: NoteFlagCommand {
     static let configuration = CommandConfiguration(commandName: "trash", abstract: "Move a note to the trash (`restore` brings it back).")
     @OptionGroup var replica: ReplicaOptions
     @Argument(help: "The note's id, or a unique prefix of it.") var id: String
-    func apply(_ store: NoteStore, _ note: NoteID) throws { try store.setState(note, .trashed) }
+    func apply(_ store: NoteStore, _ note: NoteID) throws -> Bool { try store.setState(note, .trashed) }
+    func alreadyState(_ store: NoteStore, _ note: NoteID) throws -> String { try stateWords(store, note) }
 }
 
 struct RestoreNote: NoteFlagCommand {
-    static let configuration = CommandConfiguration(commandName: "restore", abstract: "Take a note out of the trash.")
+    static let configuration = CommandConfiguration(
+        commandName: "restore", abstract: "Take a note out of the trash, or bring a deleted note back.",
+        discussion: "A deleted note is kept as a tombstone (`list --deleted` shows them), so it can always be restored, with its body and fields.")
     @OptionGroup var replica: ReplicaOptions
-    @Argument(help: "The note's id, or a unique prefix of it.") var id: String
-    func apply(_ store: NoteStore, _ note: NoteID) throws { try store.setState(note, .active) }
+    @Argument(help: "The note's id, or a unique prefix of it (deleted notes too).") var id: String
+    func apply(_ store: NoteStore, _ note: NoteID) throws -> Bool { try store.setState(note, .active) }
+    func alreadyState(_ store: NoteStore, _ note: NoteID) throws -> String { try stateWords(store, note) }
 }
 
 struct DeleteNote: NoteFlagCommand {
     static let configuration = CommandConfiguration(
-        commandName: "delete", abstract: "Delete a note for good, on every replica it syncs to.",
-        discussion: "The note disappears from every list and from search; it cannot be restored.")
+        commandName: "delete", abstract: "Delete a note, on every replica it syncs to.",
+        discussion: """
+        The note disappears from every list and from search; `list --deleted` still shows it and \
+        `restore` brings it back. If another device edits the note without having seen the delete, \
+        the note comes back there and here, in the trash, marked as restored by that edit.
+        """)
     @OptionGroup var replica: ReplicaOptions
     @Argument(help: "The note's id, or a unique prefix of it.") var id: String
-    func apply(_ store: NoteStore, _ note: NoteID) throws { try store.setState(note, .deleted) }
+    func apply(_ store: NoteStore, _ note: NoteID) throws -> Bool { try store.setState(note, .deleted) }
+    func alreadyState(_ store: NoteStore, _ note: NoteID) throws -> String { try stateWords(store, note) }
 }
 
 struct TagNote: NoteFlagCommand {
@@ -158,7 +186,8 @@ struct TagNote: NoteFlagCommand {
     @OptionGroup var replica: ReplicaOptions
     @Argument(help: "The note's id, or a unique prefix of it.") var id: String
     @Argument(help: "The tag's name.") var name: String
-    func apply(_ store: NoteStore, _ note: NoteID) throws { try store.setTag(note, name, member: true) }
+    func apply(_ store: NoteStore, _ note: NoteID) throws -> Bool { try store.setTag(note, name, member: true) }
+    func alreadyState(_ store: NoteStore, _ note: NoteID) throws -> String { "is already in tag \(TerminalText.escaped(name))" }
 }
 
 struct UntagNote: NoteFlagCommand {
@@ -166,7 +195,8 @@ struct UntagNote: NoteFlagCommand {
     @OptionGroup var replica: ReplicaOptions
     @Argument(help: "The note's id, or a unique prefix of it.") var id: String
     @Argument(help: "The tag's name.") var name: String
-    func apply(_ store: NoteStore, _ note: NoteID) throws { try store.setTag(note, name, member: false) }
+    func apply(_ store: NoteStore, _ note: NoteID) throws -> Bool { try store.setTag(note, name, member: false) }
+    func alreadyState(_ store: NoteStore, _ note: NoteID) throws -> String { "is not in tag \(TerminalText.escaped(name))" }
 }
 
 struct ColorNote: NoteFlagCommand {
@@ -174,40 +204,155 @@ struct ColorNote: NoteFlagCommand {
     @OptionGroup var replica: ReplicaOptions
     @Argument(help: "The note's id, or a unique prefix of it.") var id: String
     @Argument(help: "A color name, e.g. yellow, or none.") var color: String
-    func apply(_ store: NoteStore, _ note: NoteID) throws {
+    var chosen: String? {
         let trimmed = color.trimmingCharacters(in: .whitespaces)
-        try store.setColor(note, trimmed.isEmpty || trimmed.lowercased() == "none" ? nil : trimmed)
+        return trimmed.isEmpty || trimmed.lowercased() == "none" ? nil : trimmed
+    }
+    func apply(_ store: NoteStore, _ note: NoteID) throws -> Bool { try store.setColor(note, chosen) }
+    func alreadyState(_ store: NoteStore, _ note: NoteID) throws -> String {
+        chosen.map { "is already \(TerminalText.escaped($0))" } ?? "has no color"
     }
 }
 
 // MARK: Reading
 
 struct ShowNote: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "show", abstract: "Print a note: its fields, then its body.")
+    static let configuration = CommandConfiguration(
+        commandName: "show", abstract: "Print a note: its fields, then its body.",
+        discussion: """
+        Deleted notes are shown too. With --conflict, prints the merges of concurrent edits that \
+        nobody has reviewed yet: for each, the region (or field) both devices changed, as each \
+        device had it and as merged. Text from other devices is printed with control characters \
+        escaped (\\u{1B}...); --json has it exactly.
+        """)
     @OptionGroup var replica: ReplicaOptions
-    @Argument(help: "The note's id, or a unique prefix of it.") var id: String
+    @Argument(help: "The note's id, or a unique prefix of it (deleted notes too).") var id: String
+    @Flag(help: "Show the merges of concurrent edits to review: each side's version and the merged result.") var conflict = false
     @Flag(help: "Print JSON.") var json = false
 
     func run() throws {
         try runReporting {
             let store = try replica.open()
             let noteID = try store.resolveNote(id)
-            guard let note = try store.note(noteID) else { throw StoreError(.notFound, "there is no note \(noteID)") }
+            if conflict { return try showConflicts(store, noteID) }
+            guard let note = try store.note(noteID) ?? store.deletedNote(noteID) else { throw StoreError(.notFound, "there is no note \(noteID)") }
             if json { return try printJSON(NoteJSON(note: note)) }
+            let short = note.id.description.prefix(8)
             var flags = [note.state.rawValue]
             if note.archived { flags.append("archived") }
             if note.pinned { flags.append("pinned") }
             print("id:      \(note.id)")
-            print("title:   \(note.title)")
+            print("title:   \(TerminalText.escaped(note.title))")
             print("state:   \(flags.joined(separator: ", "))")
-            if let color = note.color { print("color:   \(color)") }
-            if !note.tags.isEmpty { print("tags:    \(note.tags.joined(separator: ", "))") }
+            if note.restoredByConcurrentEdit {
+                print("         (it was deleted while another device edited it without having seen the delete:")
+                print("         kept in the trash; `crdt-sync restore \(short)` or `crdt-sync delete \(short)`)")
+            }
+            if let deletedAt = note.deletedAt { print("deleted: \(isoDate(deletedAt)) (`crdt-sync restore \(short)` brings it back)") }
+            if let color = note.color { print("color:   \(TerminalText.escaped(color))") }
+            if !note.tags.isEmpty { print("tags:    \(note.tags.map { TerminalText.escaped($0) }.joined(separator: ", "))") }
             print("created: \(isoDate(note.createdAt))")
-            print("updated: \(isoDate(note.updatedAt))")
+            var updated = "updated: \(isoDate(note.effectiveUpdatedAt))"
+            if note.updatedAt > note.effectiveUpdatedAt {
+                updated += " (stamped \(isoDate(note.updatedAt)) by a device whose clock was ahead)"
+            }
+            print(updated)
+            if note.hasConflicts {
+                print("merged:  concurrent edits from different devices were merged: `crdt-sync show \(short) --conflict`")
+                print("         shows them, `crdt-sync resolve \(short)` marks them reviewed")
+            }
             if let body = note.body, !body.isEmpty {
                 print("")
-                print(body)
+                print(TerminalText.escaped(body, keepingLines: true))
             }
+        }
+    }
+
+    /// `show --conflict`: every unresolved merge, each side's version and the merged result.
+    func showConflicts(_ store: NoteStore, _ id: NoteID) throws {
+        let conflicts = try store.conflicts(of: id)
+        if json { return try printJSON(conflicts.map(ConflictJSON.init)) }
+        let short = id.description.prefix(8)
+        guard let note = try store.note(id) ?? store.deletedNote(id), !conflicts.isEmpty else {
+            print("note \(short) has no merges of concurrent edits to review")
+            return
+        }
+        let count = conflicts.count == 1 ? "1 merge" : "\(conflicts.count) merges"
+        var out = "note \(short) \"\(TerminalText.escaped(note.title))\": \(count) of concurrent edits to review\n"
+        for conflict in conflicts {
+            let devices = conflict.sides.map { String($0.replica.description.prefix(8)) }
+            func named(_ side: NoteConflict.Side) -> String {
+                String(side.replica.description.prefix(8)) + (side.replica == store.replicaID ? " (this device)" : "")
+            }
+            switch conflict.kind {
+            case .body: out += "\nthe body, changed on \(named(conflict.sides[0])) and \(named(conflict.sides[1])):\n"
+            case .field(let field):
+                out += "\nthe \(TerminalText.escaped(field.name)), changed on \(named(conflict.sides[0])) and \(named(conflict.sides[1])):\n"
+            case .deletedWhileEdited:
+                let deleter = conflict.sides.first { $0.note.state == .deleted } ?? conflict.sides[0]
+                let editor = conflict.sides.first { $0 != deleter } ?? conflict.sides[1]
+                out += "\ndeleted on \(named(deleter)) while \(named(editor)) edited it (kept, in the trash):\n"
+            }
+            let labels = devices.map { "  \($0): " } + ["  merged:   "]
+            let versions = conflict.sides.map(\.note) + [conflict.merged]
+            switch conflict.kind {
+            case .field(let field):
+                for (label, version) in zip(labels, versions) { out += label + ConflictJSON.value(of: field, in: version) + "\n" }
+            case .body, .deletedWhileEdited:
+                if conflict.kind == .deletedWhileEdited {
+                    for (label, version) in zip(labels, versions) {
+                        out += label + "state " + ConflictJSON.value(of: .state, in: version) + "\n"
+                    }
+                }
+                let region = DifferingRegion(versions.map(\.body), context: 24)
+                for (label, part) in zip(labels, region.parts) {
+                    out += label + (region.isCutBefore ? "…" : "") + TerminalText.escaped(region.before)
+                        + "[" + TerminalText.escaped(part) + "]" + TerminalText.escaped(region.after) + (region.isCutAfter ? "…" : "") + "\n"
+                }
+            }
+        }
+        out += "\n`crdt-sync resolve \(short)` marks them reviewed on every device.\n"
+        FileHandle.standardOutput.write(Data(out.utf8))
+    }
+}
+
+/// A merge of concurrent edits in JSON.
+struct ConflictJSON: Encodable {
+    struct Side: Encodable {
+        var replica: String?
+        var version: [String: UInt64]
+        var note: NoteJSON
+    }
+
+    var kind: String
+    var field: String?
+    var sides: [Side]
+    var merged: Side
+
+    init(_ conflict: NoteConflict) {
+        switch conflict.kind {
+        case .body: kind = "body"
+        case .deletedWhileEdited: kind = "deletedWhileEdited"
+        case .field(let field):
+            kind = "field"
+            self.field = field.name
+        }
+        sides = conflict.sides.map { Side(replica: $0.replica.description, version: $0.version.jsonObject, note: NoteJSON(note: StoredNote($0.note))) }
+        merged = Side(replica: nil, version: conflict.mergedVersion.jsonObject, note: NoteJSON(note: StoredNote(conflict.merged)))
+    }
+
+    /// A field's value as a person reads it, escaped for the terminal.
+    static func value(of field: NoteField, in note: Note) -> String {
+        switch field {
+        case .title: return "\"" + TerminalText.escaped(note.title) + "\""
+        case .pinned: return note.pinned ? "pinned" : "not pinned"
+        case .archived: return note.archived ? "archived" : "not archived"
+        case .color: return note.color.map { TerminalText.escaped($0) } ?? "no color"
+        case .state: return note.state.rawValue + (note.restoredByConcurrentEdit ? " (restored by the concurrent edit)" : "")
+        case .createdAt: return isoDate(note.createdAt)
+        case .tag(let key):
+            return note.tags.contains { Notebook.tagKey($0) == key } ? "in the tag" : "not in the tag"
+        case .extra(let key): return TerminalText.escaped(note.extras[key]?.description ?? "null")
         }
     }
 }
@@ -215,29 +360,43 @@ struct ShowNote: ParsableCommand {
 struct ListNotes: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "list", abstract: "List notes: pinned first, then the most recently changed.",
-        discussion: "Without a flag, lists the notes that are neither archived nor trashed. Each line: short id, * when pinned, title, #tags.")
+        discussion: """
+        Without a flag, lists the notes that are neither archived nor trashed. Each line: short id, \
+        * when pinned, title, #tags, then [merged] for a note with merges of concurrent edits to \
+        review (`show ID --conflict`) and (restored) for a note a concurrent edit brought back \
+        from a delete. A note changed by a device whose clock was ahead sorts by when this device \
+        saw the change. --deleted lists deleted notes, most recently deleted first.
+        """)
     @OptionGroup var replica: ReplicaOptions
     @Flag(help: "List archived notes.") var archived = false
     @Flag(help: "List notes in the trash.") var trashed = false
     @Flag(help: "List every note that is not deleted.") var all = false
+    @Flag(help: "List deleted notes (`show` and `restore` work on them).") var deleted = false
     @Option(help: ArgumentHelp("Only notes in this tag.", valueName: "NAME")) var tag: String?
     @Flag(help: "Print JSON (an array of notes, with their bodies).") var json = false
 
     func validate() throws {
-        if [archived, trashed, all].filter({ $0 }).count > 1 { throw ValidationError("use only one of --archived, --trashed, --all") }
+        if [archived, trashed, all, deleted].filter({ $0 }).count > 1 {
+            throw ValidationError("use only one of --archived, --trashed, --all, --deleted")
+        }
+        if deleted, tag != nil { throw ValidationError("--tag does not go with --deleted") }
     }
 
     func run() throws {
         try runReporting {
             let store = try replica.open()
-            let scope: ListScope = archived ? .archived : trashed ? .trashed : all ? .all : .active
+            let scope: ListScope = archived ? .archived : trashed ? .trashed : all ? .all : deleted ? .deleted : .active
             let notes = try store.list(scope, tag: tag, includeBody: json)
             if json { return try printJSON(notes.map { NoteJSON(note: $0) }) }
             var out = ""
             for note in notes {
-                out += String(note.id.description.prefix(8)) + (note.pinned ? " * " : "   ") + (note.title.isEmpty ? "(untitled)" : note.title)
+                out += String(note.id.description.prefix(8)) + (note.pinned ? " * " : "   ")
+                out += note.title.isEmpty ? "(untitled)" : TerminalText.escaped(note.title)
                 if scope == .all, note.state != .active || note.archived { out += "  (" + (note.state == .trashed ? "trashed" : "archived") + ")" }
-                if !note.tags.isEmpty { out += "  " + note.tags.map { "#" + $0 }.joined(separator: " ") }
+                if !note.tags.isEmpty { out += "  " + note.tags.map { "#" + TerminalText.escaped($0) }.joined(separator: " ") }
+                if let deletedAt = note.deletedAt { out += "  (deleted \(isoDate(deletedAt)))" }
+                if note.restoredByConcurrentEdit { out += "  (restored)" }
+                if note.hasConflicts { out += "  [merged]" }
                 out += "\n"
             }
             FileHandle.standardOutput.write(Data(out.utf8))
@@ -268,8 +427,8 @@ struct SearchNotes: ParsableCommand {
                 })
             }
             for hit in hits {
-                print(String(hit.note.id.description.prefix(8)) + "  " + (hit.note.title.isEmpty ? "(untitled)" : hit.note.title))
-                let snippet = hit.snippet.replacingOccurrences(of: "\n", with: " ")
+                print(String(hit.note.id.description.prefix(8)) + "  " + (hit.note.title.isEmpty ? "(untitled)" : TerminalText.escaped(hit.note.title)))
+                let snippet = TerminalText.escaped(hit.snippet.replacingOccurrences(of: "\n", with: " "))
                 if !snippet.isEmpty { print("          " + snippet) }
             }
         }
@@ -280,7 +439,7 @@ struct LogCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "log", abstract: "Show the history of changes: who, when, what (of one note, or all).")
     @OptionGroup var replica: ReplicaOptions
-    @Argument(help: "A note's id or unique prefix; all changes when omitted.") var id: String?
+    @Argument(help: "A note's id or unique prefix (deleted notes too); all changes when omitted.") var id: String?
     @Flag(help: "Print JSON.") var json = false
 
     struct EntryJSON: Encodable {
@@ -308,7 +467,7 @@ struct LogCommand: ParsableCommand {
             for entry in entries.reversed() {
                 let seqs = entry.startSeq == entry.endSeq ? "\(entry.startSeq)" : "\(entry.startSeq)-\(entry.endSeq)"
                 out += "\(isoDate(entry.timestamp.milliseconds))  \(entry.replica.description.prefix(8))\(entry.isLocal ? " (this replica)" : "")  seq \(seqs)\n"
-                for line in entry.summary { out += "    \(line)\n" }
+                for line in entry.summary { out += "    \(TerminalText.escaped(line))\n" }
             }
             FileHandle.standardOutput.write(Data(out.utf8))
         }

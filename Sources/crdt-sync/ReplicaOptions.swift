@@ -25,7 +25,66 @@ struct ReplicaOptions: ParsableArguments {
 
     /// Opens the existing replica (a missing one is an error that says to run `init`).
     func open(create: Bool = false) throws -> NoteStore {
-        try NoteStore.open(path: path, create: create)
+        try NoteStore.open(path: path, options: StoreOptions(wallClock: try ReplicaOptions.wallClock()), create: create)
+    }
+
+    /// The system clock, moved by `$CRDT_SYNC_CLOCK_SKEW_MS` milliseconds (signed) when that is
+    /// set: to try out, and to test, a device whose clock is wrong (Docs/CLI.md).
+    static func wallClock() throws -> any WallClock {
+        guard let text = ProcessInfo.processInfo.environment["CRDT_SYNC_CLOCK_SKEW_MS"], !text.isEmpty else {
+            return SystemWallClock()
+        }
+        guard let skew = Int64(text) else {
+            throw NoteCommandError("CRDT_SYNC_CLOCK_SKEW_MS must be a whole number of milliseconds (it is '\(text)')")
+        }
+        return SkewedWallClock(skew: skew)
+    }
+}
+
+/// The system clock moved by a fixed number of milliseconds.
+struct SkewedWallClock: WallClock {
+    var skew: Int64
+    func milliseconds() -> UInt64 {
+        let now = Int64(clamping: SystemWallClock().milliseconds())
+        let (sum, overflow) = now.addingReportingOverflow(skew)
+        return overflow ? (skew > 0 ? UInt64(Int64.max) : 0) : UInt64(max(0, sum))
+    }
+}
+
+/// Text from other devices, made safe to print on a terminal.
+enum TerminalText {
+    /// `text` with every character that could act on a terminal written as an escape: the C0
+    /// controls (`\n`, `\t`, `\r`, else `\u{1B}`...), DEL and the C1 controls, the line and
+    /// paragraph separators and the bidirectional formatting characters (which reorder what
+    /// follows them on screen). With `keepingLines`, newlines and tabs stay (a body's lines).
+    /// A backslash itself is left as it is: `--json` has the exact text.
+    static func escaped(_ text: String, keepingLines: Bool = false) -> String {
+        guard text.unicodeScalars.contains(where: { needsEscape($0, keepingLines: keepingLines) }) else { return text }
+        var out = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars {
+            guard needsEscape(scalar, keepingLines: keepingLines) else {
+                out.append(scalar)
+                continue
+            }
+            let escape: String
+            switch scalar {
+            case "\n": escape = "\\n"
+            case "\t": escape = "\\t"
+            case "\r": escape = "\\r"
+            default: escape = "\\u{" + String(scalar.value, radix: 16, uppercase: true) + "}"
+            }
+            out.append(contentsOf: escape.unicodeScalars)
+        }
+        return String(out)
+    }
+
+    static func needsEscape(_ scalar: Unicode.Scalar, keepingLines: Bool) -> Bool {
+        switch scalar.value {
+        case 0x0A, 0x09: return !keepingLines
+        case 0x00 ... 0x1F, 0x7F ... 0x9F: return true
+        case 0x2028, 0x2029, 0x061C, 0x200E, 0x200F, 0x202A ... 0x202E, 0x2066 ... 0x2069: return true
+        default: return false
+        }
     }
 }
 
@@ -84,6 +143,7 @@ struct NoteJSON: Encodable {
 
     enum Keys: String, CodingKey {
         case id, title, body, preview, pinned, archived, color, state, tags, createdAt, updatedAt, bodyLength, snippet, rank
+        case hasConflicts, restoredByConcurrentEdit, changedHereAt, deletedAt
     }
 
     func encode(to encoder: any Encoder) throws {
@@ -99,6 +159,10 @@ struct NoteJSON: Encodable {
         try container.encode(isoDate(note.createdAt), forKey: .createdAt)
         try container.encode(isoDate(note.updatedAt), forKey: .updatedAt)
         try container.encode(note.bodyLength, forKey: .bodyLength)
+        try container.encode(note.hasConflicts, forKey: .hasConflicts)
+        try container.encode(note.restoredByConcurrentEdit, forKey: .restoredByConcurrentEdit)
+        if note.changedHereAt > 0 { try container.encode(isoDate(note.changedHereAt), forKey: .changedHereAt) }
+        if let deletedAt = note.deletedAt { try container.encode(isoDate(deletedAt), forKey: .deletedAt) }
         if let snippet { try container.encode(snippet, forKey: .snippet) }
         if let rank { try container.encode(rank, forKey: .rank) }
     }

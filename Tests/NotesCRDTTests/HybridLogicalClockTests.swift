@@ -97,6 +97,23 @@ struct HybridLogicalClockTests {
         #expect(other.last == Timestamp(milliseconds: wall + 60_000))
     }
 
+    /// A clock years ahead of the wall clock (its device's clock was wrong, then corrected) ticks
+    /// from the wall clock again; one kept at the drift bound by a fast peer goes on increasing.
+    @Test func aClockFarAheadOfTheWallClockComesBack() {
+        let wall: UInt64 = 1_000_000_000
+        var corrected = HybridLogicalClock(last: Timestamp(milliseconds: wall + 10 * 365 * 86_400_000), maxForwardDrift: 60_000)
+        #expect(corrected.tick(wallMilliseconds: wall) == Timestamp(milliseconds: wall))
+        #expect(corrected.tick(wallMilliseconds: wall) == Timestamp(milliseconds: wall, counter: 1))
+        var kept = HybridLogicalClock(maxForwardDrift: 60_000)
+        kept.observe(Timestamp(milliseconds: wall + 3_600_000), wallMilliseconds: wall)
+        var previous = kept.last
+        for _ in 0 ..< 1000 {
+            let t = kept.tick(wallMilliseconds: wall, count: 100)
+            #expect(t > previous)
+            previous = kept.last
+        }
+    }
+
     @Test func witnessLocalOnlyRaises() {
         var clock = HybridLogicalClock(last: Timestamp(milliseconds: 50))
         clock.witnessLocal(Timestamp(milliseconds: 10))
@@ -111,7 +128,7 @@ struct HybridLogicalClockTests {
         var local = makeNotebook(2)
         try local.apply(created)
         #expect(local.clock.last.milliseconds <= baseTime + HybridLogicalClock.defaultMaxForwardDrift)
-        let mine = try local.setPinned(id, true)
+        let mine = try #require(try local.setPinned(id, true))
         #expect(mine.timestamp.milliseconds <= baseTime + HybridLogicalClock.defaultMaxForwardDrift + 1)
     }
 }

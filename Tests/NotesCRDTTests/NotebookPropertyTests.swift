@@ -11,11 +11,13 @@ struct NotebookPropertyTests {
     static let stepCounts = Gen.int(in: 20 ... 150)
 
     /// Every delivery order, with duplicates and overlapping (coalesced, cut) copies, gives the same
-    /// state as applying the changes in the order they were made.
+    /// state as applying the changes in the order they were made: the visible state, deletes
+    /// against edits and unresolved merges included (the digest covers them), also when one
+    /// replica's clock is ten years ahead (a third of the seeds).
     @Test(.shrinking(false)) func everyDeliveryOrderConverges() async {
         await propertyCheck(count: 40, input: Self.seeds, Self.replicaCounts, Self.stepCounts) { seed, replicaCount, steps in
             await reportingErrors("seed \(seed), replicaCount \(replicaCount), steps \(steps)") {
-                var sim = Simulation(seed: seed, replicaCount: replicaCount)
+                var sim = Simulation(seed: seed, replicaCount: replicaCount, farFuture: seed % 3 == 0)
                 sim.syncWithChangesAsMade = true  // coalesced logs have their own property below
                 try sim.run(steps: steps)
                 let reference = try replay(sim.made)
@@ -119,7 +121,7 @@ struct NotebookPropertyTests {
     @Test(.shrinking(false)) func mergeIsCommutativeAssociativeAndIdempotent() async {
         await propertyCheck(count: 30, input: Self.seeds, Self.stepCounts) { seed, steps in
             await reportingErrors("seed \(seed), steps \(steps)") {
-                var sim = Simulation(seed: seed, replicaCount: 3)
+                var sim = Simulation(seed: seed, replicaCount: 3, farFuture: seed % 2 == 0)
                 sim.syncWithChangesAsMade = true
                 try sim.run(steps: steps)
                 let (a, b, c) = (sim.replicas[0], sim.replicas[1], sim.replicas[2])
@@ -262,6 +264,55 @@ struct NotebookPropertyTests {
                 #expect(throws: CRDTError.self) { try nb.apply(bad) }
                 #expect(nb.digest() == digest, "seed \(seed)")
                 #expect(nb.versionVector == version, "seed \(seed)")
+            }
+        }
+    }
+
+    /// The rules of Docs/Architecture.md hold on every replica, checked against `MergeOracle`'s
+    /// brute force over every operation made:
+    /// - a write that saw an earlier write of the same register beats it, even when that write came
+    ///   from a clock ten years ahead;
+    /// - a note is restored (in the trash) exactly when its winning state write is a delete and
+    ///   some edit of it is not in that delete's causal context;
+    /// - a note is marked exactly when two concurrent operations of different replicas touch the
+    ///   same region or field and no single resolve saw both, with the same kinds and replicas;
+    /// - no replica but the fast one has its clock dragged into the future.
+    @Test(.shrinking(false)) func deletesAgainstEditsClocksAheadAndMergesFollowTheirDefinitions() async {
+        await propertyCheck(count: 40, input: Self.seeds, Self.replicaCounts, Self.stepCounts) { seed, replicaCount, steps in
+            await reportingErrors("seed \(seed), replicaCount \(replicaCount), steps \(steps)") {
+                var sim = Simulation(seed: seed, replicaCount: replicaCount, farFuture: seed % 2 == 0)
+                try sim.run(steps: steps)
+                #expect(MergeOracle.laterWritesWin(sim.made) == [], "seed \(seed)")
+                func check(_ nb: Notebook, _ label: String) throws {
+                    for id in nb.noteIDs {
+                        // What this replica has applied of the note, as the oracle sees it.
+                        let seen = MergeOracle(sim.made.compactMap { change in
+                            nb.versionVector[change.replica] >= change.endSeq ? change : nil
+                        })
+                        let note = try #require(nb.note(id))
+                        let restored = seen.isRestored(id)
+                        #expect(note.restoredByConcurrentEdit == restored, "seed \(seed) \(label) note \(id)")
+                        if restored { #expect(note.state == .trashed, "seed \(seed) \(label) note \(id)") }
+                        let expected = seen.conflicts(of: id)
+                        #expect(note.hasConflicts == !expected.isEmpty, "seed \(seed) \(label) note \(id)")
+                        let found = Set(try nb.conflicts(of: id).map { conflict in
+                            "\(conflict.kind) " + conflict.sides.map { String($0.replica.raw.low) }.joined(separator: "/")
+                        })
+                        #expect(found == expected, "seed \(seed) \(label) note \(id)")
+                    }
+                }
+                for (i, nb) in sim.replicas.enumerated() where nb.pendingCount == 0 { try check(nb, "replica \(i)") }
+                try sim.syncAll()
+                for (i, nb) in sim.replicas.enumerated() {
+                    try check(nb, "synced replica \(i)")
+                    if i > 0 { #expect(nb.clock.last.milliseconds < baseTime + tenYears / 2, "seed \(seed): replica \(i)'s clock was dragged") }
+                }
+                #expect(Set(sim.replicas.map { $0.digest() }).count == 1, "seed \(seed)")
+                // What `conflicts(of:)` shows is the same everywhere, however each log joined its changes.
+                for id in sim.replicas[0].conflictedNoteIDs {
+                    let shown = try sim.replicas.map { try $0.conflicts(of: id) }
+                    #expect(shown.allSatisfy { $0 == shown[0] }, "seed \(seed) note \(id)")
+                }
             }
         }
     }

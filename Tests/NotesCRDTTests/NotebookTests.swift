@@ -119,7 +119,7 @@ struct NotebookTests {
         var titles: [Change] = []
         for i in 0 ..< 5 {
             a.setWallTime(baseTime + UInt64(i) * 1000)
-            titles.append(try a.setTitle(id, "v\(i)"))
+            titles.append(try #require(try a.setTitle(id, "v\(i)")))
         }
         var b = makeNotebook(2)
         for change in titles.reversed() { #expect(try b.apply(change) == .pending) }
@@ -269,8 +269,8 @@ struct NotebookTests {
     @Test(arguments: [(UInt64(5_000), UInt64(1_000)), (1_000, 5_000)] as [(UInt64, UInt64)])
     func concurrentRenamesResolveToTheLaterTimestamp(_ offsetA: UInt64, _ offsetB: UInt64) throws {
         var (a, b, id) = try pair(wallA: baseTime + offsetA, wallB: baseTime + offsetB)
-        let ca = try a.setTitle(id, "from a")
-        let cb = try b.setTitle(id, "from b")
+        let ca = try #require(try a.setTitle(id, "from a"))
+        let cb = try #require(try b.setTitle(id, "from b"))
         try exchange(&a, &b)
         let expected = ca.timestamp > cb.timestamp ? "from a" : "from b"
         #expect(expected == (offsetA > offsetB ? "from a" : "from b"))
@@ -281,8 +281,8 @@ struct NotebookTests {
 
     @Test func renamesWithTheSameTimestampResolveToTheGreaterReplica() throws {
         var (a, b, id) = try pair()
-        let ca = try a.setTitle(id, "from a")
-        let cb = try b.setTitle(id, "from b")
+        let ca = try #require(try a.setTitle(id, "from a"))
+        let cb = try #require(try b.setTitle(id, "from b"))
         try #require(ca.timestamp == cb.timestamp)
         try exchange(&a, &b)
         #expect(replica(2) > replica(1))
@@ -301,17 +301,176 @@ struct NotebookTests {
         #expect(b.note(id)?.title == "second")
     }
 
-    @Test func aDeletedNoteStaysDeletedWhenRenamedConcurrently() throws {
+    /// Issue 18, part 2: a deletes the note; b, not having seen the delete, edits it. The edit
+    /// brings it back, to the trash, marked as restored by a concurrent edit (and as a merge to
+    /// review), on both sides; the delete and the edits are all in the log.
+    @Test func aNoteDeletedWhileEditedElsewhereComesBackToTheTrash() throws {
         var (a, b, id) = try pair(wallA: baseTime + 10, wallB: baseTime + 20)
-        try a.setState(id, .deleted)
-        try b.setTitle(id, "renamed later")  // a later write, to another field
-        try b.insertText(id, at: 0, "more")
+        let delete = try #require(try a.setState(id, .deleted))
+        #expect(a.note(id)?.state == .deleted && a.allNotes.isEmpty)
+        let rename = try #require(try b.setTitle(id, "renamed later"))
+        let append = try #require(try b.insertText(id, at: 10, " more"))
+        try exchange(&a, &b)
+        for nb in [a, b] {
+            let note = try #require(nb.note(id))
+            #expect(note.state == .trashed)
+            #expect(note.restoredByConcurrentEdit)
+            #expect(note.hasConflicts)
+            #expect(note.title == "renamed later")
+            #expect(note.body == "0123456789 more")
+            #expect(nb.allNotes.map(\.id) == [id])
+            let logged = Set(nb.allChanges.flatMap { change in (change.startSeq ... change.endSeq).map { OpID(replica: change.replica, seq: $0) } })
+            for change in [delete, rename, append] { #expect(logged.contains(OpID(replica: change.replica, seq: change.endSeq))) }
+            #expect(try nb.conflicts(of: id).map(\.kind) == [.deletedWhileEdited])
+        }
+        #expect(a.digest() == b.digest())
+
+        // Deleting it again, now that every edit has been seen, deletes it for good.
+        try #require(try a.setState(id, .deleted))
         try exchange(&a, &b)
         for nb in [a, b] {
             #expect(nb.note(id)?.state == .deleted)
+            #expect(nb.note(id)?.restoredByConcurrentEdit == false)
             #expect(nb.allNotes.isEmpty)
         }
         #expect(a.digest() == b.digest())
+    }
+
+    /// The same in the other order of arrival, and with edits of every kind (a pin, a tag, a
+    /// delete of characters): any edit the delete did not see brings the note back; a state write
+    /// (trash) does not count as an edit.
+    @Test(arguments: ["pin", "tag", "delete text", "trash"])
+    func whichConcurrentWritesBringADeletedNoteBack(_ kind: String) throws {
+        var (a, b, id) = try pair(wallA: baseTime + 30, wallB: baseTime + 20)
+        switch kind {
+        case "pin": try b.setPinned(id, true)
+        case "tag": try b.setTag(id, "work", member: true)
+        case "delete text": try b.deleteText(id, 0 ..< 3)
+        default: try b.setState(id, .trashed)
+        }
+        try a.setState(id, .deleted)  // later by the clock: the delete wins the state field
+        try b.apply(contentsOf: a.changes(since: b.versionVector))  // b gets the delete first this time
+        try a.apply(contentsOf: b.changes(since: a.versionVector))
+        let comesBack = kind != "trash"
+        for nb in [a, b] {
+            #expect(nb.note(id)?.state == (comesBack ? .trashed : .deleted))
+            #expect(nb.note(id)?.restoredByConcurrentEdit == comesBack)
+        }
+        #expect(a.digest() == b.digest())
+    }
+
+    /// A deleted note can be restored while its tombstone exists (always): its body and fields are
+    /// all there. Restoring wins over the delete even when the delete came from a clock far ahead.
+    @Test func aDeletedNoteCanBeRestored() throws {
+        var future = makeNotebook(1, at: baseTime + tenYears)
+        let (id, created) = future.createNote(id: noteID(1), title: "kept", body: "all of it")
+        try future.setState(id, .deleted)
+        var local = makeNotebook(2)
+        try local.apply(contentsOf: [created] + future.changes(since: VersionVector()))
+        #expect(local.note(id)?.state == .deleted)
+        let restore = try #require(try local.setState(id, .active))
+        #expect(restore.timestamp > future.fieldTimestamp(id, .state)!, "the restore jumped past the delete")
+        #expect(local.note(id)?.state == .active)
+        #expect(local.note(id)?.body == "all of it")
+        #expect(local.clock.last.milliseconds <= baseTime + HybridLogicalClock.defaultMaxForwardDrift + 1, "the clock stayed near the wall clock")
+        try future.apply(restore)
+        #expect(future.note(id)?.state == .active)
+        #expect(future.digest() == local.digest())
+    }
+
+    // MARK: Clocks far ahead (issue 18, part 3)
+
+    /// A replica ten years fast writes the title; every replica that sees it and then writes the
+    /// title wins, in both directions of the exchange, without its clock going into the future.
+    @Test func aTitleWrittenAfterSeeingOneFromTenYearsAheadWins() throws {
+        var future = makeNotebook(1, at: baseTime + tenYears)
+        let id = future.createNote(id: noteID(1), title: "from 2033").id
+        try future.setTitle(id, "pinned until 2033?")
+        var a = makeNotebook(2)
+        var b = makeNotebook(3, at: baseTime + 5)
+        try a.apply(contentsOf: future.allChanges)
+        try b.apply(contentsOf: future.allChanges)
+        let mine = try #require(try a.setTitle(id, "later, from a"))
+        #expect(a.note(id)?.title == "later, from a")
+        #expect(a.clock.last.milliseconds <= baseTime + HybridLogicalClock.defaultMaxForwardDrift + 1)
+        // A write of another field goes on at the wall clock: only the write that had to jump did.
+        let pin = try #require(try a.setPinned(id, true))
+        #expect(pin.timestamp.milliseconds <= baseTime + HybridLogicalClock.defaultMaxForwardDrift + 1)
+        #expect(pin.timestamp < mine.timestamp)
+        try b.apply(contentsOf: a.changes(since: b.versionVector))
+        try future.apply(contentsOf: a.changes(since: future.versionVector))
+        #expect(b.note(id)?.title == "later, from a")
+        #expect(future.note(id)?.title == "later, from a")
+        // b, having seen a's write, writes again: it wins too.
+        try b.setTitle(id, "later still, from b")
+        try a.apply(contentsOf: b.changes(since: a.versionVector))
+        try future.apply(contentsOf: b.changes(since: future.versionVector))
+        for nb in [a, b, future] { #expect(nb.note(id)?.title == "later still, from b") }
+        #expect(Set([a, b, future].map { $0.digest() }).count == 1)
+    }
+
+    /// Tag entity fields follow the same rule.
+    @Test func aTagColorWrittenAfterSeeingOneFromTheFutureWins() throws {
+        var future = makeNotebook(1, at: baseTime + tenYears)
+        future.createNote(id: noteID(1), tags: ["Work"])
+        try future.setTagField("work", .color, .string("red"))
+        var local = makeNotebook(2)
+        try local.apply(contentsOf: future.allChanges)
+        try local.setTagField("work", .color, .string("blue"))
+        try future.apply(contentsOf: local.changes(since: future.versionVector))
+        for nb in [local, future] { #expect(nb.tags.first?.color == "blue") }
+    }
+
+    /// The fast replica's own clock comes back to the wall clock once that is corrected, and its
+    /// writes still beat its own earlier ones from the future.
+    @Test func aClockThatWasAheadComesBackWhenCorrected() throws {
+        var device = makeNotebook(1, at: baseTime + tenYears)
+        let (id, _) = device.createNote(id: noteID(1), title: "wrong clock")
+        device.setWallTime(baseTime + 1000)  // corrected
+        let fixed = try #require(try device.setTitle(id, "right clock"))
+        #expect(device.note(id)?.title == "right clock")
+        let pin = try #require(try device.setPinned(id, true))
+        #expect(pin.timestamp.milliseconds <= baseTime + 1000 + HybridLogicalClock.defaultMaxForwardDrift + 1,
+                "ticks from the wall clock again (at most the drift bound ahead)")
+        #expect(fixed.timestamp.milliseconds > baseTime + tenYears - 1, "the title write jumped past the old one")
+        let replay = try replay(device.allChanges)
+        #expect(replay.digest() == device.digest())
+    }
+
+    /// A body edit next to text from a clock far ahead lands where it was typed, and the clock
+    /// stays at the wall clock.
+    @Test func anInsertNextToFarFutureTextDoesNotDragTheClock() throws {
+        var (_, local, id) = try farFutureNote()
+        try local.insertText(id, at: 1, "n")
+        try local.insertText(id, at: 2, "e")
+        #expect(local.note(id)?.body == "onez")
+        #expect(local.clock.last.milliseconds <= baseTime + HybridLogicalClock.defaultMaxForwardDrift + 1)
+        try local.editBody(id) { body in try body.insert("!", at: body.count) }
+        #expect(local.note(id)?.body == "onez!")
+        #expect(local.clock.last.milliseconds <= baseTime + HybridLogicalClock.defaultMaxForwardDrift + 1)
+    }
+
+    // MARK: Edits that change nothing
+
+    @Test func writesThatChangeNothingRecordNothing() throws {
+        var a = makeNotebook(1)
+        let (id, _) = a.createNote(id: noteID(1), title: "same", tags: ["work"])
+        let before = a.versionVector
+        #expect(try a.setTitle(id, "same") == nil)
+        #expect(try a.setPinned(id, false) == nil, "an unset flag reads false")
+        #expect(try a.setArchived(id, false) == nil)
+        #expect(try a.setColor(id, nil) == nil)
+        #expect(try a.setTag(id, "home", member: false) == nil, "not in the tag")
+        #expect(try a.setTag(id, "WORK", member: true) == nil, "already in it")
+        #expect(try a.setState(id, .active) == nil, "restoring an active note")
+        #expect(try a.setExtra(id, "x", .null) == nil)
+        #expect(try a.resolveConflicts(id) == nil, "nothing to resolve")
+        #expect(a.versionVector == before)
+        #expect(try a.setPinned(id, true) != nil)
+        #expect(try a.setPinned(id, true) == nil, "pinning twice")
+        try a.setState(id, .deleted)
+        #expect(try a.setState(id, .deleted) == nil, "deleting twice")
+        #expect(throws: CRDTError.self) { try a.setExtra(id, "crdt-sync.resolved", .bool(true)) }
     }
 
     @Test func concurrentTagCreationAgreesOnOneName() throws {
@@ -392,7 +551,7 @@ struct NotebookTests {
         var (a, b, id) = try pair()
         let typed = try #require(try a.insertText(id, at: 0, "abc"))
         try b.apply(typed)  // b has a's insert, but not what follows
-        let pinned = try a.setPinned(id, true)
+        let pinned = try #require(try a.setPinned(id, true))
         try b.insertText(id, at: 13, "xyz")  // at the end of "abc0123456789"
         #expect(a.changes(since: a.versionVector).isEmpty)
         let toB = a.changes(since: b.versionVector)
@@ -420,7 +579,7 @@ struct NotebookTests {
         // c holds a change that waits.
         var source = makeNotebook(5)
         try source.apply(contentsOf: a.allChanges)
-        let waiting = try source.setTitle(id, "from 5")
+        let waiting = try #require(try source.setTitle(id, "from 5"))
         try b.apply(waiting)
         #expect(b.pendingCount == 1)
         let merged = try b.merging(a)

@@ -72,12 +72,15 @@ struct Simulation {
     /// coalesced log).
     var syncWithChangesAsMade = false
 
-    init(seed: UInt64, replicaCount: Int, outOfOrderDeliveries: Bool = true) {
+    /// - Parameter farFuture: whether replica 0's clock is ten years ahead (far beyond the drift
+    ///   bound, so the others do not follow it).
+    init(seed: UInt64, replicaCount: Int, outOfOrderDeliveries: Bool = true, farFuture: Bool = false) {
         rng = SplitMix64(seed: seed)
         replicas = (0 ..< replicaCount).map { makeNotebook(UInt64($0) + 1) }
         // Skewed clocks: some replicas run ahead or behind by up to ten seconds.
         var r = SplitMix64(seed: seed ^ 0x5EED)
         wallTimes = (0 ..< replicaCount).map { _ in baseTime + UInt64(r.int(0 ... 10_000)) }
+        if farFuture { wallTimes[0] += tenYears }
         self.outOfOrderDeliveries = outOfOrderDeliveries
     }
 
@@ -179,7 +182,8 @@ struct Simulation {
             view.append(contentsOf: text)
             record(try replicas[i].replaceBody(note, with: String(view)))
         case 68 ..< 80:  // a field
-            switch rng.int(0 ..< 8) {
+            switch rng.int(0 ..< 9) {
+            case 8: record(try replicas[i].resolveConflicts(note))
             case 0: record(try replicas[i].setTitle(note, randomText(rng.int(0 ... 5), using: &rng)))
             case 1: record(try replicas[i].setPinned(note, rng.chance(0.5)))
             case 2: record(try replicas[i].setArchived(note, rng.chance(0.5)))
@@ -204,6 +208,159 @@ struct Simulation {
         for _ in 0 ..< 2 {
             for i in replicas.indices { for j in replicas.indices where i != j { try sync(i, from: j) } }
         }
+    }
+}
+
+/// Ten years, in milliseconds.
+let tenYears: UInt64 = 10 * 365 * 86_400_000
+
+/// The rules of deletes against edits and of visible merges, worked out by brute force from every
+/// operation made (each sequence number on its own, with its causal context), independently of
+/// how `Notebook` keeps them.
+struct MergeOracle {
+    enum Kind: Hashable {
+        case insert(origin: OpID?)
+        case delete(targets: [OpIDRange])
+        case write(NoteField, FieldValue)
+        case resolve
+    }
+
+    struct SeqOp {
+        var id: OpID
+        var context: VersionVector  // the operations its author had applied before it
+        var timestamp: Timestamp
+        var note: NoteID
+        var kind: Kind
+
+        func sees(_ other: SeqOp) -> Bool { context.contains(other.id) }
+
+        var isEdit: Bool {
+            switch kind {
+            case .insert, .delete: true
+            case .write(let field, _): field != .state && !field.isReserved
+            case .resolve: false
+            }
+        }
+
+        var isDelete: Bool {
+            if case .write(.state, let value) = kind { return value == .string("deleted") }
+            return false
+        }
+    }
+
+    var ops: [NoteID: [SeqOp]] = [:]
+
+    init(_ changes: [Change]) {
+        for change in changes {
+            var seq = change.startSeq
+            for op in change.operations {
+                defer { seq += op.seqCount }
+                guard let note = op.note else { continue }
+                func add(_ s: UInt64, _ kind: Kind) {
+                    var context = change.dependencies
+                    context[change.replica] = s - 1
+                    ops[note, default: []].append(SeqOp(id: OpID(replica: change.replica, seq: s), context: context,
+                                                        timestamp: change.timestamp(ofSeq: s), note: note, kind: kind))
+                }
+                switch op {
+                case .insertText(_, let origin, let text):
+                    for k in 0 ..< UInt64(text.count) {
+                        add(seq + k, .insert(origin: k == 0 ? origin : OpID(replica: change.replica, seq: seq + k - 1)))
+                    }
+                case .deleteText(_, let targets):
+                    add(seq, .delete(targets: targets))
+                case .deleteEach(_, let runs):
+                    for (k, target) in runs.flatMap(\.targets).enumerated() { add(seq + UInt64(k), .delete(targets: [target])) }
+                case .setNoteField(_, let field, let value):
+                    add(seq, field == .resolution ? .resolve : .write(field, value))
+                case .setTagField:
+                    break
+                }
+            }
+        }
+    }
+
+    static func overlaps(_ a: OpIDRange, _ b: OpIDRange) -> Bool {
+        a.replica == b.replica && a.seq < b.endSeq && b.seq < a.endSeq
+    }
+
+    static func contains(_ targets: [OpIDRange], _ id: OpID?) -> Bool {
+        guard let id else { return false }
+        return targets.contains { $0.replica == id.replica && id.seq >= $0.seq && id.seq < $0.endSeq }
+    }
+
+    /// What kind of region two operations both touch, if any (concurrency aside).
+    static func conflictKind(_ a: SeqOp, _ b: SeqOp) -> NoteConflict.Kind? {
+        if a.isDelete && b.isEdit || b.isDelete && a.isEdit { return .deletedWhileEdited }
+        switch (a.kind, b.kind) {
+        case (.insert(let x), .insert(let y)): return x == y ? .body : nil
+        case (.insert(let x), .delete(let t)), (.delete(let t), .insert(let x)): return contains(t, x) ? .body : nil
+        case (.delete(let t), .delete(let u)): return t.contains { x in u.contains { overlaps(x, $0) } } ? .body : nil
+        case (.write(let f, let v), .write(let g, let w)): return f == g && v != w && !f.isReserved ? .field(f) : nil
+        default: return nil
+        }
+    }
+
+    /// The unresolved merges of a note: per kind, the pairs of replicas.
+    func conflicts(of note: NoteID) -> Set<String> {
+        let list = ops[note] ?? []
+        let resolves = list.filter { if case .resolve = $0.kind { return true } else { return false } }
+        var result: Set<String> = []
+        for i in list.indices {
+            for j in list.indices where j > i {
+                let (a, b) = (list[i], list[j])
+                guard a.id.replica != b.id.replica, !a.sees(b), !b.sees(a) else { continue }
+                guard let kind = Self.conflictKind(a, b) else { continue }
+                if resolves.contains(where: { $0.context.contains(a.id) && $0.context.contains(b.id) }) { continue }
+                let pair = [a.id.replica, b.id.replica].sorted().map { String($0.raw.low) }.joined(separator: "/")
+                result.insert("\(kind) \(pair)")
+            }
+        }
+        return result
+    }
+
+    /// Whether the winning state write is a delete that some edit of the note is not in the context of.
+    func isRestored(_ note: NoteID) -> Bool {
+        let list = ops[note] ?? []
+        let states = list.filter { if case .write(.state, _) = $0.kind { return true } else { return false } }
+        guard let winner = states.max(by: { a, b in
+            if a.timestamp != b.timestamp { return a.timestamp < b.timestamp }
+            if a.id.replica != b.id.replica { return a.id.replica < b.id.replica }
+            return a.id.seq < b.id.seq
+        }), winner.isDelete else { return false }
+        return list.contains { $0.isEdit && !winner.context.contains($0.id) }
+    }
+
+    /// For every register write that saw an earlier write of the same register: whether it has the
+    /// greater timestamp (so it wins), as "note field: ok" lines that are false when not.
+    static func laterWritesWin(_ changes: [Change]) -> [String] {
+        struct Write { var id: OpID; var context: VersionVector; var timestamp: Timestamp }
+        var writes: [String: [Write]] = [:]
+        for change in changes {
+            var seq = change.startSeq
+            for op in change.operations {
+                defer { seq += op.seqCount }
+                var key: String?
+                switch op {
+                case .setNoteField(let note, let field, _): key = "\(note) \(field)"
+                case .setTagField(let tag, let field, _): key = "tag \(tag) \(field)"
+                default: break
+                }
+                guard let key else { continue }
+                var context = change.dependencies
+                context[change.replica] = seq - 1
+                writes[key, default: []].append(Write(id: OpID(replica: change.replica, seq: seq), context: context, timestamp: change.timestamp(ofSeq: seq)))
+            }
+        }
+        var problems: [String] = []
+        for (key, list) in writes {
+            for later in list {
+                for earlier in list where later.context.contains(earlier.id) && later.timestamp <= earlier.timestamp {
+                    problems.append("\(key): \(later.id) saw \(earlier.id) but does not beat it")
+                }
+            }
+        }
+        return problems
     }
 }
 

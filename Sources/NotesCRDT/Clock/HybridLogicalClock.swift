@@ -46,12 +46,15 @@ public struct FixedWallClock: WallClock {
     public func milliseconds() -> UInt64 { value }
 }
 
-/// A hybrid logical clock (Kulkarni et al.): strictly increasing on one replica, raised above
-/// every timestamp received (the Lamport rule), and close to wall-clock time when clocks are sane.
+/// A hybrid logical clock (Kulkarni et al.): increasing on one replica, raised above every
+/// timestamp received (the Lamport rule), and close to wall-clock time when clocks are sane.
 ///
-/// A remote timestamp more than `maxForwardDrift` milliseconds ahead of our wall clock raises the
-/// clock only as far as that bound: a peer whose clock is set to next year does not drag ours (and
-/// every write we make afterwards) with it.
+/// Received timestamps move the clock no more than `maxForwardDrift` milliseconds ahead of the
+/// wall clock (a peer whose clock is set to next year does not drag ours, and every write we make
+/// afterwards, with it), and a clock found more than twice that ahead (our own wall clock was
+/// ahead and has been corrected) ticks from the wall clock again. So timestamps increase on a
+/// replica except across such a correction; the notebook keeps every write above the one it
+/// replaces by itself (Docs/Architecture.md).
 public struct HybridLogicalClock: Sendable, Equatable {
     /// The last timestamp issued or observed.
     public private(set) var last: Timestamp
@@ -72,7 +75,13 @@ public struct HybridLogicalClock: Sendable, Equatable {
     /// - Complexity: O(1).
     public mutating func tick(wallMilliseconds: UInt64, count: UInt64 = 1) -> Timestamp {
         let physical = Timestamp(milliseconds: wallMilliseconds)
-        let first = max(physical, last.advanced(by: 1))
+        // A clock more than twice `maxForwardDrift` ahead of the wall clock (ours was set years
+        // ahead, then corrected: received timestamps raise it only to one bound) comes back to it
+        // rather than stamping years ahead until then. Writes still beat what they replace: a
+        // local write jumps past a register's or a character's key when it must
+        // (`Notebook.commitLocal`, `commitInsert`).
+        let ceiling = Timestamp(milliseconds: wallMilliseconds &+ 2 &* maxForwardDrift, counter: .max)
+        let first = last > ceiling ? physical : max(physical, last.advanced(by: 1))
         last = first.advanced(by: max(count, 1) - 1)
         return first
     }

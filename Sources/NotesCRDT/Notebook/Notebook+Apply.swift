@@ -294,12 +294,12 @@ extension Notebook {
         versionVector[change.replica] = change.endSeq
         if change.replica != replicaID { cachedDependencies = nil }
         let last = change.timestamp(ofSeq: change.endSeq)
-        if change.replica == replicaID {
-            clock.witnessLocal(last)
-        } else {
-            clock.observe(last, wallMilliseconds: wallClock.milliseconds())
-        }
+        // Our own changes too move the clock no further than the drift bound: a write that took a
+        // timestamp just past a far-future one (see `commitLocal`) does not drag the writes after it.
+        // (A local change the clock stamped is not past it: no wall-clock read then.)
+        if last > clock.last { clock.observe(last, wallMilliseconds: wallClock.milliseconds()) }
         record(change)
+        if change.replica != replicaID { recordConflicts(of: change) }
     }
 
     /// From how many operations on one note a change is integrated in the text's list form (when
@@ -309,7 +309,7 @@ extension Notebook {
 
     /// Applies the operations from `index` on while they are on `note` (advancing `index` and
     /// `seq` past them): fields to the record, text operations to `text`.
-    private static func applyOperations<Text: TextIntegration>(
+    static func applyOperations<Text: TextIntegration>(
         _ operations: UnsafeBufferPointer<Operation>, from index: inout Int, seq: inout UInt64, of change: Change,
         on note: NoteID, to record: inout NoteRecord, text: inout Text
     ) {
@@ -333,22 +333,47 @@ extension Notebook {
             if let range = waiting { text.tombstone(range) }
             waiting = target
         }
+        // The last seqs of an edit and of any operation (not reserved) in the group, recorded
+        // once at the end (the seqs of a change only grow).
+        var lastEdit: UInt64 = 0
+        var lastTouch: UInt64 = 0
+        defer {
+            if lastEdit > 0 { record.edits.raise(change.replica, to: lastEdit) }
+            if lastTouch > 0 { record.touched.raise(change.replica, to: lastTouch) }
+        }
         while index < operations.count, operations[index].note == note {
             let timestamp = change.timestamp(ofSeq: seq)
             let id = OpID(replica: change.replica, seq: seq)
+            let end = seq + operations[index].seqCount - 1
             switch operations[index] {
             case .setNoteField(_, let field, let value):
-                Notebook.write(&record.fields, field, value, timestamp, id)
+                let won = Notebook.write(&record.fields, field, value, timestamp, id)
+                switch field {
+                case .state:
+                    if won { record.deleteContext = value == NoteLifecycle.deletedValue ? change.context(ofSeq: seq) : nil }
+                    lastTouch = end
+                case .extra(let key) where key.hasPrefix(Notebook.reservedExtraPrefix):
+                    if field == .resolution { record.resolveConflicts(seenBy: change, atSeq: seq) }
+                default:
+                    lastEdit = end
+                    lastTouch = end
+                }
                 record.touch(timestamp)
             case .insertText(_, let origin, let scalars):
                 text.place(id: id, origin: origin, key: timestamp.rawValue, scalars: scalars)
                 record.touch(timestamp.advanced(by: UInt64(scalars.count) - 1))
+                lastEdit = end
+                lastTouch = end
             case .deleteText(_, let targets):
                 for target in targets { delete(target) }
                 record.touch(timestamp)
+                lastEdit = end
+                lastTouch = end
             case .deleteEach(_, let runs):
                 for i in runs.indices { delete(runs[i].range) }
                 record.touch(timestamp.advanced(by: runs.operationCount - 1))
+                lastEdit = end
+                lastTouch = end
             case .setTagField:
                 preconditionFailure("a tag operation has no note")
             }
@@ -357,13 +382,15 @@ extension Notebook {
         }
     }
 
+    /// Applies a write to a register, creating it if needed. Returns whether the write won.
+    @discardableResult
     private static func write<Key: Hashable>(_ registers: inout [Key: LWWRegister<FieldValue>], _ key: Key,
-                                             _ value: FieldValue, _ timestamp: Timestamp, _ writer: OpID) {
+                                             _ value: FieldValue, _ timestamp: Timestamp, _ writer: OpID) -> Bool {
         if registers[key] == nil {
             registers[key] = LWWRegister(value: value, timestamp: timestamp, writer: writer)
-        } else {
-            registers[key]!.set(value, timestamp: timestamp, writer: writer)
+            return true
         }
+        return registers[key]!.set(value, timestamp: timestamp, writer: writer)
     }
 
     /// Runs `body` on the note's record in place (one hash lookup), creating the record if needed.
@@ -377,10 +404,12 @@ extension Notebook {
         // In place: the last change's operations stay uniquely referenced, so joining is amortized O(1).
         if let lastIndex = history.indices.last, history[lastIndex].replica == change.replica,
            history[lastIndex].append(change) {
+            recordLogEntry(of: change)
             return
         }
         historyIndex[change.replica, default: []].append(history.count)
         history.append(change)
+        recordLogEntry(of: change)
     }
 
     /// Applies waiting changes that became ready, starting with those that waited for `replica`.

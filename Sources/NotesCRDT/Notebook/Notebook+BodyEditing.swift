@@ -152,7 +152,7 @@ extension Notebook {
     @discardableResult
     public mutating func editBody(_ note: NoteID, _ edits: (inout BodyEditor) throws -> Void) throws -> [Change] {
         materialize()
-        guard notes[note] != nil else { throw CRDTError(.notFound, "no note \(note)") }
+        guard notes.index(forKey: note) != nil else { throw CRDTError(.notFound, "no note \(note)") }
         // Move the text out, so the editor holds the only reference and edits it in place.
         var text = RGAText.placeholder
         swap(&text, &notes[note]!.body)
@@ -164,16 +164,23 @@ extension Notebook {
         editor.finishChange()
         let dependencies = localDependencies()
         var changes: [Change] = []
+        let wall = wallClock.milliseconds()
         for (start, operations) in editor.finished {
             let change = Change(replica: replicaID, startSeq: start.seq, timestamp: Timestamp(rawValue: start.key),
                                 dependencies: dependencies, operations: operations)
             versionVector[replicaID] = change.endSeq
-            clock.witnessLocal(change.timestamp(ofSeq: change.endSeq))
+            // No further than the drift bound: keys that jumped above far-future text stay this batch's.
+            clock.observe(change.timestamp(ofSeq: change.endSeq), wallMilliseconds: wall)
             record(change)
             changes.append(change)
         }
-        notes[note]!.body = editor.text
-        if let last = changes.last { notes[note]!.touch(last.timestamp(ofSeq: last.endSeq)) }
+        let index = notes.index(forKey: note)!  // one lookup for the writes below
+        notes.values[index].body = editor.text
+        if let last = changes.last {
+            notes.values[index].touch(last.timestamp(ofSeq: last.endSeq))
+            notes.values[index].edits.raise(replicaID, to: last.endSeq)
+            notes.values[index].touched.raise(replicaID, to: last.endSeq)
+        }
         if let failure { throw failure }
         return changes
     }

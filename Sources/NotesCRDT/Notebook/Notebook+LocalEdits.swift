@@ -24,42 +24,61 @@ extension Notebook {
     }
 
     /// Sets a note's title.
+    ///
+    /// - Returns: the change, or nil when the title already is `title` (nothing is recorded).
     @discardableResult
-    public mutating func setTitle(_ note: NoteID, _ title: String) throws -> Change {
+    public mutating func setTitle(_ note: NoteID, _ title: String) throws -> Change? {
         try setField(note, .title, .string(title))
     }
 
     /// Pins or unpins a note.
+    ///
+    /// - Returns: the change, or nil when the note already is (nothing is recorded).
     @discardableResult
-    public mutating func setPinned(_ note: NoteID, _ pinned: Bool) throws -> Change {
+    public mutating func setPinned(_ note: NoteID, _ pinned: Bool) throws -> Change? {
         try setField(note, .pinned, .bool(pinned))
     }
 
     /// Archives or unarchives a note.
+    ///
+    /// - Returns: the change, or nil when the note already is (nothing is recorded).
     @discardableResult
-    public mutating func setArchived(_ note: NoteID, _ archived: Bool) throws -> Change {
+    public mutating func setArchived(_ note: NoteID, _ archived: Bool) throws -> Change? {
         try setField(note, .archived, .bool(archived))
     }
 
     /// Sets a note's color (nil clears it).
+    ///
+    /// - Returns: the change, or nil when the color already is `color` (nothing is recorded).
     @discardableResult
-    public mutating func setColor(_ note: NoteID, _ color: String?) throws -> Change {
+    public mutating func setColor(_ note: NoteID, _ color: String?) throws -> Change? {
         try setField(note, .color, color.map(FieldValue.string) ?? .null)
     }
 
-    /// Moves a note to the trash, restores it, or deletes it for good.
+    /// Moves a note to the trash, restores it, or deletes it.
+    ///
+    /// Works on a deleted note too (restoring it). A delete stands only if every edit of the note
+    /// is in its causal context: an edit made elsewhere without having seen it brings the note
+    /// back, to the trash (`Note.restoredByConcurrentEdit`).
+    ///
+    /// - Returns: the change, or nil when the note already is in `state` as a reader sees it
+    ///   (`Note.state`; nothing is recorded).
     @discardableResult
-    public mutating func setState(_ note: NoteID, _ state: NoteLifecycle) throws -> Change {
+    public mutating func setState(_ note: NoteID, _ state: NoteLifecycle) throws -> Change? {
         try setField(note, .state, .string(state.rawValue))
     }
 
     /// Adds a note to a tag (creating the tag entity when it is new) or removes it.
+    ///
+    /// - Returns: the change, or nil when the note already is (or is not) in the tag (nothing is
+    ///   recorded).
     @discardableResult
-    public mutating func setTag(_ note: NoteID, _ name: String, member: Bool) throws -> Change {
+    public mutating func setTag(_ note: NoteID, _ name: String, member: Bool) throws -> Change? {
         materialize()
         let key = Notebook.tagKey(name)
         guard !key.isEmpty else { throw CRDTError(.outOfBounds, "a tag name cannot be empty") }
-        guard notes[note] != nil else { throw CRDTError(.notFound, "no note \(note)") }
+        guard let record = notes[note] else { throw CRDTError(.notFound, "no note \(note)") }
+        if (record.value(.tag(key)) == .bool(true)) == member, !member || tagRecords[key] != nil { return nil }
         var ops: [Operation] = []
         if member, tagRecords[key] == nil { ops.append(.setTagField(tag: key, field: .name, value: .string(name))) }
         ops.append(.setNoteField(note: note, field: .tag(key), value: .bool(member)))
@@ -76,17 +95,50 @@ extension Notebook {
     }
 
     /// Writes an app-defined field of a note.
+    ///
+    /// - Returns: the change, or nil when the field already holds `value` (nothing is recorded).
+    /// - Throws: `.outOfBounds` for a key that starts with `reservedExtraPrefix`.
     @discardableResult
-    public mutating func setExtra(_ note: NoteID, _ key: String, _ value: FieldValue) throws -> Change {
+    public mutating func setExtra(_ note: NoteID, _ key: String, _ value: FieldValue) throws -> Change? {
         try setField(note, .extra(key), value)
     }
 
     /// Writes any field of a note.
+    ///
+    /// The write takes a timestamp above the one it replaces, so it wins against every write this
+    /// replica has seen, even one stamped by a clock far ahead (see `commitLocal`).
+    ///
+    /// - Returns: the change, or nil when the field already reads `value` (an unset flag reads
+    ///   false, an unset title ""; the state as `Note.state` shows it): nothing is recorded.
+    /// - Throws: `.notFound` for an unknown note, `.outOfBounds` for a reserved extra key.
     @discardableResult
-    public mutating func setField(_ note: NoteID, _ field: NoteField, _ value: FieldValue) throws -> Change {
+    public mutating func setField(_ note: NoteID, _ field: NoteField, _ value: FieldValue) throws -> Change? {
         materialize()
-        guard notes[note] != nil else { throw CRDTError(.notFound, "no note \(note)") }
+        guard let record = notes[note] else { throw CRDTError(.notFound, "no note \(note)") }
+        if case .extra(let key) = field, key.hasPrefix(Notebook.reservedExtraPrefix) {
+            throw CRDTError(.outOfBounds, "extra field keys that start with \"\(Notebook.reservedExtraPrefix)\" are reserved")
+        }
+        if Notebook.reads(record, field, as: value) { return nil }
         return commitLocal([.setNoteField(note: note, field: field, value: value)])
+    }
+
+    /// Whether a note's field already reads `value` as a reader sees it, so that writing it would
+    /// change nothing.
+    static func reads(_ record: NoteRecord, _ field: NoteField, as value: FieldValue) -> Bool {
+        let current = record.value(field)
+        switch field {
+        case .title:
+            guard case .string(let new) = value else { return current == value }
+            return (current.stringValue ?? "") == new && (current == .null || current.stringValue != nil)
+        case .pinned, .archived, .tag:
+            guard case .bool(let new) = value else { return current == value }
+            return (current.boolValue ?? false) == new && (current == .null || current.boolValue != nil)
+        case .state:
+            guard let new = value.stringValue.flatMap(NoteLifecycle.init(rawValue:)) else { return current == value }
+            return record.state == new && (new != .trashed || !record.isRestoredByConcurrentEdit)
+        default:
+            return current == value
+        }
     }
 
     /// Inserts text at a Unicode-scalar offset of a note's body.
@@ -156,10 +208,36 @@ extension Notebook {
     // MARK: Committing
 
     /// Stamps local operations with the next sequence numbers and timestamps, applies them, and logs them.
+    ///
+    /// A write to a register takes a timestamp above the register's current one when the clock is
+    /// below it (the register holds a write stamped by a clock far ahead, beyond the drift bound
+    /// our clock does not follow): a write made after seeing another always wins against it, and
+    /// last-writer-wins stays a plain maximum. Only this change jumps; the clock stays where it
+    /// is (`finishApplying` moves it no further than the drift bound).
     mutating func commitLocal(_ ops: [Operation]) -> Change {
         let seqCount = ops.reduce(0) { $0 + $1.seqCount }
-        let timestamp = clock.tick(wallMilliseconds: wallClock.milliseconds(), count: seqCount)
+        var timestamp = clock.tick(wallMilliseconds: wallClock.milliseconds(), count: seqCount)
+        let floor = registerFloor(ops)
+        if timestamp < floor { timestamp = floor }
         return commit(ops, timestamp: timestamp)
+    }
+
+    /// The least first timestamp at which every register write of `ops` beats the register's
+    /// current write (zero when none needs more than the clock gives).
+    func registerFloor(_ ops: [Operation]) -> Timestamp {
+        var floor: UInt64 = 0
+        var offset: UInt64 = 0
+        for op in ops {
+            var current: Timestamp?
+            switch op {
+            case .setNoteField(let note, let field, _): current = notes[note]?.fields[field]?.timestamp
+            case .setTagField(let tag, let field, _): current = tagRecords[tag]?[field]?.timestamp
+            default: break
+            }
+            if let current, current.rawValue &+ 1 > offset { floor = max(floor, current.rawValue &+ 1 - offset) }
+            offset += op.seqCount
+        }
+        return Timestamp(rawValue: floor)
     }
 
     mutating func commit(_ ops: [Operation], timestamp: Timestamp) -> Change {
@@ -188,19 +266,15 @@ extension Notebook {
         let op = Operation.insertText(note: note, origin: context.origin, text: scalars)
         if let origin = context.origin, let originKey = context.originKey, origin.replica == replicaID,
            origin.seq == nextSeq - 1, context.firstChildKey == nil {
-            let timestamp = Timestamp(rawValue: originKey + 1)
-            clock.witnessLocal(timestamp.advanced(by: count - 1))
-            return commit([op], timestamp: timestamp)
+            return commit([op], timestamp: Timestamp(rawValue: originKey + 1))
         }
         var timestamp = clock.tick(wallMilliseconds: wallClock.milliseconds(), count: count)
         // RGA needs every character's key above its origin's and above the origin's existing
         // children. Our clock may be below them when it refused to follow a clock beyond the
-        // drift bound; then this edit alone goes just past them, so it lands where it was typed.
+        // drift bound; then this edit alone goes just past them, so it lands where it was typed
+        // (and the clock stays where it is: `finishApplying` bounds it).
         let floor = max(context.originKey.map { $0 + 1 } ?? 0, context.firstChildKey.map { $0 + 1 } ?? 0)
-        if timestamp.rawValue < floor {
-            timestamp = Timestamp(rawValue: floor)
-            clock.witnessLocal(timestamp.advanced(by: count - 1))
-        }
+        if timestamp.rawValue < floor { timestamp = Timestamp(rawValue: floor) }
         return commit([op], timestamp: timestamp)
     }
 }

@@ -1,7 +1,8 @@
 extension Notebook {
     static let snapshotMagic: [UInt8] = Array("CRDTSNAP".utf8)
-    /// The version `snapshot()` writes. Version 1 (identity, clock, log, waiting changes) is still read.
-    static let snapshotVersion: UInt8 = 2
+    /// The version `snapshot()` writes. Version 1 (identity, clock, log, waiting changes) and
+    /// version 2 (without what the delete and conflict rules keep per note) are still read.
+    static let snapshotVersion: UInt8 = 3
 
     /// A log kept encoded until it is needed: set in a replica opened from a snapshot with
     /// `deferringLog: true`, until its first change or `materialize()`.
@@ -46,6 +47,7 @@ extension Notebook {
             }
             writer.string(record.body.string)
             writer.varint(UInt64(record.body.count))
+            Notebook.encodeHistoryState(record, &writer)
         }
         writer.varint(UInt64(tagRecords.count))
         for key in tagRecords.keys.sorted() {
@@ -82,10 +84,13 @@ extension Notebook {
             throw CRDTError(.malformedEncoding, "not a crdt-sync snapshot (wrong magic bytes)")
         }
         let version = try reader.byte()
-        guard version == 1 || version == Notebook.snapshotVersion else {
-            throw CRDTError(.malformedEncoding, "snapshot format version \(version) is not supported (this build reads 1 and \(Notebook.snapshotVersion))")
+        guard (1 ... Notebook.snapshotVersion).contains(version) else {
+            throw CRDTError(.malformedEncoding, "snapshot format version \(version) is not supported (this build reads 1 to \(Notebook.snapshotVersion))")
         }
-        if version == 2 {
+        // A version 2 snapshot lacks what the delete and conflict rules keep per note: its log is
+        // replayed at once, which works them out.
+        let deferringLog = deferringLog && version >= 3
+        if version >= 2 {
             guard bytes.count >= 9 + 8 else { throw CRDTError(.malformedEncoding, "the snapshot is truncated") }
             var stored: UInt64 = 0
             for (i, byte) in bytes[(bytes.count - 8)...].enumerated() { stored |= UInt64(byte) << UInt64(8 * i) }
@@ -98,7 +103,7 @@ extension Notebook {
         let last = Timestamp(rawValue: try reader.varint())
         let drift = try reader.varint()
         self.init(replicaID: replica, wallClock: wallClock, maxForwardDrift: drift)
-        guard version == 2 else {
+        guard version >= 2 else {
             // Version 1: the log and the waiting changes only.
             let history = try ChangeCodec.decode(from: &reader)
             let waiting = try ChangeCodec.decode(from: &reader)
@@ -126,6 +131,7 @@ extension Notebook {
                 throw CRDTError(.malformedEncoding, "a note's text does not have the length the snapshot gives")
             }
             record.body = RGAText(deferredText: text, count: Int(count))
+            if version >= 3 { try Notebook.decodeHistoryState(into: &record, &reader) }
             notes[id] = record
         }
         var tags: [String: [TagField: LWWRegister<FieldValue>]] = [:]
@@ -184,6 +190,65 @@ extension Notebook {
         writer.varint(register.writer.seq)
     }
 
+    /// Writes what a note record keeps of its history for the delete and conflict rules: the
+    /// edit and touch vectors, the winning delete's context, the conflict points.
+    static func encodeHistoryState(_ record: NoteRecord, _ writer: inout BinaryWriter) {
+        writer.versionVector(record.edits)
+        writer.versionVector(record.touched)
+        if let context = record.deleteContext {
+            writer.byte(1)
+            writer.versionVector(context)
+        } else {
+            writer.byte(0)
+        }
+        let conflicts = record.conflicts.sorted()
+        writer.varint(UInt64(conflicts.count))
+        for point in conflicts { encode(point, &writer) }
+    }
+
+    static func decodeHistoryState(into record: inout NoteRecord, _ reader: inout BinaryReader) throws {
+        record.edits = try reader.versionVector()
+        record.touched = try reader.versionVector()
+        switch try reader.byte() {
+        case 0: record.deleteContext = nil
+        case 1: record.deleteContext = try reader.versionVector()
+        default: throw CRDTError(.malformedEncoding, "a note's delete context flag is not 0 or 1")
+        }
+        for _ in 0 ..< (try reader.count(max: reader.remaining / 35, "a note's conflict count")) {
+            record.conflicts.append(try decodeConflictPoint(&reader))
+        }
+    }
+
+    static func encode(_ point: ConflictPoint, _ writer: inout BinaryWriter) {
+        switch point.kind {
+        case .body: writer.byte(0)
+        case .deletedWhileEdited: writer.byte(1)
+        case .field(let field):
+            writer.byte(2)
+            ChangeCodec.encode(field, &writer)
+        }
+        for id in [point.first, point.second] {
+            writer.raw(id.replica.raw.bytes)
+            writer.varint(id.seq)
+        }
+    }
+
+    static func decodeConflictPoint(_ reader: inout BinaryReader) throws -> ConflictPoint {
+        let kind: NoteConflict.Kind
+        switch try reader.byte() {
+        case 0: kind = .body
+        case 1: kind = .deletedWhileEdited
+        case 2: kind = .field(try ChangeCodec.decodeField(&reader))
+        default: throw CRDTError(.malformedEncoding, "unknown conflict kind")
+        }
+        var ids: [OpID] = []
+        for _ in 0 ..< 2 {
+            let replica = ReplicaID(Identifier128(bytes: try reader.raw(16))!)
+            ids.append(OpID(replica: replica, seq: try reader.varint()))
+        }
+        return ConflictPoint(kind, ids[0], ids[1])
+    }
+
     static func decodeRegister(_ reader: inout BinaryReader) throws -> LWWRegister<FieldValue> {
         let value = try ChangeCodec.decodeValue(&reader)
         let timestamp = Timestamp(rawValue: try reader.varint())
@@ -233,6 +298,12 @@ extension Notebook {
                 ChangeCodec.encode(register.value, &writer)
             }
             writer.string(record.body.string)
+            // What a reader sees beyond the fields: a delete that an edit did not see, and the
+            // merges no device has resolved.
+            writer.byte(record.isRestoredByConcurrentEdit ? 1 : 0)
+            let conflicts = record.conflicts.sorted()
+            writer.varint(UInt64(conflicts.count))
+            for point in conflicts { Notebook.encode(point, &writer) }
         }
         writer.varint(UInt64(tagRecords.count))
         for key in tagRecords.keys.sorted() {

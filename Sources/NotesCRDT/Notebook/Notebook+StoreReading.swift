@@ -7,4 +7,9 @@ extension Notebook {
         guard let record = notes[id] else { return nil }
         return makeNote(id, record, withBody: false)
     }
+
+    /// The timestamp of the winning write of a note's field, or nil when it was never written.
+    public func fieldTimestamp(_ id: NoteID, _ field: NoteField) -> Timestamp? {
+        notes[id]?.fields[field]?.timestamp
+    }
 }

@@ -32,6 +32,14 @@ public struct Notebook: Sendable {
     /// (nil otherwise): `notes` and `tagRecords` then hold the state as the snapshot recorded it
     /// (bodies as text only), and `history` and `pending` are empty until `materialize()`.
     var deferred: DeferredLog?
+    /// Where the conflict check last started reading a replica's log for changes from another
+    /// (see `LogCursor`): a cache, rebuilt from nothing whenever it is missing. A list: there is
+    /// one per pair of replicas that edit concurrently, a handful.
+    var logCursors: [(key: LogCursor.Key, cursor: LogCursor)] = []
+    /// The conflict check's working lists, kept to be reused (see `recordConflicts(of:)`).
+    var conflictScratch = ConcurrentOperations()
+    /// The note whose `logEntries` `recordLogEntry(of:)` last added a log entry to (a cache).
+    var lastLogEntry: (replica: ReplicaID, entry: Int32, note: NoteID)?
 
     /// Creates an empty replica.
     public init(replicaID: ReplicaID, wallClock: any WallClock = SystemWallClock(),
@@ -55,7 +63,8 @@ public struct Notebook: Sendable {
         return makeNote(id, record)
     }
 
-    /// Every note that is not deleted, sorted by identity.
+    /// Every note that is not deleted, sorted by identity. (A note deleted while another device
+    /// edited it is not deleted: see `Note.restoredByConcurrentEdit`.)
     public var allNotes: [Note] {
         notes.keys.sorted().compactMap { id in
             let note = makeNote(id, notes[id]!)
@@ -124,12 +133,12 @@ public struct Notebook: Sendable {
             case .pinned: pinned = value.boolValue ?? false
             case .archived: archived = value.boolValue ?? false
             case .color: color = value.stringValue
-            case .state: state = value.stringValue.flatMap(NoteLifecycle.init(rawValue:)) ?? .active
+            case .state: state = record.state
             case .createdAt: createdAt = UInt64(max(0, value.intValue ?? 0))
             case .tag(let key):
                 if value == .bool(true) { tags.append(tagRecords[key]?[.name]?.value.stringValue ?? key) }
             case .extra(let key):
-                extras[key] = value
+                if !key.hasPrefix(Notebook.reservedExtraPrefix) { extras[key] = value }
             }
         }
         return Note(
@@ -143,7 +152,9 @@ public struct Notebook: Sendable {
             tags: tags.sorted(),
             createdAt: createdAt,
             updatedAt: record.updatedAt.milliseconds,
-            extras: extras
+            extras: extras,
+            restoredByConcurrentEdit: record.isRestoredByConcurrentEdit && state == .trashed,
+            hasConflicts: !record.conflicts.isEmpty
         )
     }
 }
