@@ -17,6 +17,14 @@ struct ReferenceModel {
         var replica: ReplicaID
         var seq: UInt64
         var value: FieldValue
+        /// What its author had applied from the other replicas when it wrote (its own earlier
+        /// operations, `1 ..< seq`, are implied).
+        var dependencies = VersionVector()
+
+        /// Whether the operation `(replica, seq)` is in this write's causal context.
+        func saw(_ replica: ReplicaID, _ seq: UInt64) -> Bool {
+            replica == self.replica ? seq < self.seq : seq <= dependencies[replica]
+        }
 
         /// Whether this write beats `other` under last-writer-wins.
         func beats(_ other: Write) -> Bool {
@@ -81,6 +89,19 @@ struct ReferenceModel {
         var tags: Set<String> = []
         /// Per note, the keys of the tags whose membership field's winning write is `true`.
         var memberships: [NoteID: [String]] = [:]
+        /// Per note and replica, the highest seq of an edit (a body operation, or a write of a
+        /// field other than the state and reserved ones): a winning delete that did not see one
+        /// leaves the note in the trash.
+        var edits: [NoteID: [ReplicaID: UInt64]] = [:]
+
+        /// The state a reader sees: a delete that some edit did not see leaves the note trashed.
+        func state(of note: NoteID) -> NoteLifecycle {
+            guard let write = fields[FieldKey(note: note, field: .state)] else { return .active }
+            let written = write.value.stringValue.flatMap(NoteLifecycle.init(rawValue:)) ?? .active
+            guard written == .deleted else { return written }
+            let unseen = (edits[note] ?? [:]).contains { replica, seq in !write.saw(replica, seq) }
+            return unseen ? .trashed : .deleted
+        }
     }
 
     /// Works out the expected state from the recorded operations.
@@ -97,7 +118,9 @@ struct ReferenceModel {
                     case .setNoteField(let note, let field, let value):
                         guard survives(replica, seq) else { continue }
                         result.notes.insert(note)
-                        let write = Write(timestamp: change.timestamp(ofSeq: seq), replica: replica, seq: seq, value: value)
+                        if field != .state, !field.isReserved { result.edits[note, default: [:]][replica] = max(result.edits[note]?[replica] ?? 0, seq) }
+                        let write = Write(timestamp: change.timestamp(ofSeq: seq), replica: replica, seq: seq, value: value,
+                                          dependencies: change.dependencies)
                         let key = FieldKey(note: note, field: field)
                         if let current = result.fields[key], !write.beats(current) { continue }
                         result.fields[key] = write
@@ -112,10 +135,12 @@ struct ReferenceModel {
                         for (i, scalar) in text.enumerated() where survives(replica, seq + UInt64(i)) {
                             result.notes.insert(note)
                             inserted[note, default: [:]][OpID(replica: replica, seq: seq + UInt64(i))] = scalar
+                            result.edits[note, default: [:]][replica] = max(result.edits[note]?[replica] ?? 0, seq + UInt64(i))
                         }
                     case .deleteText(let note, let targets):
                         guard survives(replica, seq) else { continue }
                         result.notes.insert(note)
+                        result.edits[note, default: [:]][replica] = max(result.edits[note]?[replica] ?? 0, seq)
                         for target in targets {
                             for s in target.seq ..< target.seq + target.count {
                                 deleted[note, default: []].insert(OpID(replica: target.replica, seq: s))
@@ -124,6 +149,7 @@ struct ReferenceModel {
                     case .deleteEach(let note, let runs):  // one delete per target, each with its own seq
                         for (i, target) in runs.flatMap(\.targets).enumerated() where survives(replica, seq + UInt64(i)) {
                             result.notes.insert(note)
+                            result.edits[note, default: [:]][replica] = max(result.edits[note]?[replica] ?? 0, seq + UInt64(i))
                             for s in target.seq ..< target.seq + target.count {
                                 deleted[note, default: []].insert(OpID(replica: target.replica, seq: s))
                             }
@@ -181,7 +207,7 @@ struct ReferenceModel {
             if note.archived != archived { report("note \(id): archived is \(note.archived), expected \(archived)") }
             let color = value(id, .color)?.stringValue
             if note.color != color { report("note \(id): color is \(note.color ?? "nil"), expected \(color ?? "nil")") }
-            let state = value(id, .state)?.stringValue.flatMap(NoteLifecycle.init(rawValue:)) ?? .active
+            let state = expected.state(of: id)
             if note.state != state { report("note \(id): state is \(note.state), expected \(state)") }
             let created = UInt64(max(0, value(id, .createdAt)?.intValue ?? 0))
             if note.createdAt != created { report("note \(id): createdAt is \(note.createdAt), expected \(created)") }
