@@ -7,18 +7,30 @@ extension Notebook {
         case duplicate
         /// Its dependencies are missing; it waits and is applied when they arrive.
         case pending
+        /// Its dependencies are all here, but it refers to something that does not exist (an
+        /// origin, deleted characters): it is kept aside in the quarantine with the reason
+        /// (`quarantinedChanges`), and changes nothing. Its author's later changes wait behind
+        /// it; a different, valid change for the same seqs takes its place.
+        case quarantined(CRDTError)
+        /// Malformed on its own, whatever the state (no operations, seqs outside
+        /// 1 ... `Change.maxSeq`, an insert of no text...): refused, not kept, nothing changes.
+        /// (The bundle decoder refuses such a change before it gets here.)
+        case rejected(CRDTError)
     }
 
     /// Applies a change from any replica. Idempotent, and concurrent changes commute.
     ///
     /// A change whose dependencies have not all been applied waits in the pending set and is
-    /// applied as soon as they are. A malformed change (an unknown origin, an empty operation)
-    /// throws and changes nothing.
+    /// applied as soon as they are. A change that is ready but refers to something that does
+    /// not exist is quarantined (`.quarantined`), a malformed one refused (`.rejected`); either
+    /// way nothing else changes, and changes from every other replica keep flowing.
     ///
     /// - Complexity: O(operations × log *n*) for the change itself.
     @discardableResult
-    public mutating func apply(_ change: Change) throws -> ApplyOutcome {
-        try Notebook.checkShape(change)
+    public mutating func apply(_ change: Change) -> ApplyOutcome {
+        do { try Notebook.checkShape(change) } catch let error as CRDTError { return .rejected(error) } catch {
+            preconditionFailure("checkShape throws CRDTError only")
+        }
         materialize()
         switch readiness(of: change) {
         case .duplicate:
@@ -27,12 +39,7 @@ extension Notebook {
             pending.add(change, waitingFor: replica, through: seq)
             return .pending
         case .ready(let ready):
-            if let note = largeBatchNote(ready) {
-                try applyLargeBatch(ready, on: note)
-            } else {
-                try validate(ready)
-                applyValidated(ready)
-            }
+            if let reason = integrateOrQuarantine(ready) { return .quarantined(reason) }
             return .applied(released: drain(from: ready.replica))
         }
     }
@@ -40,19 +47,41 @@ extension Notebook {
     /// Applies changes in the order given (any order works; a causal order avoids waiting).
     ///
     /// - Returns: how many changes were applied (including released pending ones), how many
-    ///   were duplicates, and how many wait for dependencies at the end.
+    ///   were duplicates, how many wait for dependencies at the end, and how many were
+    ///   quarantined or refused (including released ones).
     @discardableResult
-    public mutating func apply<S: Sequence<Change>>(contentsOf changes: S) throws -> (applied: Int, duplicates: Int, pending: Int) {
+    public mutating func apply<S: Sequence<Change>>(contentsOf changes: S)
+        -> (applied: Int, duplicates: Int, pending: Int, quarantined: Int) {
         var applied = 0
         var duplicates = 0
+        var rejected = 0
+        let admitted = quarantine.admitted
         for change in changes {
-            switch try apply(change) {
+            switch apply(change) {
             case .applied(let released): applied += 1 + released
             case .duplicate: duplicates += 1
-            case .pending: break
+            case .pending, .quarantined: break
+            case .rejected: rejected += 1
             }
         }
-        return (applied, duplicates, pending.count)
+        return (applied, duplicates, pending.count, quarantine.admitted - admitted + rejected)
+    }
+
+    /// Applies changes this replica stored itself after applying them (its log): every one
+    /// must apply, so one that is quarantined or refused means the storage is damaged.
+    ///
+    /// - Throws: the reason of the first change that does not apply.
+    package mutating func applyStored<S: Sequence<Change>>(contentsOf changes: S) throws {
+        let admitted = quarantine.admitted
+        for change in changes {
+            switch apply(change) {
+            case .quarantined(let reason), .rejected(let reason): throw reason
+            case .applied, .duplicate, .pending: break
+            }
+            if quarantine.admitted != admitted, let last = quarantine.lastAdmitted {
+                throw CRDTError(last.reason.code, "a stored change released another that does not apply: \(last.reason.message)")
+            }
+        }
     }
 
     /// Exactly the operations that a replica at `version` lacks, as changes in a causal order
@@ -102,9 +131,20 @@ extension Notebook {
 
     /// Merges another replica's state into this one: afterwards this replica has applied
     /// everything the other had (its pending changes included).
+    ///
+    /// - Throws: when a change of the other replica does not apply here (it is quarantined or
+    ///   refused here, and the rest is merged): the two replicas disagree on what exists.
     public mutating func merge(_ other: Notebook) throws {
-        try apply(contentsOf: other.changes(since: versionVector))
-        try apply(contentsOf: other.pendingChanges)
+        var failure: CRDTError?
+        let admitted = quarantine.admitted
+        for change in other.changes(since: versionVector) + other.pendingChanges {
+            switch apply(change) {
+            case .quarantined(let reason), .rejected(let reason): failure = failure ?? reason
+            case .applied, .duplicate, .pending: break
+            }
+        }
+        if let failure { throw failure }
+        if quarantine.admitted != admitted, let last = quarantine.lastAdmitted { throw last.reason }
     }
 
     /// This replica's state merged with another's. `a.merging(b)` and `b.merging(a)` have the same
@@ -136,16 +176,25 @@ extension Notebook {
         return .ready(change.suffix(from: have + 1)!)
     }
 
+    /// Checks what can be checked of a change on its own: sequence numbers from 1 to
+    /// `Change.maxSeq` (its own, its dependencies' and every one it refers to), timestamps that do
+    /// not pass 2^64 - 1, and well-formed operations.
     static func checkShape(_ change: Change) throws {
         guard change.startSeq >= 1 else { throw CRDTError(.malformedChange, "a change starts at seq 0") }
         guard !change.operations.isEmpty, change.seqCount > 0 else {
             throw CRDTError(.malformedChange, "a change from \(change.replica) has no operations")
         }
-        guard change.startSeq <= UInt64.max - change.seqCount else {
-            throw CRDTError(.malformedChange, "a change's sequence numbers overflow")
-        }
-        // Each operation's own shape was checked as it was appended to the change.
+        // Each operation's own shape, and the seqs they add up to, were checked as they were appended.
         if let problem = change.shapeProblem { throw CRDTError(.malformedChange, problem) }
+        guard change.startSeq <= Change.maxSeq, change.seqCount <= Change.maxSeq - change.startSeq + 1 else {
+            throw CRDTError(.malformedChange, "a change's sequence numbers (\(change.startSeq) and \(change.seqCount) more) pass 2^53 - 1")
+        }
+        guard change.seqCount - 1 <= UInt64.max - change.timestamp.rawValue else {
+            throw CRDTError(.malformedChange, "a change's timestamps (from \(change.timestamp.rawValue), one per operation) pass 2^64 - 1")
+        }
+        if let entry = change.dependencies.storage.first(where: { $0.seq > Change.maxSeq }) {
+            throw CRDTError(.malformedChange, "a change depends on seq \(entry.seq) of \(entry.replica), past 2^53 - 1")
+        }
     }
 
     /// Checks that every identity the change refers to exists, in the state or earlier in the
@@ -383,25 +432,50 @@ extension Notebook {
         history.append(change)
     }
 
+    /// Integrates a change that is ready (`readiness(of:)`), or puts it in the quarantine when
+    /// it refers to something that does not exist (an equal change already there is not
+    /// validated again).
+    ///
+    /// - Returns: nil when it was applied, else why it is in the quarantine.
+    private mutating func integrateOrQuarantine(_ ready: Change) -> CRDTError? {
+        if let reason = quarantine.reason(for: ready) { return reason }
+        do {
+            if let note = largeBatchNote(ready) {
+                try applyLargeBatch(ready, on: note)
+            } else {
+                try validate(ready)
+                applyValidated(ready)
+            }
+            return nil
+        } catch let error as CRDTError {
+            quarantine.add(ready, reason: error)
+            return error
+        } catch {
+            preconditionFailure("validation throws CRDTError only")
+        }
+    }
+
     /// Applies waiting changes that became ready, starting with those that waited for `replica`.
     ///
     /// Only the changes whose awaited operation is now applied are taken out and looked at again:
     /// a change waits filed under the replica and seq it waits for, so a batch whose changes arrive
     /// ahead of what they depend on releases each one once, rather than re-filing every waiting
-    /// change at every step (quadratic in the batch).
+    /// change at every step (quadratic in the batch). A released change that refers to something
+    /// that does not exist goes to the quarantine. Quarantined changes whose seqs a valid change
+    /// has now taken leave it (the part past what was applied, if any, is tried again).
     private mutating func drain(from replica: ReplicaID) -> Int {
         var released = 0
         var work = [replica]
         while let next = work.popLast() {
-            for change in pending.take(waitingFor: next, through: versionVector[next]) {
+            let superseded = quarantine.take(next, through: versionVector[next])
+            for change in superseded.map(\.change) + pending.take(waitingFor: next, through: versionVector[next]) {
                 switch readiness(of: change) {
                 case .duplicate:
                     continue
                 case .blocked(let other, let seq):
                     pending.add(change, waitingFor: other, through: seq)
                 case .ready(let ready):
-                    guard (try? validate(ready)) != nil else { continue }  // malformed: dropped
-                    applyValidated(ready)
+                    guard integrateOrQuarantine(ready) == nil else { continue }
                     released += 1
                     work.append(ready.replica)
                 }
