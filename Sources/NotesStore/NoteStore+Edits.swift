@@ -77,11 +77,7 @@ extension NoteStore {
     public func deleteText(_ note: NoteID, at offset: Int, count: Int) throws {
         guard count >= 0 else { throw StoreError(.invalidArgument, "cannot delete a negative number of characters") }
         try editLive(note) { notebook in
-            let length = notebook.body(of: note)?.count ?? 0
-            guard offset >= 0, offset + count <= length else {
-                throw StoreError(.invalidArgument, "cannot delete \(count) characters at offset \(offset): the body has \(length)")
-            }
-            return try notebook.deleteText(note, offset ..< offset + count)
+            try NoteEdit.delete(at: offset, count: count).apply(to: note, in: &notebook)
         }
     }
 
