@@ -238,7 +238,7 @@ public struct SyncBundle: Hashable, Sendable {
     private static func inflate(_ body: inout BinaryReader) throws -> [UInt8] {
         let length = try body.varint()
         guard length <= UInt64(maxBodyBytes) else {
-            throw SyncError(.tooLarge, "malformed bundle: the body declares \(length) bytes once inflated, more than the \(maxBodyBytes) a reader takes")
+            throw SyncError(.tooLarge, "bundle too large: the body declares \(length) bytes once inflated, more than the \(maxBodyBytes) a reader takes")
         }
         // DEFLATE expands at most 1032 to 1, so a larger declared length is a lie.
         guard length <= UInt64(body.remaining) * 1032 else {

@@ -208,7 +208,7 @@ extension BinaryReader {
             let replica = ReplicaID(Identifier128(bytes: try raw(16))!)
             let seq = try varint()
             guard seq <= maxSeq else {
-                throw CRDTError(.malformedEncoding, "a version vector holds seq \(seq) of \(replica), past \(maxSeq), at byte \(offset)")
+                throw CRDTError(.malformedEncoding, "a version vector holds seq \(seq) of \(replica), past \(maxSeq == Change.maxSeq ? "2^53 - 1" : "\(maxSeq)"), at byte \(offset)")
             }
             guard vector.appendSorted(replica, seq) else {
                 throw CRDTError(.malformedEncoding, "a version vector's entries are not in increasing order of replica at byte \(offset)")
