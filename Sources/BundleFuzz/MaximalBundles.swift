@@ -1,0 +1,110 @@
+import NotesCRDT
+import NotesSync
+
+/// Bundles that each fill one limit of `SyncBundle.changeLimits` (or come as close as the
+/// others allow), made to cost the most a bundle may: what the peak memory and time of reading
+/// and applying a bundle are measured on (Docs/BundleFormat.md, "Limits").
+public enum MaximalBundle: String, CaseIterable, Sendable {
+    /// The most changes, each one insert of one character at the start of a note, each with a
+    /// smaller timestamp than the one before (so that each new character must pass every one
+    /// already there).
+    case changes
+    /// The most operations: one change of inserts of one character each at the start.
+    case operations
+    /// The most characters: one insert of as many 3-byte scalars as the body holds.
+    case scalars
+    /// The most dependencies: the largest replica table, and changes that depend on all of it.
+    case dependencies
+    /// The most delete targets: a text, then deletes of many targets each.
+    case targets
+    /// The longest delete span: a text of one-character runs, then deletes of all of it, again and again.
+    case span
+    /// The most notes: a field set on each note of the largest note table.
+    case notes
+    /// The largest replica table and sender's vector.
+    case replicas
+
+    /// The bundle, at `scale` (1: the limit itself; smaller for a quick test).
+    public func bundle(scale: Double = 1) -> RawBundle {
+        let limits = SyncBundle.changeLimits
+        func scaled(_ n: Int) -> Int { max(2, Int(Double(n) * scale)) }
+        let author = ReplicaID(Identifier128(high: 0xA11, low: 1))
+        let note = NoteID(Identifier128(high: 0xB11, low: 1))
+        let time: UInt64 = 1_700_000_000_000 << 16
+        var e = RawChangeEncoding()
+        e.replicas = [author]
+        e.notes = [note]
+        var b = RawBundle()
+        b.sender = author
+        switch self {
+        case .changes:
+            let n = scaled(limits.maxChanges)
+            for k in 0 ..< n {
+                e.headers.append(RawHeader(author: 0, startSeq: UInt64(k) + 1, timestamp: time - UInt64(k), operationCount: 1))
+                e.records.append(.insert(note: 0, mode: 0, origin: nil, length: 1, text: [0x61]))
+            }
+            b.vector = [(author, UInt64(n))]
+        case .operations:
+            let n = scaled(limits.maxOperations)
+            e.headers = [RawHeader(author: 0, startSeq: 1, timestamp: time, operationCount: UInt64(n))]
+            e.records = Array(repeating: .insert(note: 0, mode: 0, origin: nil, length: 1, text: [0x61]), count: n)
+            b.vector = [(author, UInt64(n))]
+        case .scalars:
+            // 3 bytes each: as many as the limit allows within the largest body.
+            let n = min(scaled(limits.maxScalars), (SyncBundle.maxBodyBytes - 1024) / 3)
+            e.headers = [RawHeader(author: 0, startSeq: 1, timestamp: time, operationCount: 1)]
+            var text: [UInt8] = []
+            text.reserveCapacity(3 * n)
+            for _ in 0 ..< n { text += [0xE6, 0x97, 0xA5] }
+            e.records = [.insert(note: 0, mode: 0, origin: nil, length: UInt64(n), text: text)]
+            b.vector = [(author, UInt64(n))]
+        case .dependencies:
+            let replicas = scaled(limits.maxReplicas)
+            e.replicas = (0 ..< replicas).map { ReplicaID(Identifier128(high: 0xA11, low: UInt64($0) + 1)) }
+            let changes = max(1, scaled(limits.maxDependencies) / replicas)
+            let deps = (1 ..< replicas).map { RawDependency(replica: UInt64($0), seq: 1) }
+            for k in 0 ..< changes {
+                e.headers.append(RawHeader(author: 0, startSeq: UInt64(k) + 1, timestamp: time + UInt64(k), dependencies: deps, operationCount: 1))
+                e.records.append(.setTagField(tag: [0x74], field: 0, value: [0]))
+            }
+        case .targets:
+            // A text of `chars` characters, then deletes naming 16 targets of one character each.
+            let chars = 1 << 16
+            e.headers = [RawHeader(author: 0, startSeq: 1, timestamp: time, operationCount: 1)]
+            e.records = [.insert(note: 0, mode: 0, origin: nil, length: UInt64(chars), text: Array(repeating: 0x61, count: chars))]
+            let deletes = scaled(limits.maxOperations) / 16 - 1
+            var seq = UInt64(chars) + 1
+            e.headers.append(RawHeader(author: 0, startSeq: seq, timestamp: time + seq, operationCount: UInt64(deletes)))
+            for k in 0 ..< deletes {
+                let targets = (0 ..< 16).map { t in RawTarget(RawReference(replica: 0, delta: Int64(seq) - Int64((k * 16 + t) % chars + 1)), count: 1) }
+                e.records.append(.deleteExplicit(note: 0, targets: targets, targetCount: nil))
+                seq += 1
+            }
+        case .span:
+            // `chars` characters each inserted at the start (a run each), then deletes of all of them.
+            let chars = scaled(1 << 16)
+            let deletes = Int(limits.maxDeleteSpan) / chars
+            e.headers = [RawHeader(author: 0, startSeq: 1, timestamp: time, operationCount: UInt64(chars + deletes))]
+            for _ in 0 ..< chars { e.records.append(.insert(note: 0, mode: 0, origin: nil, length: 1, text: [0x61])) }
+            for k in 0 ..< deletes {
+                let seq = Int64(chars + k + 1)
+                e.records.append(.deleteExplicit(note: 0, targets: [RawTarget(RawReference(replica: 0, delta: seq - 1), count: UInt64(chars))], targetCount: nil))
+            }
+        case .notes:
+            let n = scaled(limits.maxNotes)
+            e.notes = (0 ..< n).map { NoteID(Identifier128(high: 0xB11, low: UInt64($0) + 1)) }
+            e.headers = [RawHeader(author: 0, startSeq: 1, timestamp: time, operationCount: UInt64(n))]
+            e.records = (0 ..< n).map { .setNoteField(note: UInt64($0), field: [0], value: [4, 1, 0x6E]) }
+        case .replicas:
+            let n = scaled(limits.maxReplicas)
+            e.replicas = (0 ..< n).map { ReplicaID(Identifier128(high: 0xA11, low: UInt64($0) + 1)) }
+            b.vector = e.replicas.map { ($0, 1) }
+            e.headers = [RawHeader(author: 0, startSeq: 1, timestamp: time, operationCount: 1)]
+            e.records = [.setTagField(tag: [0x74], field: 0, value: [0])]
+        }
+        b.body = e.bytes()
+        // Compressed when that makes it fit (or smaller): what a writer would send.
+        b.compressed = true
+        return b
+    }
+}
