@@ -225,4 +225,41 @@ struct DeleteRunTests {
         #expect(runs[0].targets.map(\.seq) == [9, 8, 7, 6, 5])
         #expect(runs[1].targets.map(\.seq) == [20, 21, 22])
     }
+
+    /// A run of the longest length joins in a few steps, not one per delete, and a sequence of
+    /// deletes longer than a run can be continues in a new run.
+    @Test func theLongestRunsJoinInOneStep() {
+        let longest = DeleteRun.maxLength
+        var runs: [DeleteRun] = []
+        runs.appendDeletes(of: DeleteRun(range: OpIDRange(replica: Self.a, seq: 1, count: longest), order: .forward))
+        #expect(runs == [DeleteRun(range: OpIDRange(replica: Self.a, seq: 1, count: longest), order: .forward)])
+        #expect(runs.operationCount == longest)
+        // Three more deletes going on: the run is full, so they make a run of their own.
+        runs.appendDeletes(of: DeleteRun(range: OpIDRange(replica: Self.a, seq: longest + 1, count: 3), order: .forward))
+        #expect(runs == [DeleteRun(range: OpIDRange(replica: Self.a, seq: 1, count: longest), order: .forward),
+                         DeleteRun(range: OpIDRange(replica: Self.a, seq: longest + 1, count: 3), order: .forward)])
+        // Backwards: a run one short of full takes one delete, then a new run takes the rest.
+        var back = [DeleteRun(range: OpIDRange(replica: Self.a, seq: 100, count: longest - 1), order: .backward)]
+        back.appendDeletes(of: DeleteRun(range: OpIDRange(replica: Self.a, seq: 97, count: 3), order: .backward))
+        #expect(back == [DeleteRun(range: OpIDRange(replica: Self.a, seq: 99, count: longest), order: .backward),
+                         DeleteRun(range: OpIDRange(replica: Self.a, seq: 97, count: 2), order: .backward)])
+        #expect(back.operationCount == longest + 2)
+        // The same deletes one by one give the same runs (checked on a short run past a nearly full one).
+        var oneByOne = [DeleteRun(range: OpIDRange(replica: Self.a, seq: 100, count: longest - 1), order: .backward)]
+        for seq in [99, 98, 97] as [UInt64] { oneByOne.appendDelete(OpIDRange(replica: Self.a, seq: seq, count: 1)) }
+        #expect(oneByOne == back)
+    }
+
+    /// Runs made by hand with counts at the top of the type: the change is malformed, and
+    /// nothing traps while it is made (joined runs do arithmetic on their ranges).
+    @Test func runsOfImpossibleLengthMakeAMalformedChange() {
+        let huge = DeleteRun(range: OpIDRange(replica: Self.a, seq: .max - 1, count: .max), order: .backward)
+        let change = Change(replica: Self.a, startSeq: 1, timestamp: .zero, dependencies: VersionVector(),
+                            operations: [.deleteEach(note: Self.n, runs: [huge, huge]), .deleteEach(note: Self.n, runs: [huge])])
+        #expect(change.seqCount == .max)
+        var nb = makeNotebook(9)
+        #expect(nb.apply(change).rejectionReason?.code == .malformedChange)
+        #expect([huge, huge].operationCount == .max)
+        #expect(nb.versionVector.isEmpty)
+    }
 }
