@@ -23,6 +23,18 @@ public enum MaximalBundle: String, CaseIterable, Sendable {
     case notes
     /// The largest replica table and sender's vector.
     case replicas
+    /// The most operations, each a field of a new tag (a tag entity per operation).
+    case tags
+    /// The most operations, each a new app-defined field of one note.
+    case fields
+    /// The most operations, each putting one note in a new tag.
+    case memberships
+    /// A note title as long as the largest body allows.
+    case title
+    /// Every limit at once, as far as they go together: the most changes, each depending on
+    /// 16 replicas, with 4 operations each (new tags, new notes, new fields), and the first
+    /// inserting the most characters.
+    case combined
 
     /// The bundle, at `scale` (1: the limit itself; smaller for a quick test).
     public func bundle(scale: Double = 1) -> RawBundle {
@@ -82,8 +94,8 @@ public enum MaximalBundle: String, CaseIterable, Sendable {
             }
         case .span:
             // `chars` characters each inserted at the start (a run each), then deletes of all of them.
-            let chars = scaled(1 << 16)
-            let deletes = Int(limits.maxDeleteSpan) / chars
+            let chars = scaled(1 << 12)
+            let deletes = scaled(Int(limits.maxDeleteSpan)) / chars
             e.headers = [RawHeader(author: 0, startSeq: 1, timestamp: time, operationCount: UInt64(chars + deletes))]
             for _ in 0 ..< chars { e.records.append(.insert(note: 0, mode: 0, origin: nil, length: 1, text: [0x61])) }
             for k in 0 ..< deletes {
@@ -101,6 +113,61 @@ public enum MaximalBundle: String, CaseIterable, Sendable {
             b.vector = e.replicas.map { ($0, 1) }
             e.headers = [RawHeader(author: 0, startSeq: 1, timestamp: time, operationCount: 1)]
             e.records = [.setTagField(tag: [0x74], field: 0, value: [0])]
+        case .title:
+            let length = scaled(SyncBundle.maxBodyBytes - 1024)
+            var value = RawWriter()
+            value.byte(4)
+            value.varint(UInt64(length))
+            value.raw(Array(repeating: 0x78, count: length))
+            e.headers = [RawHeader(author: 0, startSeq: 1, timestamp: time, operationCount: 1)]
+            e.records = [.setNoteField(note: 0, field: [0], value: value.bytes)]
+        case .combined:
+            let changes = scaled(limits.maxChanges)
+            let perChange = max(1, scaled(limits.maxOperations) / changes)
+            e.replicas = (0 ... 16).map { ReplicaID(Identifier128(high: 0xA11, low: UInt64($0) + 1)) }
+            e.notes = (0 ..< min(changes, limits.maxNotes)).map { NoteID(Identifier128(high: 0xB11, low: UInt64($0) + 1)) }
+            let deps = (1 ... 16).map { RawDependency(replica: UInt64($0), seq: 1) }
+            let scalars = scaled(limits.maxScalars) - perChange
+            // First what the others depend on: one change of each of the 16 replicas.
+            for r in 1 ... 16 {
+                e.headers.append(RawHeader(author: UInt64(r), startSeq: 1, timestamp: time, operationCount: 1))
+                e.records.append(.setTagField(tag: [0x74], field: 0, value: [0]))
+            }
+            var seq: UInt64 = 1
+            for k in 0 ..< changes - 16 {
+                var records: [RawRecord] = []
+                var taken: UInt64 = 0
+                if k == 0 {
+                    records.append(.insert(note: 0, mode: 0, origin: nil, length: UInt64(scalars), text: Array(repeating: 0x61, count: scalars)))
+                    taken += UInt64(scalars)
+                }
+                while records.count < perChange - (k < 16 ? 1 : 0) {
+                    var key = RawWriter()
+                    key.blob(Array("k\(k).\(records.count)".utf8))
+                    switch records.count % 3 {
+                    case 0: records.append(.setTagField(tag: Array("k\(k).\(records.count)".utf8), field: 0, value: [4, 1, 0x6E]))
+                    case 1: records.append(.setNoteField(note: UInt64(k % e.notes.count), field: [0], value: [4, 1, 0x74]))
+                    default: records.append(.setNoteField(note: UInt64(k % e.notes.count), field: [7] + key.bytes, value: [2]))
+                    }
+                    taken += 1
+                }
+                e.headers.append(RawHeader(author: 0, startSeq: seq, timestamp: time &- UInt64(k), dependencies: deps,
+                                           operationCount: UInt64(records.count)))
+                e.records += records
+                seq += taken
+            }
+        case .tags, .fields, .memberships:
+            let n = scaled(limits.maxOperations)
+            e.headers = [RawHeader(author: 0, startSeq: 1, timestamp: time, operationCount: UInt64(n))]
+            e.records = (0 ..< n).map { k in
+                var key = RawWriter()
+                key.blob(Array("k\(k)".utf8))
+                switch self {
+                case .tags: return .setTagField(tag: Array("k\(k)".utf8), field: 0, value: [4, 1, 0x6E])
+                case .fields: return .setNoteField(note: 0, field: [7] + key.bytes, value: [2])
+                default: return .setNoteField(note: 0, field: [6] + key.bytes, value: [2])
+                }
+            }
         }
         b.body = e.bytes()
         // Compressed when that makes it fit (or smaller): what a writer would send.

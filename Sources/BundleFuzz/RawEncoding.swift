@@ -44,7 +44,7 @@ public struct RawWriter: Sendable {
     }
 
     public mutating func byte(_ value: UInt8) { bytes.append(value) }
-    public mutating func raw(_ data: some Sequence<UInt8>) { bytes += data }
+    public mutating func raw(_ data: [UInt8]) { bytes += data }
 
     /// A varint byte length, then the bytes.
     public mutating func blob(_ data: [UInt8]) {

@@ -34,6 +34,15 @@ public struct QuarantineEntry: Hashable, Sendable {
     public var reason: String
     /// When it was quarantined here (wall-clock milliseconds).
     public var receivedAt: UInt64
+
+    public init(replica: ReplicaID, startSeq: UInt64, endSeq: UInt64, code: String, reason: String, receivedAt: UInt64) {
+        self.replica = replica
+        self.startSeq = startSeq
+        self.endSeq = endSeq
+        self.code = code
+        self.reason = reason
+        self.receivedAt = receivedAt
+    }
 }
 
 /// What a known peer has, as last heard.

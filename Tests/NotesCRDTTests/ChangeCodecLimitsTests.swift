@@ -238,12 +238,12 @@ struct ChangeCodecLimitsTests {
     @Test func theBundleLimits() {
         let limits = ChangeCodec.Limits.bundle
         #expect(limits.maxReplicas == 65_536)
-        #expect(limits.maxNotes == 1 << 20)
-        #expect(limits.maxChanges == 131_072)
-        #expect(limits.maxDependencies == 1 << 20)
-        #expect(limits.maxOperations == 1 << 20)
-        #expect(limits.maxScalars == 1 << 23)
-        #expect(limits.maxDeleteSpan == 1 << 24)
+        #expect(limits.maxNotes == 65_536)
+        #expect(limits.maxChanges == 65_536)
+        #expect(limits.maxDependencies == 1_048_576)
+        #expect(limits.maxOperations == 262_144)
+        #expect(limits.maxScalars == 4_194_304)
+        #expect(limits.maxDeleteSpan == 16_777_216)
         #expect(Change.maxSeq == 9_007_199_254_740_991)
     }
 }

@@ -68,11 +68,11 @@ struct SyncBundleLimitsTests {
         expectError(bytes, .tooLarge, "more than the \(SyncBundle.maxBytes) a reader takes")
     }
 
-    /// A bundle that fills each limit (at a sixteenth of it, quick in a debug build) is read,
+    /// A bundle that fills each limit (at 1/64 of it, quick in a debug build) is read,
     /// applied to a store without it throwing, and the notebook and the store agree.
     @Test(arguments: MaximalBundle.allCases)
     func bundlesThatFillALimitApply(_ kind: MaximalBundle) throws {
-        let bundle = try SyncBundle.decode(kind.bundle(scale: 1.0 / 16).bytes())
+        let bundle = try SyncBundle.decode(kind.bundle(scale: 1.0 / 64).bytes())
         let store = try NoteStore.openInMemory()
         let report = try store.apply(bundle.changes)
         var notebook = Notebook(replicaID: ReplicaID(Identifier128(high: 5, low: 5)), wallClock: FixedWallClock(1))
