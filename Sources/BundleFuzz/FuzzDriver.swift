@@ -5,8 +5,8 @@ import NotesSync
 
 /// What one case came to.
 public enum FuzzOutcome: Sendable, Hashable {
-    /// `SyncBundle.decode` refused it, with this error code.
-    case rejected(code: String)
+    /// `SyncBundle.decode` refused it, with this error code and message.
+    case rejected(code: String, message: String)
     /// It decoded, and was applied to a notebook and a store with these results.
     case accepted(changes: Int, applied: Int, quarantined: Int)
 }
@@ -59,7 +59,7 @@ public struct FuzzDriver {
             bundle = try SyncBundle.decode(bytes)
         } catch let error as SyncError {
             guard !error.message.isEmpty else { throw fail("an error with no message") }
-            return .rejected(code: error.code.description)
+            return .rejected(code: error.code.description, message: error.message)
         } catch {
             throw fail("decode threw \(type(of: error)): \(error)")
         }
@@ -112,7 +112,7 @@ public struct FuzzTally: Sendable, Hashable {
     public mutating func add(_ outcome: FuzzOutcome, milliseconds: Double, seed: UInt64) {
         cases += 1
         switch outcome {
-        case .rejected(let code): rejected[code, default: 0] += 1
+        case .rejected(let code, _): rejected[code, default: 0] += 1
         case .accepted(_, _, let q):
             accepted += 1
             if q > 0 { quarantined += 1 }

@@ -32,6 +32,8 @@ struct FuzzCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Write the bundle that fills this limit to --out (\(MaximalBundle.allCases.map(\.rawValue).joined(separator: ", "))).", valueName: "LIMIT"))
     var maximal: String?
     @Option(help: ArgumentHelp("Where --write and --maximal write.", valueName: "FILE")) var out: String?
+    @Flag(help: "Run --cases in this process and print how often each kind of outcome came (numbers left out), most frequent first.")
+    var histogram = false
     @Flag(help: .hidden) var worker = false
     @Option(help: .hidden) var from: UInt64 = 0
     @Option(help: .hidden) var to: UInt64 = 0
@@ -67,6 +69,7 @@ struct FuzzCommand: ParsableCommand {
             return
         }
         if worker { return runWorker() }
+        if histogram { return runHistogram() }
         try Runner(command: self).run()
     }
 
@@ -81,7 +84,7 @@ struct FuzzCommand: ParsableCommand {
             var line: String
             do {
                 switch try driver.run(caseSeed: caseSeed) {
-                case .rejected(let code): line = "R \(index) \(code)"
+                case .rejected(let code, _): line = "R \(index) \(code)"
                 case .accepted(_, _, let quarantined): line = "A \(index) \(quarantined)"
                 }
             } catch {
@@ -91,6 +94,50 @@ struct FuzzCommand: ParsableCommand {
             output.write(Data("\(line) \(String(format: "%.3f", milliseconds))\n".utf8))
         }
         output.write(Data("M \(peakResidentKilobytes())\n".utf8))
+    }
+}
+
+extension FuzzCommand {
+    /// Runs the cases here, tallying outcomes by their message with the numbers taken out: what
+    /// the cases reach.
+    func runHistogram() {
+        var driver = FuzzDriver()
+        var counts: [String: Int] = [:]
+        for index in 0 ..< cases {
+            let key: String
+            do {
+                switch try driver.run(caseSeed: FuzzDriver.caseSeed(seed, index)) {
+                case .rejected(let code, let message): key = "rejected \(code): \(FuzzCommand.withoutNumbers(message))"
+                case .accepted(_, _, let quarantined): key = quarantined > 0 ? "accepted, with a quarantined change" : "accepted"
+                }
+            } catch {
+                key = "FAILURE: \(error)"
+            }
+            counts[key, default: 0] += 1
+        }
+        for (key, count) in counts.sorted(by: { ($0.value, $1.key) > ($1.value, $0.key) }) {
+            print(String(format: "%8d  ", count) + key)
+        }
+    }
+
+    /// The message with every number and identity replaced by #.
+    static func withoutNumbers(_ message: String) -> String {
+        message.split(separator: " ", omittingEmptySubsequences: false).map { word -> String in
+            // A replica or note identity: 32 hex digits.
+            if word.count >= 32, word.prefix(32).allSatisfy(\.isHexDigit) { return "#" + word.dropFirst(32) }
+            var out = ""
+            var inNumber = false
+            for character in word {
+                if character.isNumber {
+                    if !inNumber { out.append("#") }
+                    inNumber = true
+                } else {
+                    inNumber = false
+                    out.append(character)
+                }
+            }
+            return out
+        }.joined(separator: " ")
     }
 }
 

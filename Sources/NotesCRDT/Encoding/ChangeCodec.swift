@@ -573,8 +573,9 @@ public enum ChangeCodec {
                     continue
                 case .setTagField:
                     let tag = try explicit.string()
-                    guard let field = TagField(rawValue: try explicit.byte()) else {
-                        throw CRDTError(.malformedEncoding, "unknown tag field")
+                    let code = try explicit.byte()
+                    guard let field = TagField(rawValue: code) else {
+                        throw CRDTError(.malformedEncoding, "unknown tag field \(code) at byte \(explicit.offset - 1)")
                     }
                     op = .setTagField(tag: tag, field: field, value: try decodeValue(&explicit))
                 }

@@ -466,20 +466,22 @@ extension Notebook {
     private mutating func drain(from replica: ReplicaID) -> Int {
         var released = 0
         var work = [replica]
-        while let next = work.popLast() {
-            let superseded = quarantine.take(next, through: versionVector[next])
-            for change in superseded.map(\.change) + pending.take(waitingFor: next, through: versionVector[next]) {
-                switch readiness(of: change) {
-                case .duplicate:
-                    continue
-                case .blocked(let other, let seq):
-                    pending.add(change, waitingFor: other, through: seq)
-                case .ready(let ready):
-                    guard integrateOrQuarantine(ready) == nil else { continue }
-                    released += 1
-                    work.append(ready.replica)
-                }
+        /// Applies `change` if it is ready now, files it again if not.
+        func examine(_ change: Change) {
+            switch readiness(of: change) {
+            case .duplicate:
+                return
+            case .blocked(let other, let seq):
+                pending.add(change, waitingFor: other, through: seq)
+            case .ready(let ready):
+                guard integrateOrQuarantine(ready) == nil else { return }
+                released += 1
+                work.append(ready.replica)
             }
+        }
+        while let next = work.popLast() {
+            for entry in quarantine.take(next, through: versionVector[next]) { examine(entry.change) }
+            for change in pending.take(waitingFor: next, through: versionVector[next]) { examine(change) }
         }
         return released
     }
