@@ -99,15 +99,7 @@ public struct SyncBundle: Hashable, Sendable {
     static let fixedHeaderLength = 8 + 1 + 1 + 16
 
     /// The number of operations (sequence numbers) the bundle carries (at most `UInt64.max`).
-    public var operationCount: UInt64 {
-        var total: UInt64 = 0
-        for change in changes {
-            let (sum, overflow) = total.addingReportingOverflow(change.seqCount)
-            if overflow { return .max }
-            total = sum
-        }
-        return total
-    }
+    public var operationCount: UInt64 { UInt64.saturatingSum(changes.lazy.map(\.seqCount)) }
 
     /// The bundle's bytes.
     public func encoded() -> [UInt8] {

@@ -143,15 +143,7 @@ extension [DeleteRun] {
 
     /// The delete operations the runs stand for (at most `UInt64.max`: runs made by hand could
     /// stand for more, and a change refuses them as malformed).
-    public var operationCount: UInt64 {
-        var total: UInt64 = 0
-        for run in self {
-            let (sum, overflow) = total.addingReportingOverflow(run.operationCount)
-            if overflow { return .max }
-            total = sum
-        }
-        return total
-    }
+    public var operationCount: UInt64 { UInt64.saturatingSum(lazy.map(\.operationCount)) }
 }
 
 /// Deletes of one target each, on one note, gathered into one operation as they come (by the

@@ -90,25 +90,11 @@ public struct VersionVector: Hashable, Sendable, CustomStringConvertible {
 
     /// Total number of operations covered, or `UInt64.max` when that does not fit (a vector
     /// heard from elsewhere may hold anything up to 2^64 - 1 per entry).
-    public var totalOperations: UInt64 {
-        var total: UInt64 = 0
-        for entry in storage {
-            let (sum, overflow) = total.addingReportingOverflow(entry.seq)
-            if overflow { return .max }
-            total = sum
-        }
-        return total
-    }
+    public var totalOperations: UInt64 { UInt64.saturatingSum(storage.lazy.map(\.seq)) }
 
     /// How many operations `self` covers that `other` lacks, or `UInt64.max` when that does not fit.
     public func operationsMissing(from other: VersionVector) -> UInt64 {
-        var total: UInt64 = 0
-        for entry in storage where entry.seq > other[entry.replica] {
-            let (sum, overflow) = total.addingReportingOverflow(entry.seq - other[entry.replica])
-            if overflow { return .max }
-            total = sum
-        }
-        return total
+        UInt64.saturatingSum(storage.lazy.map { entry in entry.seq - min(entry.seq, other[entry.replica]) })
     }
 
     /// Raises every entry to at least the other vector's.
@@ -167,5 +153,19 @@ public struct VersionVector: Hashable, Sendable, CustomStringConvertible {
 
     public var description: String {
         "{" + sortedEntries.map { "\($0.replica.raw.hex.prefix(8)):\($0.seq)" }.joined(separator: ", ") + "}"
+    }
+}
+
+extension UInt64 {
+    /// The sum of `values`, or `UInt64.max` when it does not fit (for sums of counts heard from
+    /// elsewhere, which may be anything).
+    package static func saturatingSum(_ values: some Sequence<UInt64>) -> UInt64 {
+        var total: UInt64 = 0
+        for value in values {
+            let (sum, overflow) = total.addingReportingOverflow(value)
+            if overflow { return .max }
+            total = sum
+        }
+        return total
     }
 }
