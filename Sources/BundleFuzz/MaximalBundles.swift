@@ -31,6 +31,9 @@ public enum MaximalBundle: String, CaseIterable, Sendable {
     case memberships
     /// A note title as long as the largest body allows.
     case title
+    /// The most changes, each waiting for a seq of a replica that is not there, the largest first
+    /// (each must be filed before every one already waiting).
+    case waiting
     /// Every limit at once, as far as they go together: the most changes, each depending on
     /// 16 replicas, with 4 operations each (new tags, new notes, new fields), and the first
     /// inserting the most characters.
@@ -113,6 +116,17 @@ public enum MaximalBundle: String, CaseIterable, Sendable {
             b.vector = e.replicas.map { ($0, 1) }
             e.headers = [RawHeader(author: 0, startSeq: 1, timestamp: time, operationCount: 1)]
             e.records = [.setTagField(tag: [0x74], field: 0, value: [0])]
+        case .waiting:
+            // One change from each of as many replicas as the table holds, each waiting for a
+            // larger seq of the missing replica than the next.
+            let n = min(scaled(limits.maxChanges), limits.maxReplicas - 1)
+            e.replicas = (0 ..< n).map { ReplicaID(Identifier128(high: 0xA11, low: UInt64($0) + 1)) }
+            e.replicas.append(ReplicaID(Identifier128(high: 0xA12, low: 0)))
+            for k in 0 ..< n {
+                e.headers.append(RawHeader(author: UInt64(k), startSeq: 1, timestamp: time + UInt64(k),
+                                           dependencies: [RawDependency(replica: UInt64(n), seq: UInt64(n - k))], operationCount: 1))
+                e.records.append(.setTagField(tag: [0x74], field: 0, value: [0]))
+            }
         case .title:
             let length = scaled(SyncBundle.maxBodyBytes - 1024)
             var value = RawWriter()
