@@ -81,7 +81,8 @@ public struct FuzzDriver {
             // From elsewhere: whatever they hold, the store must not throw.
             let report = try store!.apply(bundle.changes)
             guard try store!.digest() == shadow.digest() else { throw fail("the store's digest differs from the notebook's") }
-            guard report.quarantined == result.quarantined, try store!.quarantinedChanges().count == shadow.quarantinedCount else {
+            guard report.quarantined == result.quarantined, report.rejected == result.rejected,
+                  try store!.quarantinedChanges().count == shadow.quarantinedCount else {
                 throw fail("the store quarantined \(report.quarantined) (\(try store!.quarantinedChanges().count) in all), the notebook \(result.quarantined) (\(shadow.quarantinedCount))")
             }
             if casesOnStore % 25 == 0 { _ = try store!.status() }

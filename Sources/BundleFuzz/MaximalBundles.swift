@@ -31,6 +31,9 @@ public enum MaximalBundle: String, CaseIterable, Sendable {
     case memberships
     /// A note title as long as the largest body allows.
     case title
+    /// The most changes, all for the same seq of one replica, each deleting characters that do
+    /// not exist (each goes to the quarantine beside all the others).
+    case quarantined
     /// The most changes, each waiting for a seq of a replica that is not there, the largest first
     /// (each must be filed before every one already waiting).
     case waiting
@@ -116,6 +119,12 @@ public enum MaximalBundle: String, CaseIterable, Sendable {
             b.vector = e.replicas.map { ($0, 1) }
             e.headers = [RawHeader(author: 0, startSeq: 1, timestamp: time, operationCount: 1)]
             e.records = [.setTagField(tag: [0x74], field: 0, value: [0])]
+        case .quarantined:
+            let n = scaled(limits.maxChanges)
+            for k in 0 ..< n {
+                e.headers.append(RawHeader(author: 0, startSeq: 1, timestamp: time + UInt64(k), operationCount: 1))
+                e.records.append(.deleteExplicit(note: 0, targets: [RawTarget(RawReference(replica: 0, delta: -5), count: 1)], targetCount: nil))
+            }
         case .waiting:
             // One change from each of as many replicas as the table holds, each waiting for a
             // larger seq of the missing replica than the next.

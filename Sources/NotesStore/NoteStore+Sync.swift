@@ -15,8 +15,9 @@ public struct ApplyReport: Hashable, Sendable {
     /// Changes of the batch (or released by it) that refer to something that does not exist,
     /// now kept aside in the quarantine (`NoteStore.quarantinedChanges()`).
     public var quarantined: Int = 0
-    /// Changes of the batch that are malformed on their own (`Notebook.ApplyOutcome.rejected`):
-    /// refused and not kept. (A decoded bundle never holds one.)
+    /// Changes of the batch refused and not kept (`Notebook.ApplyOutcome.rejected`): malformed
+    /// on their own (a decoded bundle never holds one), or referring to something that does not
+    /// exist when the quarantine had no room left for them.
     public var rejected: Int = 0
 }
 

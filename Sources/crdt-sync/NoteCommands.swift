@@ -390,10 +390,11 @@ struct StatusCommand: ParsableCommand {
             print("notes:           \(status.notes)")
             print("pending changes: \(status.pendingChanges)")
             print("quarantined:     \(quarantined.isEmpty ? "none" : "\(quarantined.count) change(s)")")
-            for entry in quarantined {
+            for entry in quarantined.prefix(20) {
                 let seqs = entry.startSeq == entry.endSeq ? "seq \(entry.startSeq)" : "seqs \(entry.startSeq)-\(entry.endSeq)"
                 print("    \(entry.replica)  \(seqs), received \(isoDate(entry.receivedAt)): \(entry.reason)")
             }
+            if quarantined.count > 20 { print("    ... and \(quarantined.count - 20) more (`status --json` lists them all)") }
             print("version vector:  \(status.versionVector.isEmpty ? "(empty)" : "")")
             for entry in status.versionVector.sortedEntries {
                 print("    \(entry.replica)  \(entry.seq)\(entry.replica == status.replica ? "  (this replica)" : "")")

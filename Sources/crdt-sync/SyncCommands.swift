@@ -136,7 +136,7 @@ struct ImportBundles: AsyncParsableCommand {
             } else {
                 print("imported \(files.count) file(s): \(report.applied) change(s) applied, \(report.duplicates) already here, \(report.pending) waiting for earlier changes"
                     + (report.quarantined > 0 ? ", \(report.quarantined) quarantined (see `crdt-sync status`)" : "")
-                    + (report.rejected > 0 ? ", \(report.rejected) refused as malformed" : ""))
+                    + (report.rejected > 0 ? ", \(report.rejected) refused (malformed, or no room left in the quarantine)" : ""))
             }
         }
     }

@@ -157,4 +157,23 @@ struct QuarantineTests {
         var fresh = makeNotebook(2)
         #expect(throws: CRDTError.self) { try fresh.applyStored(contentsOf: [Self.forged(Self.x, 1)]) }
     }
+
+    /// The quarantine keeps 16 changes of one replica: more are refused, not kept, and a valid
+    /// change still takes the seqs and empties it. (Every advance of a replica tries its
+    /// quarantined changes again: without a bound, each could cost as much as all it forged.)
+    @Test func theQuarantineHoldsSixteenChangesOfAReplica() {
+        var nb = makeNotebook(1)
+        var outcomes: [Notebook.ApplyOutcome] = []
+        for k in 0 ..< 20 as Range<UInt64> {
+            outcomes.append(nb.apply(Change(replica: Self.x, startSeq: 1, timestamp: Self.time.advanced(by: k), dependencies: VersionVector(),
+                                            operations: [.deleteText(note: Self.note, targets: [OpIDRange(replica: replica(99), seq: 1, count: 1)])])))
+        }
+        #expect(outcomes.prefix(16).allSatisfy { $0.quarantineReason != nil })
+        #expect(outcomes.suffix(4).allSatisfy { $0.rejectionReason?.message.contains("the quarantine is full") == true })
+        #expect(nb.quarantinedCount == 16)
+        // Another replica still has room.
+        #expect(nb.apply(Self.forged(Self.y, 1)).quarantineReason != nil)
+        #expect(nb.apply(Self.title(Self.x, 1, "real")) == .applied(released: 0))
+        #expect(nb.quarantinedChanges.map(\.change.replica) == [Self.y])
+    }
 }

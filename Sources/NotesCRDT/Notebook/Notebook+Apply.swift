@@ -13,8 +13,10 @@ extension Notebook {
         /// it; a different, valid change for the same seqs takes its place.
         case quarantined(CRDTError)
         /// Malformed on its own, whatever the state (no operations, seqs outside
-        /// 1 ... `Change.maxSeq`, an insert of no text...): refused, not kept, nothing changes.
-        /// (The bundle decoder refuses such a change before it gets here.)
+        /// 1 ... `Change.maxSeq`, an insert of no text...), or it refers to something that does
+        /// not exist and the quarantine has no room for it (16 changes per replica, 4,096 in
+        /// all): refused, not kept, nothing changes. (The bundle decoder refuses a malformed
+        /// change before it gets here.)
         case rejected(CRDTError)
     }
 
@@ -39,7 +41,13 @@ extension Notebook {
             pending.add(change, waitingFor: replica, through: seq)
             return .pending
         case .ready(let ready):
-            if let reason = integrateOrQuarantine(ready) { return .quarantined(reason) }
+            let admitted = quarantine.admitted
+            if let reason = integrateOrQuarantine(ready) {
+                guard quarantine.admitted > admitted || quarantine.reason(for: ready) != nil else {
+                    return .rejected(CRDTError(reason.code, "\(reason.message) (not kept: the quarantine is full)"))
+                }
+                return .quarantined(reason)
+            }
             return .applied(released: drain(from: ready.replica))
         }
     }
@@ -47,11 +55,11 @@ extension Notebook {
     /// Applies changes in the order given (any order works; a causal order avoids waiting).
     ///
     /// - Returns: how many changes were applied (including released pending ones), how many
-    ///   were duplicates, how many wait for dependencies at the end, and how many were
-    ///   quarantined or refused (including released ones).
+    ///   were duplicates, how many wait for dependencies at the end, how many entered the
+    ///   quarantine (including released ones) and how many were refused.
     @discardableResult
     public mutating func apply<S: Sequence<Change>>(contentsOf changes: S)
-        -> (applied: Int, duplicates: Int, pending: Int, quarantined: Int) {
+        -> (applied: Int, duplicates: Int, pending: Int, quarantined: Int, rejected: Int) {
         var applied = 0
         var duplicates = 0
         var rejected = 0
@@ -64,7 +72,7 @@ extension Notebook {
             case .rejected: rejected += 1
             }
         }
-        return (applied, duplicates, pending.count, quarantine.admitted - admitted + rejected)
+        return (applied, duplicates, pending.count, quarantine.admitted - admitted, rejected)
     }
 
     /// Applies changes this replica stored itself after applying them (its log): every one

@@ -21,6 +21,9 @@ extension Notebook {
     /// wait (pending) behind it, while every other replica's changes keep flowing. When a valid
     /// change takes its seqs (the real one after a forged one), it leaves the quarantine.
     ///
+    /// The quarantine keeps at most 16 changes of one replica and 4,096 in all; a change that
+    /// does not apply when there is no room is refused (`.rejected`, not kept).
+    ///
     /// The quarantine is not part of `snapshot()`: a store keeps it in its own table.
     public var quarantinedChanges: [QuarantinedChange] { quarantine.all }
 
@@ -52,8 +55,17 @@ extension Notebook {
 ///
 /// Every change of a replica in here starts at most one past what is applied of that replica
 /// (it was ready when it came): they compete for the replica's next seqs, and when a valid
-/// change takes them, `take(_:through:)` hands them back.
+/// change takes them, `take(_:through:)` hands them back (to be tried again from there).
+///
+/// It holds at most `perReplica` changes of one replica and `total` in all: every advance of a
+/// replica tries its quarantined changes again, so without a bound a peer could make each
+/// valid change cost as much as everything it had forged before (and fill the store).
 struct Quarantine: Sendable {
+    /// The most changes of one replica kept.
+    static let perReplica = 16
+    /// The most changes kept in all.
+    static let total = 4096
+
     private var byReplica: [ReplicaID: [Notebook.QuarantinedChange]] = [:]
     /// How many changes are here.
     private(set) var count = 0
@@ -66,16 +78,21 @@ struct Quarantine: Sendable {
 
     /// The reason an equal change is here, or nil.
     ///
-    /// - Complexity: O(changes of its replica here), plus comparing equal headers.
+    /// - Complexity: O(changes of its replica here: at most `perReplica`), plus comparing equal headers.
     func reason(for change: Change) -> CRDTError? {
         byReplica[change.replica]?.first { $0.change == change }?.reason
     }
 
-    /// Keeps `change` aside with its reason (an equal change is kept once).
+    /// Whether another change of `replica` would be kept.
+    func hasRoom(for replica: ReplicaID) -> Bool {
+        count < Quarantine.total && (byReplica[replica]?.count ?? 0) < Quarantine.perReplica
+    }
+
+    /// Keeps `change` aside with its reason (an equal change is kept once), when there is room.
     ///
     /// - Parameter counting: whether it counts as newly admitted (not when restored from storage).
     mutating func add(_ change: Change, reason: CRDTError, counting: Bool = true) {
-        guard self.reason(for: change) == nil else { return }
+        guard self.reason(for: change) == nil, hasRoom(for: change.replica) else { return }
         let entry = Notebook.QuarantinedChange(change: change, reason: reason)
         byReplica[change.replica, default: []].append(entry)
         count += 1
