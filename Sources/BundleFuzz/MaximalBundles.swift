@@ -31,6 +31,11 @@ public enum MaximalBundle: String, CaseIterable, Sendable {
     case memberships
     /// A note title as long as the largest body allows.
     case title
+    /// The most changes, each from another replica, the replicas in decreasing order (each new
+    /// entry of the version vector goes before all the others).
+    case authors
+    /// One change that types a character into each of the most notes, then deletes each one.
+    case noteTexts
     /// The most changes, all for the same seq of one replica, each deleting characters that do
     /// not exist (each goes to the quarantine beside all the others).
     case quarantined
@@ -119,6 +124,22 @@ public enum MaximalBundle: String, CaseIterable, Sendable {
             b.vector = e.replicas.map { ($0, 1) }
             e.headers = [RawHeader(author: 0, startSeq: 1, timestamp: time, operationCount: 1)]
             e.records = [.setTagField(tag: [0x74], field: 0, value: [0])]
+        case .noteTexts:
+            let n = min(scaled(limits.maxNotes), limits.maxOperations / 2)
+            e.notes = (0 ..< n).map { NoteID(Identifier128(high: 0xB11, low: UInt64($0) + 1)) }
+            e.headers = [RawHeader(author: 0, startSeq: 1, timestamp: time, operationCount: UInt64(2 * n))]
+            for k in 0 ..< n { e.records.append(.insert(note: UInt64(k), mode: 0, origin: nil, length: 1, text: [0x61])) }
+            for k in 0 ..< n {
+                // Delete k's character (seq k + 1) at seq n + k + 1: `opSeq - seq` is n.
+                e.records.append(.deleteExplicit(note: UInt64(k), targets: [RawTarget(RawReference(replica: 0, delta: Int64(n)), count: 1)], targetCount: nil))
+            }
+        case .authors:
+            let n = min(scaled(limits.maxChanges), limits.maxReplicas)
+            e.replicas = (0 ..< n).map { ReplicaID(Identifier128(high: 0xA11, low: UInt64(n - $0))) }
+            for k in 0 ..< n {
+                e.headers.append(RawHeader(author: UInt64(k), startSeq: 1, timestamp: time + UInt64(k), operationCount: 1))
+                e.records.append(.insert(note: 0, mode: 0, origin: nil, length: 1, text: [0x61]))
+            }
         case .quarantined:
             let n = scaled(limits.maxChanges)
             for k in 0 ..< n {

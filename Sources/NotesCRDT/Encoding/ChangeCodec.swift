@@ -16,8 +16,11 @@ public enum ChangeCodec {
     struct Predictor {
         var lastInsertEnd: OpID?
         var lastDeleted: OpID?
-        /// Per replica (a handful: searched linearly, no hashing), its inserted ranges.
+        /// Per replica, its inserted ranges.
         var insertedBy: [(replica: ReplicaID, ranges: [(start: UInt64, count: UInt64)])] = []
+        /// Where each replica is in `insertedBy`: searched linearly for the usual handful, hashed
+        /// past that (a body from 65,536 replicas made every insert search them all).
+        var slots = FirstUseIndex<ReplicaID>()
         /// The replicas (indexes into `insertedBy`) whose ranges are not in increasing seq order,
         /// because a bundle held overlapping pieces of their log. For them only the binary search
         /// answers, as it always has: the shortcut below could find another of two ranges that
@@ -29,6 +32,7 @@ public enum ChangeCodec {
             lastInsertEnd = nil
             lastDeleted = nil
             insertedBy.removeAll(keepingCapacity: true)
+            slots.removeAll()
             irregular.removeAll(keepingCapacity: true)
             lastHit = nil
         }
@@ -36,10 +40,11 @@ public enum ChangeCodec {
         mutating func inserted(_ id: OpID, count: UInt64) {
             // Wrapping: the encoder may be handed a change no decoder would accept (never a decoded one).
             lastInsertEnd = OpID(replica: id.replica, seq: id.seq &+ count &- 1)
-            if let i = insertedBy.firstIndex(where: { $0.replica == id.replica }) {
+            if let i = slots.index(of: id.replica) {
                 if let last = insertedBy[i].ranges.last, id.seq < last.start &+ last.count { irregular[i] = true }
                 insertedBy[i].ranges.append((id.seq, count))
             } else {
+                slots.add(id.replica)
                 insertedBy.append((id.replica, [(id.seq, count)]))
                 irregular.append(false)
             }
@@ -67,7 +72,7 @@ public enum ChangeCodec {
                     }
                 }
             }
-            guard let r = insertedBy.firstIndex(where: { $0.replica == id.replica }) else { return nil }
+            guard let r = slots.index(of: id.replica) else { return nil }
             let found: (replica: Int, index: Int)? = insertedBy[r].ranges.withUnsafeBufferPointer { ranges in
                 var low = 0, high = ranges.count
                 while low < high {

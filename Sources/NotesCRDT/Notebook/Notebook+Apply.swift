@@ -613,8 +613,11 @@ struct ReferenceChecker {
     let startSeq: UInt64
     /// The notes of the replica, as they are before the change.
     let notes: [NoteID: NoteRecord]
-    /// Per note (a change touches a few: searched linearly), its inserts in increasing seq order.
+    /// Per note, its inserts in increasing seq order.
     var ownInserts: [(note: NoteID, inserts: [(start: UInt64, count: UInt64)])] = []
+    /// Where each note is in `ownInserts`: searched linearly for the few a change usually
+    /// touches, hashed past that (a change typing into 65,536 notes searched them all at each).
+    var noteSlots = FirstUseIndex<NoteID>()
     /// The insert found last (note index, insert index): deletes walk through text just typed.
     var lastHit: (note: Int, insert: Int)?
     /// The text of the note looked at last, when a reference was not to this change.
@@ -634,9 +637,10 @@ struct ReferenceChecker {
 
     mutating func inserted(_ note: NoteID, start: UInt64, count: UInt64) {
         lastInsert = (note, start ..< start + count)
-        if let i = ownInserts.firstIndex(where: { $0.note == note }) {
+        if let i = noteSlots.index(of: note) {
             ownInserts[i].inserts.append((start, count))
         } else {
+            noteSlots.add(note)
             ownInserts.append((note, [(start, count)]))
         }
     }
@@ -653,7 +657,7 @@ struct ReferenceChecker {
                 }
             }
         }
-        guard let n = ownInserts.firstIndex(where: { $0.note == note }) else { return nil }
+        guard let n = noteSlots.index(of: note) else { return nil }
         let found: Int? = ownInserts[n].inserts.withUnsafeBufferPointer { inserts in
             var low = 0
             var high = inserts.count
