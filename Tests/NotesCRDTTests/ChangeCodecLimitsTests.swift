@@ -239,7 +239,7 @@ struct ChangeCodecLimitsTests {
         let limits = ChangeCodec.Limits.bundle
         #expect(limits.maxReplicas == 65_536)
         #expect(limits.maxNotes == 65_536)
-        #expect(limits.maxChanges == 65_536)
+        #expect(limits.maxChanges == 32_768)
         #expect(limits.maxDependencies == 1_048_576)
         #expect(limits.maxOperations == 262_144)
         #expect(limits.maxScalars == 4_194_304)

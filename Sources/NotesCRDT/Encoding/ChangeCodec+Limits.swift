@@ -41,7 +41,7 @@ extension ChangeCodec {
                                              maxOperations: .max, maxScalars: .max, maxDeleteSpan: .max)
 
         /// The limits of one bundle (a file, a relay request or answer): see Docs/BundleFormat.md.
-        public static let bundle = Limits(maxReplicas: 1 << 16, maxNotes: 1 << 16, maxChanges: 1 << 16,
+        public static let bundle = Limits(maxReplicas: 1 << 16, maxNotes: 1 << 16, maxChanges: 1 << 15,
                                           maxDependencies: 1 << 20, maxOperations: 1 << 18, maxScalars: 1 << 22,
                                           maxDeleteSpan: 1 << 24)
     }
