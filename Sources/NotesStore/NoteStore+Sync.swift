@@ -77,11 +77,11 @@ extension NoteStore {
         let report = try writeTransaction("cannot apply the changes") { db -> ApplyReport in
             let before = loaded!.notebook.versionVector
             let pendingBefore = loaded!.notebook.pendingCount
-            let quarantineBefore = (loaded!.notebook.quarantineGeneration, loaded!.notebook.quarantineAdmissions)
+            let quarantineBefore = (loaded!.notebook.quarantineGeneration, loaded!.notebook.quarantineAdmissions,
+                                    loaded!.notebook.quarantineRefusals)
             dirty = true
             var applied = 0
             var duplicates = 0
-            var rejected = 0
             var queued = false
             for change in changes {
                 switch loaded!.notebook.apply(change) {
@@ -92,10 +92,8 @@ extension NoteStore {
                     duplicates += 1
                 case .pending:
                     queued = true
-                case .quarantined:
+                case .quarantined, .rejected:
                     break
-                case .rejected:
-                    rejected += 1
                 }
             }
             let pendingAfter = loaded!.notebook.pendingCount
@@ -112,7 +110,8 @@ extension NoteStore {
             }
             if applied > 0 || queued || quarantineChanged { try bumpRevision(db) } else { dirty = false }
             return ApplyReport(applied: applied, duplicates: duplicates, pending: pendingAfter, touchedNotes: touched,
-                               quarantined: loaded!.notebook.quarantineAdmissions - quarantineBefore.1, rejected: rejected)
+                               quarantined: loaded!.notebook.quarantineAdmissions - quarantineBefore.1,
+                               rejected: loaded!.notebook.quarantineRefusals - quarantineBefore.2)
         }
         compactIfDue()
         return report

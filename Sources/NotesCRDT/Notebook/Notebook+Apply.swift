@@ -30,7 +30,10 @@ extension Notebook {
     /// - Complexity: O(operations × log *n*) for the change itself.
     @discardableResult
     public mutating func apply(_ change: Change) -> ApplyOutcome {
-        do { try Notebook.checkShape(change) } catch let error as CRDTError { return .rejected(error) } catch {
+        do { try Notebook.checkShape(change) } catch let error as CRDTError {
+            quarantine.refuse()
+            return .rejected(error)
+        } catch {
             preconditionFailure("checkShape throws CRDTError only")
         }
         materialize()
@@ -56,23 +59,21 @@ extension Notebook {
     ///
     /// - Returns: how many changes were applied (including released pending ones), how many
     ///   were duplicates, how many wait for dependencies at the end, how many entered the
-    ///   quarantine (including released ones) and how many were refused.
+    ///   quarantine and how many were refused (both including released ones).
     @discardableResult
     public mutating func apply<S: Sequence<Change>>(contentsOf changes: S)
         -> (applied: Int, duplicates: Int, pending: Int, quarantined: Int, rejected: Int) {
         var applied = 0
         var duplicates = 0
-        var rejected = 0
-        let admitted = quarantine.admitted
+        let (admitted, refused) = (quarantine.admitted, quarantine.refused)
         for change in changes {
             switch apply(change) {
             case .applied(let released): applied += 1 + released
             case .duplicate: duplicates += 1
-            case .pending, .quarantined: break
-            case .rejected: rejected += 1
+            case .pending, .quarantined, .rejected: break
             }
         }
-        return (applied, duplicates, pending.count, quarantine.admitted - admitted, rejected)
+        return (applied, duplicates, pending.count, quarantine.admitted - admitted, quarantine.refused - refused)
     }
 
     /// Applies changes this replica stored itself after applying them (its log): every one

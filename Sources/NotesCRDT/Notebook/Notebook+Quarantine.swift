@@ -34,6 +34,10 @@ extension Notebook {
     /// loaded (a store compares it before and after a batch to know whether to write).
     package var quarantineAdmissions: Int { quarantine.admitted }
 
+    /// How many changes have been refused (`ApplyOutcome.rejected`, or released from the pending
+    /// set when the quarantine had no room) since this notebook was made or loaded.
+    package var quarantineRefusals: Int { quarantine.refused }
+
     /// Increases whenever a change enters or leaves the quarantine.
     package var quarantineGeneration: Int { quarantine.generation }
 
@@ -71,6 +75,8 @@ struct Quarantine: Sendable {
     private(set) var count = 0
     /// How many changes have entered, ever.
     private(set) var admitted = 0
+    /// How many changes have been refused, ever: malformed ones, and ones there was no room for.
+    private(set) var refused = 0
     /// +1 whenever a change enters or leaves.
     private(set) var generation = 0
     /// The change that entered last.
@@ -92,7 +98,11 @@ struct Quarantine: Sendable {
     ///
     /// - Parameter counting: whether it counts as newly admitted (not when restored from storage).
     mutating func add(_ change: Change, reason: CRDTError, counting: Bool = true) {
-        guard self.reason(for: change) == nil, hasRoom(for: change.replica) else { return }
+        guard self.reason(for: change) == nil else { return }
+        guard hasRoom(for: change.replica) else {
+            if counting { refused += 1 }
+            return
+        }
         let entry = Notebook.QuarantinedChange(change: change, reason: reason)
         byReplica[change.replica, default: []].append(entry)
         count += 1
@@ -102,6 +112,9 @@ struct Quarantine: Sendable {
             lastAdmitted = entry
         }
     }
+
+    /// Counts a change refused as malformed.
+    mutating func refuse() { refused += 1 }
 
     /// Empties the quarantine (the counters go on).
     mutating func removeAll() {
