@@ -5,8 +5,11 @@ import Testing
 /// (`crdt-sync-fuzz` runs a million in worker processes). Every case must end in a `SyncError`
 /// that names the problem or in an accepted bundle that round-trips, applies to a store without
 /// it throwing, and leaves the store agreeing with a notebook that applied the same changes.
+/// Serialized: one core for the fuzzing, so the suites that run beside it (the relay's, with
+/// deadlines) are not starved.
+@Suite(.serialized)
 struct BundleFuzzTests {
-    /// Four slices of 5,000 cases (they run in parallel).
+    /// Four slices of 5,000 cases.
     @Test(arguments: [0, 1, 2, 3] as [UInt64])
     func hostileBundlesEndInAnErrorOrAnAcceptedBundle(slice: UInt64) {
         let tally = FuzzTally.run(seed: 20_261_124, cases: slice * 5000 ..< (slice + 1) * 5000)
