@@ -127,20 +127,35 @@ public struct FuzzTally: Sendable, Hashable {
         }
     }
 
+    /// Runs one case with `driver` and counts what it came to.
+    public mutating func run(caseSeed: UInt64, with driver: inout FuzzDriver) {
+        let start = DispatchTime.now().uptimeNanoseconds
+        do {
+            let outcome = try driver.run(caseSeed: caseSeed)
+            add(outcome, milliseconds: Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6, seed: caseSeed)
+        } catch {
+            cases += 1
+            failures.append("\(error)")
+        }
+    }
+
     /// Runs cases `range` of a run seeded `seed` in this process.
     public static func run(seed: UInt64, cases range: Range<UInt64>) -> FuzzTally {
         var driver = FuzzDriver()
         var tally = FuzzTally()
+        for index in range { tally.run(caseSeed: FuzzDriver.caseSeed(seed, index), with: &driver) }
+        return tally
+    }
+
+    /// `run(seed:cases:)`, giving the thread up to other tasks every few cases (a test runs on
+    /// Swift's shared pool of as many threads as cores: holding one for half a minute starved
+    /// tests that wait on a server with a deadline).
+    public static func runYielding(seed: UInt64, cases range: Range<UInt64>) async -> FuzzTally {
+        var driver = FuzzDriver()
+        var tally = FuzzTally()
         for index in range {
-            let caseSeed = FuzzDriver.caseSeed(seed, index)
-            let start = DispatchTime.now().uptimeNanoseconds
-            do {
-                let outcome = try driver.run(caseSeed: caseSeed)
-                tally.add(outcome, milliseconds: Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6, seed: caseSeed)
-            } catch {
-                tally.cases += 1
-                tally.failures.append("\(error)")
-            }
+            tally.run(caseSeed: FuzzDriver.caseSeed(seed, index), with: &driver)
+            if index % 16 == 0 { await Task.yield() }
         }
         return tally
     }

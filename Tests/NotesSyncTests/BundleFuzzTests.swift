@@ -5,14 +5,14 @@ import Testing
 /// (`crdt-sync-fuzz` runs a million in worker processes). Every case must end in a `SyncError`
 /// that names the problem or in an accepted bundle that round-trips, applies to a store without
 /// it throwing, and leaves the store agreeing with a notebook that applied the same changes.
-/// Serialized: one core for the fuzzing, so the suites that run beside it (the relay's, with
-/// deadlines) are not starved.
+/// Serialized, and yielding every few cases: one core for the fuzzing, and the tasks of the
+/// suites beside it (the relay's, with deadlines) still get their turn.
 @Suite(.serialized)
 struct BundleFuzzTests {
     /// Four slices of 5,000 cases.
     @Test(arguments: [0, 1, 2, 3] as [UInt64])
-    func hostileBundlesEndInAnErrorOrAnAcceptedBundle(slice: UInt64) {
-        let tally = FuzzTally.run(seed: 20_261_124, cases: slice * 5000 ..< (slice + 1) * 5000)
+    func hostileBundlesEndInAnErrorOrAnAcceptedBundle(slice: UInt64) async {
+        let tally = await FuzzTally.runYielding(seed: 20_261_124, cases: slice * 5000 ..< (slice + 1) * 5000)
         #expect(tally.cases == 5000)
         #expect(tally.failures.isEmpty, "\(tally.failures.prefix(5))")
         // The cases reach every stage: the reader's checks, the limits, and applying.
