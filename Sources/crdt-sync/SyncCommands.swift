@@ -113,10 +113,8 @@ struct ImportBundles: AsyncParsableCommand {
         try await runReportingAsync {
             var bundles: [SyncBundle] = []
             for file in files {
-                guard let data = FileManager.default.contents(atPath: file) else {
-                    throw SyncError(.io, "\(file): cannot be read (no such file, or no permission)")
-                }
-                do { bundles.append(try SyncBundle.decode([UInt8](data))) } catch let error as SyncError {
+                // Read at most a bundle's largest size, checked and decoded whole before anything is applied.
+                do { bundles.append(try SyncBundle.decode(SyncBundle.readFile(at: URL(fileURLWithPath: file)))) } catch let error as SyncError {
                     throw error.at(file)
                 }
             }
@@ -129,10 +127,16 @@ struct ImportBundles: AsyncParsableCommand {
                 try store.recordPeer(bundle.sender, versionVector: bundle.senderVersion)
             }
             if json {
-                struct Out: Encodable { var files: Int; var changes: Int; var applied: Int; var duplicates: Int; var pending: Int }
-                try printJSON(Out(files: files.count, changes: changes.count, applied: report.applied, duplicates: report.duplicates, pending: report.pending))
+                struct Out: Encodable {
+                    var files: Int; var changes: Int; var applied: Int; var duplicates: Int; var pending: Int
+                    var quarantined: Int; var rejected: Int
+                }
+                try printJSON(Out(files: files.count, changes: changes.count, applied: report.applied, duplicates: report.duplicates,
+                                  pending: report.pending, quarantined: report.quarantined, rejected: report.rejected))
             } else {
-                print("imported \(files.count) file(s): \(report.applied) change(s) applied, \(report.duplicates) already here, \(report.pending) waiting for earlier changes")
+                print("imported \(files.count) file(s): \(report.applied) change(s) applied, \(report.duplicates) already here, \(report.pending) waiting for earlier changes"
+                    + (report.quarantined > 0 ? ", \(report.quarantined) quarantined (see `crdt-sync status`)" : "")
+                    + (report.rejected > 0 ? ", \(report.rejected) refused (malformed, or no room left in the quarantine)" : ""))
             }
         }
     }

@@ -24,6 +24,8 @@ public struct Notebook: Sendable {
     /// For each replica, the indexes into `history` of its changes, by increasing seq.
     var historyIndex: [ReplicaID: [Int]] = [:]
     var pending = PendingChanges()
+    /// Changes that were ready but refer to something that does not exist (see `quarantinedChanges`).
+    var quarantine = Quarantine()
     /// The dependencies of the next local change (the version vector without this replica's own
     /// entry), kept between local edits so that each keystroke does not copy the vector. Cleared
     /// when a change from another replica is applied.
