@@ -102,6 +102,17 @@ let package = Package(
             ],
             swiftSettings: swiftSettings
         ),
+        // Structure-aware fuzzing of bundles: hostile values in valid framing (tests and crdt-sync-fuzz).
+        .target(
+            name: "BundleFuzz",
+            dependencies: ["NotesCRDT", "NotesStore", "NotesSync", "Deflate", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: swiftSettings
+        ),
+        .executableTarget(
+            name: "crdt-sync-fuzz",
+            dependencies: ["BundleFuzz", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            swiftSettings: swiftSettings
+        ),
         .executableTarget(
             name: "crdt-sync",
             dependencies: [
@@ -114,7 +125,7 @@ let package = Package(
         ),
         .testTarget(
             name: "NotesCRDTTests",
-            dependencies: ["NotesCRDT", .product(name: "PropertyBased", package: "swift-property-based")],
+            dependencies: ["NotesCRDT", "BundleFuzz", .product(name: "PropertyBased", package: "swift-property-based")],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -124,7 +135,7 @@ let package = Package(
         ),
         .testTarget(
             name: "NotesSyncTests",
-            dependencies: ["NotesSync", "NotesStore", "NotesCRDT", "Deflate"],
+            dependencies: ["NotesSync", "NotesStore", "NotesCRDT", "Deflate", "BundleFuzz"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -154,7 +165,7 @@ let package = Package(
         ),
         .testTarget(
             name: "CLITests",
-            dependencies: ["NotesCRDT", "NotesStore", "NotesTestSupport"],
+            dependencies: ["NotesCRDT", "NotesStore", "NotesTestSupport", "BundleFuzz"],
             swiftSettings: swiftSettings
         ),
     ]

@@ -62,43 +62,77 @@ public enum Deflate {
     }
 
     /// Inflates `input`, which must hold exactly one raw deflate stream that inflates to exactly
-    /// `length` bytes (so a damaged or hostile input cannot make it allocate more than that).
+    /// `length` bytes.
+    ///
+    /// The output is produced in steps of 64 KiB and grows as it comes, so memory follows what
+    /// the stream really inflates to, never what `length` claims: a stream that would pass
+    /// `length` is stopped (and refused) within one step of it. Inputs and outputs of any size
+    /// go through zlib's 32-bit counters in slices.
+    ///
+    /// - Complexity: O(input + `length`) time; O(`length`) memory at most.
     public static func decompress(_ input: some Collection<UInt8>, length: Int) throws -> [UInt8] {
+        guard length >= 0 else { throw Failure(message: "a negative length (\(length)) was declared for the compressed data") }
+        if let result = try input.withContiguousStorageIfAvailable({ try inflate($0, length: length) }) { return result }
+        return try Array(input).withUnsafeBufferPointer { try inflate($0, length: length) }
+    }
+
+    /// How much zlib is handed at a time (its counters are 32 bits).
+    static let inputSlice = 1 << 30
+    /// How much is inflated at a time.
+    static let outputStep = 1 << 16
+
+    private static func inflate(_ input: UnsafeBufferPointer<UInt8>, length: Int) throws -> [UInt8] {
         var stream = z_stream()
         guard inflateInit2_(&stream, -15, ZLIB_VERSION, Int32(MemoryLayout<z_stream>.size)) == Z_OK else {
             throw Failure(message: "zlib could not start an inflate stream")
         }
         defer { inflateEnd(&stream) }
-        // Inflated straight into the result's storage (no zero fill, no copy of the input), with
-        // one byte of slack so that a stream that would inflate to more than `length` is caught.
+        var output: [UInt8] = []
+        // Room for what the input could plausibly give, grown as it really does.
+        output.reserveCapacity(min(length, max(outputStep, input.count &* 4)))
+        var step = [UInt8](repeating: 0, count: outputStep)
+        var consumed = 0
         var status: Int32 = Z_OK
-        var leftover = 0
-        let output = [UInt8](unsafeUninitializedCapacity: length + 1) { out, initialized in
-            func run(_ source: UnsafeBufferPointer<UInt8>) {
-                stream.next_in = UnsafeMutablePointer(mutating: source.baseAddress)
-                stream.avail_in = uInt(source.count)
-                stream.next_out = out.baseAddress
-                stream.avail_out = uInt(length + 1)
-                status = inflate(&stream, Z_FINISH)
-                leftover = Int(stream.avail_in)
+        try step.withUnsafeMutableBufferPointer { buffer in
+            while true {
+                if stream.avail_in == 0, consumed < input.count {
+                    let slice = min(input.count - consumed, inputSlice)
+                    stream.next_in = UnsafeMutablePointer(mutating: input.baseAddress! + consumed)
+                    stream.avail_in = uInt(slice)
+                    consumed += slice
+                }
+                stream.next_out = buffer.baseAddress
+                stream.avail_out = uInt(buffer.count)
+                status = zlibInflate(&stream, Z_NO_FLUSH)
+                let produced = buffer.count - Int(stream.avail_out)
+                guard produced <= length - output.count else {
+                    throw Failure(message: "the compressed data inflates to more than the \(length) bytes declared")
+                }
+                output.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[..<produced]))
+                switch status {
+                case Z_OK:
+                    continue
+                case Z_STREAM_END:
+                    return
+                case Z_BUF_ERROR where stream.avail_in == 0 && consumed == input.count:
+                    throw Failure(message: "the compressed data is truncated")
+                case Z_BUF_ERROR:
+                    continue
+                default:
+                    throw Failure(message: "the compressed data is corrupt (zlib status \(status))")
+                }
             }
-            if input.withContiguousStorageIfAvailable(run) == nil { Array(input).withUnsafeBufferPointer(run) }
-            initialized = length + 1 - Int(stream.avail_out)
         }
-        let produced = output.count
-        switch status {
-        case Z_STREAM_END:
-            guard produced == length else {
-                throw Failure(message: "the compressed data inflates to \(produced) bytes, not the \(length) declared")
-            }
-            guard leftover == 0 else { throw Failure(message: "\(leftover) bytes follow the compressed data") }
-        case Z_BUF_ERROR where produced > length:
-            throw Failure(message: "the compressed data inflates to more than the \(length) bytes declared")
-        case Z_BUF_ERROR:
-            throw Failure(message: "the compressed data is truncated")
-        default:
-            throw Failure(message: "the compressed data is corrupt (zlib status \(status))")
+        guard output.count == length else {
+            throw Failure(message: "the compressed data inflates to \(output.count) bytes, not the \(length) declared")
         }
+        let leftover = Int(stream.avail_in) + (input.count - consumed)
+        guard leftover == 0 else { throw Failure(message: "\(leftover) bytes follow the compressed data") }
         return output
     }
+}
+
+/// zlib's `inflate`, named apart from `Deflate.inflate`.
+private func zlibInflate(_ stream: UnsafeMutablePointer<z_stream>, _ flush: Int32) -> Int32 {
+    inflate(stream, flush)
 }

@@ -67,7 +67,7 @@ public struct TraceReplayer {
         var replicas: [Notebook] = (0 ..< trace.numAgents).map { _ in
             Notebook(replicaID: ReplicaID.random(using: &setupRNG), wallClock: clock)
         }
-        for i in replicas.indices { try replicas[i].apply(contentsOf: base) }
+        for i in replicas.indices { try replicas[i].applyStored(contentsOf: base) }
         let baseVersion = replicas[0].versionVector
 
         // Per agent: the changes of each of its transactions, with the version after it.
@@ -116,7 +116,7 @@ public struct TraceReplayer {
                 for b in 0 ..< trace.numAgents where b != a {
                     let limit = target[replicas[b].replicaID]
                     while consumed[a][b] < authored[b].count, authored[b][consumed[a][b]].endSeq <= limit {
-                        try replicas[a].apply(authored[b][consumed[a][b]])
+                        try replicas[a].applyStored(contentsOf: CollectionOfOne(authored[b][consumed[a][b]]))
                         consumed[a][b] += 1
                     }
                 }
@@ -140,7 +140,7 @@ public struct TraceReplayer {
 
         let mergeStart = DispatchTime.now().uptimeNanoseconds
         var fresh = Notebook(replicaID: ReplicaID.random(using: &setupRNG), wallClock: clock)
-        try fresh.apply(contentsOf: ChangeCodec.decode(SyncBundle.unpackBody(flags: flags, body)))
+        try fresh.applyStored(contentsOf: ChangeCodec.decode(SyncBundle.unpackBody(flags: flags, body)))
         let text = fresh.body(of: noteID)!.string
         let mergeNanos = DispatchTime.now().uptimeNanoseconds - mergeStart
 

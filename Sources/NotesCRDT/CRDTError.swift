@@ -13,11 +13,24 @@ public struct CRDTError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let malformedChange = Code("malformedChange")
         /// Encoded bytes are truncated or inconsistent.
         public static let malformedEncoding = Code("malformedEncoding")
+        /// Encoded bytes hold more than a decoder takes (`ChangeCodec.Limits`).
+        public static let limitExceeded = Code("limitExceeded")
         /// A note or tag that the caller named does not exist.
         public static let notFound = Code("notFound")
         /// A position or range outside the text.
         public static let outOfBounds = Code("outOfBounds")
+        /// A change holds different operations for seqs this replica already has from the same
+        /// author: two copies of one replica wrote them (a copied or restored database).
+        public static let equivocation = Code("equivocation")
         public var description: String { name }
+
+        /// The code with this name (`description`), for one read back from storage; nil for a
+        /// name this build does not know.
+        public init?(named name: String) {
+            let known: [Code] = [.unknownReference, .malformedChange, .malformedEncoding, .limitExceeded, .notFound, .outOfBounds, .equivocation]
+            guard let code = known.first(where: { $0.name == name }) else { return nil }
+            self = code
+        }
     }
 
     /// The kind of problem.

@@ -17,8 +17,10 @@ final class SimDevice {
     var lastVersion = VersionVector()
     /// How many times it was reinstalled.
     var incarnation = 0
-    /// The timestamp of the last operation it made (its clock must only go forward).
-    var lastOwnTimestamp: Timestamp?
+    /// The seq of the last operation it made (its next change must follow it: no gap, no reuse).
+    /// Timestamps need not increase: a write jumps above a far-ahead value it replaces while the
+    /// clock stays put (`Notebook.commitLocal`), and "a field written holds the write" checks that.
+    var lastOwnSeq: UInt64?
     /// The store's materialized notes (`list(.all)`, without bodies) as last read; nil when
     /// unknown. See `Simulation.currentNotes(_:)`.
     var notes: NoteList?
@@ -405,10 +407,10 @@ public final class Simulation: @unchecked Sendable {
             }
             let produced = try device.store.changes(since: before)
             for change in produced where change.replica == device.replicaID {
-                if let last = device.lastOwnTimestamp, change.timestamp <= last {
-                    violation("device \(d): a new change is stamped \(change.timestamp), not after its last one (\(last))")
+                if let last = device.lastOwnSeq, change.startSeq != last &+ 1 {
+                    violation("device \(d): a new change starts at seq \(change.startSeq), not right after its last one (\(last))")
                 }
-                device.lastOwnTimestamp = change.timestamp(ofSeq: change.endSeq)
+                device.lastOwnSeq = change.endSeq
                 reference.record(change)
             }
             stats.edits += 1
@@ -751,6 +753,7 @@ public final class Simulation: @unchecked Sendable {
                 try folder.reset(device: d, clock: { clockState.now }, world: self)
             }
             device.lastVersion = VersionVector()
+            device.lastOwnSeq = nil
             device.notes = nil
             noteStateChange()
         } catch {

@@ -104,13 +104,10 @@ extension NoteStore {
     @discardableResult
     public func deleteText(_ note: NoteID, at offset: Int, count: Int) throws -> Bool {
         guard count >= 0 else { throw StoreError(.invalidArgument, "cannot delete a negative number of characters") }
-        return try editLive(note) { notebook in
-            let length = notebook.body(of: note)?.count ?? 0
-            guard offset >= 0, offset + count <= length else {
-                throw StoreError(.invalidArgument, "cannot delete \(count) characters at offset \(offset): the body has \(length)")
-            }
-            return try notebook.deleteText(note, offset ..< offset + count) != nil
+        try editLive(note) { notebook in
+            try NoteEdit.delete(at: offset, count: count).apply(to: note, in: &notebook)
         }
+        return count > 0
     }
 
     /// Pins or unpins a note.

@@ -12,6 +12,38 @@ public struct ApplyReport: Hashable, Sendable {
     public var pending: Int
     /// The notes whose materialized rows changed.
     public var touchedNotes: Int
+    /// Changes of the batch (or released by it) that refer to something that does not exist,
+    /// now kept aside in the quarantine (`NoteStore.quarantinedChanges()`).
+    public var quarantined: Int = 0
+    /// Changes of the batch refused and not kept (`Notebook.ApplyOutcome.rejected`): malformed
+    /// on their own (a decoded bundle never holds one), or referring to something that does not
+    /// exist when the quarantine had no room left for them.
+    public var rejected: Int = 0
+}
+
+/// A change kept aside in a store's quarantine: ready to apply, but it refers to something that
+/// does not exist (see `Notebook.quarantinedChanges`).
+public struct QuarantineEntry: Hashable, Sendable {
+    /// The change's author.
+    public var replica: ReplicaID
+    /// The seqs it covers, `startSeq ... endSeq`.
+    public var startSeq: UInt64
+    public var endSeq: UInt64
+    /// What kind of problem (a `CRDTError.Code` name, e.g. `unknownReference`).
+    public var code: String
+    /// Why it does not apply.
+    public var reason: String
+    /// When it was quarantined here (wall-clock milliseconds).
+    public var receivedAt: UInt64
+
+    public init(replica: ReplicaID, startSeq: UInt64, endSeq: UInt64, code: String, reason: String, receivedAt: UInt64) {
+        self.replica = replica
+        self.startSeq = startSeq
+        self.endSeq = endSeq
+        self.code = code
+        self.reason = reason
+        self.receivedAt = receivedAt
+    }
 }
 
 /// What a known peer has, as last heard.
@@ -30,8 +62,12 @@ extension NoteStore {
     /// Changes may come in any order and any number of times: duplicates are ignored, changes whose
     /// dependencies are missing are kept (durably) until they arrive. What was applied goes to the
     /// op log, waiting changes to the pending table, and the touched notes are re-materialized and
-    /// re-indexed. A malformed change (one that refers to characters that do not exist) rejects the
-    /// whole batch: nothing of it is applied.
+    /// re-indexed. A change that refers to something that does not exist is quarantined (kept in
+    /// its own table with the reason, `quarantinedChanges()`), a malformed one refused; the rest
+    /// of the batch is applied all the same.
+    ///
+    /// - Throws: only when the database cannot be read or written (or holds damaged data), never
+    ///   because a change from elsewhere is invalid.
     @discardableResult
     public func apply(_ changes: [Change]) throws -> ApplyReport {
         lock.lock(); defer { lock.unlock() }
@@ -41,12 +77,14 @@ extension NoteStore {
         let report = try writeTransaction("cannot apply the changes") { db -> ApplyReport in
             let before = loaded!.notebook.versionVector
             let pendingBefore = loaded!.notebook.pendingCount
+            let quarantineBefore = (loaded!.notebook.quarantineGeneration, loaded!.notebook.quarantineAdmissions,
+                                    loaded!.notebook.quarantineRefusals)
             dirty = true
             var applied = 0
             var duplicates = 0
             var queued = false
             for change in changes {
-                switch try loaded!.notebook.apply(change) {
+                switch loaded!.notebook.apply(change) {
                 case .applied(let released):
                     applied += 1 + released
                     if released > 0 { queued = true }
@@ -54,20 +92,26 @@ extension NoteStore {
                     duplicates += 1
                 case .pending:
                     queued = true
+                case .quarantined, .rejected:
+                    break
                 }
             }
             let pendingAfter = loaded!.notebook.pendingCount
             if queued || pendingAfter != pendingBefore {
                 try writePending(db)
             }
+            let quarantineChanged = loaded!.notebook.quarantineGeneration != quarantineBefore.0
+            if quarantineChanged { try writeQuarantine(db) }
             var touched = 0
             if applied > 0 {
                 let newChanges = loaded!.notebook.changes(since: before)
                 try log(newChanges, db)
                 touched = try materialize(newChanges, db)
             }
-            if applied > 0 || queued { try bumpRevision(db) } else { dirty = false }
-            return ApplyReport(applied: applied, duplicates: duplicates, pending: pendingAfter, touchedNotes: touched)
+            if applied > 0 || queued || quarantineChanged { try bumpRevision(db) } else { dirty = false }
+            return ApplyReport(applied: applied, duplicates: duplicates, pending: pendingAfter, touchedNotes: touched,
+                               quarantined: loaded!.notebook.quarantineAdmissions - quarantineBefore.1,
+                               rejected: loaded!.notebook.quarantineRefusals - quarantineBefore.2)
         }
         compactIfDue()
         return report
@@ -174,6 +218,74 @@ extension NoteStore {
                             endSeq: UInt64(bitPattern: SQLColumn.int(row, 3)))] = SQLColumn.int(row, 0)
         }
         return rows
+    }
+}
+
+extension NoteStore {
+    /// The changes in the quarantine: ready to apply but referring to something that does not
+    /// exist, each with its author, seqs, reason and when it came, by author and seq.
+    public func quarantinedChanges() throws -> [QuarantineEntry] {
+        try read("cannot read the quarantine") { db in
+            var entries: [QuarantineEntry] = []
+            try statement("""
+                SELECT replica, start_seq, end_seq, reason_code, reason, received_at FROM quarantined_changes
+                ORDER BY replica, start_seq, row
+                """, db).forEachRow { row in
+                guard let replica = ReplicaID(blob: SQLColumn.blob(row, 0)) else {
+                    throw StoreError(.corrupt, "a quarantined change's replica identity is not 16 bytes")
+                }
+                entries.append(QuarantineEntry(replica: replica, startSeq: UInt64(bitPattern: SQLColumn.int(row, 1)),
+                                               endSeq: UInt64(bitPattern: SQLColumn.int(row, 2)), code: SQLColumn.text(row, 3),
+                                               reason: SQLColumn.text(row, 4), receivedAt: UInt64(bitPattern: SQLColumn.int(row, 5))))
+            }
+            return entries
+        }
+    }
+
+    /// Brings the quarantine table in line with the notebook's quarantine: rows of changes that
+    /// left it go, changes that entered it are inserted (with the time now); a change still there
+    /// keeps its row and its `received_at`.
+    func writeQuarantine(_ db: Database) throws {
+        var rows: [[UInt8]: Int64] = [:]
+        try statement("SELECT row, payload FROM quarantined_changes", db).forEachRow { row in
+            rows[SQLColumn.blob(row, 1)] = SQLColumn.int(row, 0)
+        }
+        let now = Int64(bitPattern: options.wallClock.milliseconds())
+        let insert = try statement("""
+            INSERT INTO quarantined_changes (replica, start_seq, end_seq, reason_code, reason, received_at, payload)
+            VALUES (?, ?, ?, ?, ?, ?, ?)
+            """, db)
+        var kept = Set<Int64>()
+        for entry in loaded!.notebook.quarantinedChanges {
+            let payload = logEncoder.encode([entry.change])
+            if let row = rows[payload] {
+                kept.insert(row)
+                continue
+            }
+            try insert.run(.blob(entry.change.replica.raw.bytes), .int(Int64(bitPattern: entry.change.startSeq)),
+                           .int(Int64(bitPattern: entry.change.endSeq)), .text(entry.reason.code.description),
+                           .text(entry.reason.message), .int(now), .blob(payload))
+            rows[payload] = db.lastRowID
+            kept.insert(db.lastRowID)
+        }
+        let delete = try statement("DELETE FROM quarantined_changes WHERE row = ?", db)
+        for row in rows.values where !kept.contains(row) { try delete.run(.int(row)) }
+    }
+
+    /// Reads the quarantine table back into `notebook` (at load, and after another process wrote).
+    func readQuarantine(into notebook: inout Notebook, _ db: Database) throws {
+        var entries: [Notebook.QuarantinedChange] = []
+        try statement("SELECT reason_code, reason, payload FROM quarantined_changes ORDER BY row", db).forEachRow { row in
+            let reason = CRDTError(CRDTError.Code(named: SQLColumn.text(row, 0)) ?? .unknownReference, SQLColumn.text(row, 1))
+            do {
+                for change in try ChangeCodec.decode(SQLColumn.blob(row, 2)) {
+                    entries.append(Notebook.QuarantinedChange(change: change, reason: reason))
+                }
+            } catch let error as CRDTError {
+                throw StoreError(.corrupt, "a quarantined change cannot be read: \(error.message)")
+            }
+        }
+        notebook.replaceQuarantine(with: entries)
     }
 }
 

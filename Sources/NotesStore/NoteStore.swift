@@ -421,7 +421,7 @@ public final class NoteStore: @unchecked Sendable {
         return state
     }
 
-    /// Applies log rows after `row` and the stored pending changes.
+    /// Applies log rows after `row`, reads the quarantine, then applies the stored pending changes.
     func applyLogRows(after row: Int64, to state: inout Loaded, _ db: Database) throws {
         let rows = try Row.fetchCursor(db.cachedStatement(sql: "SELECT row, payload FROM changes WHERE row > ? ORDER BY row"), arguments: [row])
         while let row = try rows.next() {
@@ -429,17 +429,20 @@ public final class NoteStore: @unchecked Sendable {
             let rowID: Int64 = row["row"]
             do {
                 let changes = try ChangeCodec.decode([UInt8](payload))
-                try state.notebook.apply(contentsOf: changes)
+                try state.notebook.applyStored(contentsOf: changes)
                 state.changesSinceSnapshot += changes.count
             } catch let error as CRDTError {
                 throw StoreError(.corrupt, "log row \(rowID) cannot be applied: \(error.message)")
             }
             state.lastLogRow = rowID
         }
+        try readQuarantine(into: &state.notebook, db)
         let pending = try Data.fetchAll(db.cachedStatement(sql: "SELECT payload FROM pending_changes ORDER BY row"))
         for payload in pending {
             do {
-                try state.notebook.apply(contentsOf: ChangeCodec.decode([UInt8](payload)))
+                // A stored waiting change that no longer applies goes to the quarantine, as it
+                // would have when released (the next write stores it there).
+                state.notebook.apply(contentsOf: try ChangeCodec.decode([UInt8](payload)))
             } catch let error as CRDTError {
                 throw StoreError(.corrupt, "a stored pending change cannot be read: \(error.message)")
             }

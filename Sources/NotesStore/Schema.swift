@@ -140,6 +140,23 @@ enum Schema {
                 );
                 """)
         }
+        // Changes that were causally ready but refer to something that does not exist (see
+        // `Notebook.quarantinedChanges`): kept aside with the reason, written in the transaction
+        // of the apply that quarantined them, deleted in the one where a valid change took their seqs.
+        migrator.registerMigration("v4-quarantine") { db in
+            try db.execute(sql: """
+                CREATE TABLE quarantined_changes (
+                    row INTEGER PRIMARY KEY,
+                    replica BLOB NOT NULL,               -- 16 bytes: the change's author
+                    start_seq INTEGER NOT NULL,
+                    end_seq INTEGER NOT NULL,
+                    reason_code TEXT NOT NULL,           -- CRDTError.Code, e.g. unknownReference
+                    reason TEXT NOT NULL,                -- what is wrong, for people
+                    received_at INTEGER NOT NULL,        -- wall-clock ms when it was quarantined
+                    payload BLOB NOT NULL                -- ChangeCodec.encode([change])
+                );
+                """)
+        }
         // Deleted notes are listed, named by id prefix and restored: their rows live in
         // `deleted_notes` (the `notes` table still has only notes a reader sees). Notes carry the
         // conflict mark, whether a concurrent edit brought them back from a delete, and when this

@@ -29,8 +29,8 @@ public struct FolderTransport: SyncTransport {
 
     /// The extension of a bundle file.
     public static let fileExtension = "crdtb"
-    /// The default for `maxFileBytes`.
-    public static let defaultMaxFileBytes = 64 << 20
+    /// The default for `maxFileBytes`: the largest bundle a reader takes (larger files are skipped unread).
+    public static let defaultMaxFileBytes = SyncBundle.maxBytes
 
     /// A transport over `folder` in `fileSystem`.
     public init(folder: String, fileSystem: any FileSystem = LocalFileSystem(), maxFileBytes: Int = FolderTransport.defaultMaxFileBytes) {

@@ -26,7 +26,7 @@ public struct RelayTransport: SyncTransport {
     /// At most this many changes per POST.
     public var maxChangesPerRequest = 2000
     /// Answers larger than this are refused (a safety net against a confused or hostile server).
-    public var maxResponseBytes = 64 << 20
+    public var maxResponseBytes = SyncBundle.maxBytes
     /// At most this many pages per receive (a relay that keeps saying "more" is cut off).
     public var maxPages = 100_000
 

@@ -24,7 +24,7 @@ public struct SyncError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let transient = Code("transient")
         /// The transport refused for good (bad credentials, request too large).
         public static let rejected = Code("rejected")
-        /// An input larger than the limit set for it (it was not read).
+        /// Larger than a reader takes (`SyncBundle.maxBytes`, or a limit of `SyncBundle.changeLimits`).
         public static let tooLarge = Code("tooLarge")
         public var description: String { name }
     }
@@ -87,11 +87,20 @@ public struct SyncBundle: Hashable, Sendable {
     static func compressionLevel(forLength length: Int) -> Int32 { length < 1 << 16 ? 1 : 9 }
     /// The length of the SHA-256 that ends every bundle.
     package static let checksumLength = 32
+
+    /// The largest bundle a reader takes, in bytes (16 MiB): an imported file, a file read from
+    /// a sync folder (larger files must be skipped unread), a relay request or answer. See
+    /// "Limits" in Docs/BundleFormat.md.
+    public static let maxBytes = 16 << 20
+    /// The largest change encoding a bundle's body may hold once inflated (32 MiB).
+    public static let maxBodyBytes = 32 << 20
+    /// What the change encoding of one bundle may hold (changes, operations, characters...).
+    public static let changeLimits = ChangeCodec.Limits.bundle
     /// Magic, version, flags, sender.
     static let fixedHeaderLength = 8 + 1 + 1 + 16
 
-    /// The number of operations (sequence numbers) the bundle carries.
-    public var operationCount: UInt64 { changes.reduce(0) { $0 + $1.seqCount } }
+    /// The number of operations (sequence numbers) the bundle carries (at most `UInt64.max`).
+    public var operationCount: UInt64 { UInt64.saturatingSum(changes.lazy.map(\.seqCount)) }
 
     /// The bundle's bytes.
     public func encoded() -> [UInt8] {
@@ -117,13 +126,24 @@ public struct SyncBundle: Hashable, Sendable {
     }
 
     /// Reads a bundle, checking everything before returning any of it.
+    ///
+    /// - Complexity: linear in the bytes, within the limits (`maxBytes`, `maxBodyBytes`,
+    ///   `changeLimits`) that bound its memory.
     public static func decode(_ bytes: [UInt8]) throws -> SyncBundle {
-        let (header, flags, body) = try checkedParts(bytes)
+        var (header, flags, body) = try checkedParts(bytes)
         do {
-            let changes = try ChangeCodec.decode(try unpackBody(flags: flags, Array(body)))
+            var reader: BinaryReader
+            if flags & deflatedFlag != 0 {
+                reader = BinaryReader(try inflate(&body))
+            } else {
+                reader = body
+            }
+            let changes = try ChangeCodec.decode(from: &reader, limits: changeLimits)
+            guard reader.isAtEnd else { throw CRDTError(.malformedEncoding, "\(reader.remaining) unexpected bytes after the changes") }
             return SyncBundle(sender: header.sender, senderVersion: header.senderVersion, changes: changes)
         } catch let error as CRDTError {
-            throw SyncError(.malformed, "malformed bundle: \(error.message)")
+            throw SyncError(error.code == .limitExceeded ? .tooLarge : .malformed,
+                            error.code == .limitExceeded ? "bundle too large: \(error.message)" : "malformed bundle: \(error.message)")
         }
     }
 
@@ -141,8 +161,9 @@ public struct SyncBundle: Hashable, Sendable {
         try checkedParts(bytes).header
     }
 
-    /// The checks every read makes before it hands anything out, and the parts they delimit.
-    private static func checkedParts(_ bytes: [UInt8]) throws -> (header: Header, flags: UInt8, body: ArraySlice<UInt8>) {
+    /// The checks every read makes before it hands anything out, and the parts they delimit
+    /// (the body as a reader over `bytes`, not a copy).
+    private static func checkedParts(_ bytes: [UInt8]) throws -> (header: Header, flags: UInt8, body: BinaryReader) {
         guard bytes.count >= magic.count, bytes[0 ..< magic.count].elementsEqual(magic) else {
             throw SyncError(.notABundle, "not a crdt-sync bundle (wrong magic bytes)")
         }
@@ -150,6 +171,9 @@ public struct SyncBundle: Hashable, Sendable {
         let version = bytes[magic.count]
         guard (1 ... formatVersion).contains(version) else {
             throw SyncError(.unsupportedVersion, "bundle format version \(version) is not supported (this build reads versions 1 to \(formatVersion)); upgrade crdt-sync to read it")
+        }
+        guard bytes.count <= maxBytes else {
+            throw SyncError(.tooLarge, "the bundle is \(bytes.count) bytes, more than the \(maxBytes) a reader takes")
         }
         guard bytes.count >= fixedHeaderLength + checksumLength else {
             throw SyncError(.truncated, "truncated bundle: \(bytes.count) bytes is shorter than the smallest bundle")
@@ -159,18 +183,17 @@ public struct SyncBundle: Hashable, Sendable {
             throw SyncError(.checksumMismatch, "checksum mismatch: the bundle is damaged or incomplete (\(bytes.count) bytes)")
         }
         do {
-            var reader = BinaryReader(Array(bytes[0 ..< contentEnd]), offset: magic.count + 1)
+            var reader = BinaryReader(bytes, range: magic.count + 1 ..< contentEnd)
             let flags = try reader.byte()
             let knownFlags = version == 1 ? 0 : deflatedFlag
             guard flags & ~knownFlags == 0 else { throw SyncError(.malformed, "unknown flags \(flags) in a version \(version) bundle") }
             let sender = ReplicaID(Identifier128(bytes: try reader.raw(16))!)
-            let senderVersion = try reader.versionVector()
+            let senderVersion = try reader.versionVector(maxEntries: changeLimits.maxReplicas, maxSeq: Change.maxSeq)
             let bodyLength = try reader.count(max: reader.remaining, "the body length")
             guard bodyLength == reader.remaining else {
                 throw SyncError(.malformed, "the body length says \(bodyLength) bytes but \(reader.remaining) follow")
             }
-            let start = contentEnd - bodyLength
-            return (Header(sender: sender, senderVersion: senderVersion), flags, bytes[start ..< contentEnd])
+            return (Header(sender: sender, senderVersion: senderVersion), flags, reader)
         } catch let error as CRDTError {
             throw SyncError(.malformed, "malformed bundle: \(error.message)")
         }
@@ -197,14 +220,25 @@ public struct SyncBundle: Hashable, Sendable {
     package static func unpackBody(flags: UInt8, _ body: [UInt8]) throws -> [UInt8] {
         guard flags & deflatedFlag != 0 else { return body }
         var reader = BinaryReader(body)
-        let length = try reader.varint()
-        // DEFLATE expands at most 1032 to 1, so a larger declared length is a lie (and must not
-        // make the reader allocate it).
-        guard length <= UInt64(reader.remaining) * 1032 else {
-            throw SyncError(.malformed, "malformed bundle: the body declares \(length) bytes, more than \(reader.remaining) compressed bytes can hold")
+        do {
+            return try inflate(&reader)
+        } catch let error as CRDTError {
+            throw SyncError(.malformed, "malformed bundle: \(error.message)")
+        }
+    }
+
+    /// Inflates a compressed body (its declared length, then raw DEFLATE), within `maxBodyBytes`.
+    private static func inflate(_ body: inout BinaryReader) throws -> [UInt8] {
+        let length = try body.varint()
+        guard length <= UInt64(maxBodyBytes) else {
+            throw SyncError(.tooLarge, "bundle too large: the body declares \(length) bytes once inflated, more than the \(maxBodyBytes) a reader takes")
+        }
+        // DEFLATE expands at most 1032 to 1, so a larger declared length is a lie.
+        guard length <= UInt64(body.remaining) * 1032 else {
+            throw SyncError(.malformed, "malformed bundle: the body declares \(length) bytes, more than \(body.remaining) compressed bytes can hold")
         }
         do {
-            return try Deflate.decompress(try reader.raw(reader.remaining), length: Int(length))
+            return try Deflate.decompress(try body.raw(body.remaining), length: Int(length))
         } catch let failure as Deflate.Failure {
             throw SyncError(.malformed, "malformed bundle: \(failure.message)")
         }

@@ -145,6 +145,7 @@ public struct SyncSession: Sendable {
         report.duplicates = outcome.duplicates
         report.pending = outcome.pending
         report.quarantined = outcome.quarantined
+        report.rejected = outcome.rejected
         var versions: [ReplicaID: VersionVector] = [:]
         for item in received where item.bundle.sender != local {
             versions[item.bundle.sender, default: VersionVector()].merge(item.bundle.senderVersion)
@@ -187,8 +188,10 @@ public struct SyncReport: Sendable, Codable, Equatable {
     public var duplicates = 0
     /// Changes waiting for their dependencies after the sync (in the whole replica).
     public var pending = 0
-    /// Changes set aside because they failed validation (in the whole replica).
+    /// Changes received and kept aside in the quarantine (they refer to something that does not exist).
     public var quarantined = 0
+    /// Changes received and refused (malformed, or the quarantine was full).
+    public var rejected = 0
     /// Received changes in this replica's own name that it never made (another copy of it).
     public var foreignOwnChanges = 0
     /// Inputs that could not be read this time (they are read again next time).

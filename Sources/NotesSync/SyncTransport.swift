@@ -82,15 +82,18 @@ public struct IntegrationReport: Sendable, Hashable, Codable {
     public var duplicates: Int
     /// Changes that wait for their dependencies after the batch (in the whole replica).
     public var pending: Int
-    /// Changes set aside because they fail validation (in the whole replica).
+    /// Changes of the batch kept aside in the quarantine: they refer to something that does not exist.
     public var quarantined: Int
+    /// Changes of the batch refused and not kept (malformed, or the quarantine was full).
+    public var rejected: Int
 
     /// A report of what a batch did.
-    public init(applied: Int = 0, duplicates: Int = 0, pending: Int = 0, quarantined: Int = 0) {
+    public init(applied: Int = 0, duplicates: Int = 0, pending: Int = 0, quarantined: Int = 0, rejected: Int = 0) {
         self.applied = applied
         self.duplicates = duplicates
         self.pending = pending
         self.quarantined = quarantined
+        self.rejected = rejected
     }
 }
 

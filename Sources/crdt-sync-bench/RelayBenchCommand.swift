@@ -35,8 +35,8 @@ struct RelayBenchCommand: AsyncParsableCommand {
     @Flag(help: "Print one JSON object.") var json = false
 
     func validate() throws {
-        if clients < 1 { throw ValidationError("--clients must be at least 1") }
-        if duration <= 0 || duration > 3600 { throw ValidationError("--duration must be between 0 and 3600 seconds") }
+        if clients < 1 || clients > 10_000 { throw ValidationError("--clients must be between 1 and 10000") }
+        if !duration.isFinite || duration <= 0 || duration > 3600 { throw ValidationError("--duration must be between 0 and 3600 seconds") }
     }
 
     struct Figures: Encodable {

@@ -22,6 +22,12 @@ struct StoreStress: ParsableCommand {
     /// The note the edits mode writes to.
     static let noteID = NoteID(Identifier128(high: 0xC0FFEE, low: 1))
 
+    func validate() throws {
+        guard (1 ... 10_000_000).contains(count) else { throw ValidationError("--count must be between 1 and 10000000") }
+        guard (1 ... 1_000_000).contains(batch) else { throw ValidationError("--batch must be between 1 and 1000000") }
+        guard snapshotInterval >= 1 else { throw ValidationError("--snapshot-interval must be at least 1") }
+    }
+
     func run() throws {
         try runReporting {
             let store = try NoteStore.open(path: db, options: StoreOptions(snapshotInterval: snapshotInterval))
@@ -62,6 +68,13 @@ struct StoreBench: ParsableCommand {
     @Option var notes = 10_000
     @Option var operations = 1_000_000
     @Option var queries = 200
+
+    func validate() throws {
+        for (name, value, most) in [("keystrokes", keystrokes, 10_000_000), ("notes", notes, 10_000_000),
+                                    ("operations", operations, 100_000_000), ("queries", queries, 10_000_000)] {
+            guard (1 ... most).contains(value) else { throw ValidationError("--\(name) must be between 1 and \(most)") }
+        }
+    }
 
     func run() throws {
         try runReporting {

@@ -30,8 +30,8 @@ struct Demo: AsyncParsableCommand {
 
         let toLaptop = phone.changes(since: laptop.versionVector)
         let toPhone = laptop.changes(since: phone.versionVector)
-        try laptop.apply(contentsOf: toLaptop)
-        try phone.apply(contentsOf: toPhone)
+        laptop.apply(contentsOf: toLaptop)
+        phone.apply(contentsOf: toPhone)
         print("\nTogether again: the phone sends \(toLaptop.count) change(s), the laptop sends \(toPhone.count).")
         print("\nOn the phone:")
         show(phone.note(id)!, indent: "  ")

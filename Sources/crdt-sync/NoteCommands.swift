@@ -51,7 +51,9 @@ struct EditNote: ParsableCommand {
         discussion: """
         Offsets and counts are in Unicode scalars. --body replaces the whole text by the minimal splice \
         (the common prefix and suffix are kept), so concurrent edits elsewhere in the note survive. \
-        Use one of --body, --append, --insert S --at N, --delete N --at N.
+        Use one of --body, --append, --insert S --at N, --delete N --at N, with --title or alone. \
+        Everything a command asks for is saved in one transaction: when an offset or a count does \
+        not fit the body, the command fails and nothing changes (not even the title).
         """)
 
     @OptionGroup var replica: ReplicaOptions
@@ -73,15 +75,24 @@ struct EditNote: ParsableCommand {
         if let delete, delete < 0 { throw ValidationError("--delete must be 0 or more") }
     }
 
+    /// The edits the options ask for, in the order they are made.
+    var edits: [NoteEdit] {
+        var edits: [NoteEdit] = []
+        if let title { edits.append(.title(title)) }
+        if let body { edits.append(.body(body)) }
+        if let append { edits.append(.append(append)) }
+        if let insert, let at { edits.append(.insert(insert, at: at)) }
+        if let delete, let at { edits.append(.delete(at: at, count: delete)) }
+        return edits
+    }
+
     func run() throws {
         try runReporting {
             let store = try replica.open()
             let note = try store.resolveNote(id)
-            if let title { try store.setTitle(note, title) }
-            if let body { try store.replaceBody(note, with: body) }
-            if let append { try store.appendText(note, append) }
-            if let insert, let at { try store.insertText(note, at: at, insert) }
-            if let delete, let at { try store.deleteText(note, at: at, count: delete) }
+            // One transaction: the title and the body change together, or (an offset past the
+            // end) neither does.
+            try store.edit(note, edits)
         }
     }
 }
@@ -476,7 +487,13 @@ struct LogCommand: ParsableCommand {
 
 struct StatusCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
-        commandName: "status", abstract: "Show the replica: id, version vector, notes, pending changes, peers.")
+        commandName: "status", abstract: "Show the replica: id, version vector, notes, pending and quarantined changes, peers.",
+        discussion: """
+        A quarantined change came from elsewhere with everything it depends on, but refers to \
+        something that does not exist (forged or damaged): it is kept aside with the reason, its \
+        author's later changes wait behind it, and everyone else's changes keep flowing. It leaves \
+        the quarantine when a valid change for the same seqs arrives.
+        """)
     @OptionGroup var replica: ReplicaOptions
     @Flag(help: "Print JSON.") var json = false
 
@@ -488,12 +505,22 @@ struct StatusCommand: ParsableCommand {
         var lacks: UInt64
     }
 
+    struct QuarantinedJSON: Encodable {
+        var replica: String
+        var startSeq: UInt64
+        var endSeq: UInt64
+        var code: String
+        var reason: String
+        var receivedAt: String
+    }
+
     struct StatusJSON: Encodable {
         var replica: String
         var path: String?
         var versionVector: [String: UInt64]
         var notes: Int
         var pendingChanges: Int
+        var quarantinedChanges: [QuarantinedJSON]
         var logRows: Int
         var peers: [PeerJSON]
         var digest: String
@@ -503,10 +530,16 @@ struct StatusCommand: ParsableCommand {
         try runReporting {
             let store = try replica.open()
             let status = try store.status()
+            let quarantined = try store.quarantinedChanges()
             if json {
                 return try printJSON(StatusJSON(
                     replica: status.replica.description, path: status.path, versionVector: status.versionVector.jsonObject,
-                    notes: status.notes, pendingChanges: status.pendingChanges, logRows: status.logRows,
+                    notes: status.notes, pendingChanges: status.pendingChanges,
+                    quarantinedChanges: quarantined.map {
+                        QuarantinedJSON(replica: $0.replica.description, startSeq: $0.startSeq, endSeq: $0.endSeq, code: $0.code,
+                                        reason: $0.reason, receivedAt: isoDate($0.receivedAt))
+                    },
+                    logRows: status.logRows,
                     peers: status.peers.map { PeerJSON(replica: $0.replica.description, versionVector: $0.versionVector.jsonObject,
                                                         lastSeen: isoDate($0.lastSeen), lacks: lacking(status.versionVector, $0.versionVector)) },
                     digest: status.digest))
@@ -515,6 +548,12 @@ struct StatusCommand: ParsableCommand {
             print("database:        \(status.path ?? "(in memory)")")
             print("notes:           \(status.notes)")
             print("pending changes: \(status.pendingChanges)")
+            print("quarantined:     \(quarantined.isEmpty ? "none" : "\(quarantined.count) change(s)")")
+            for entry in quarantined.prefix(20) {
+                let seqs = entry.startSeq == entry.endSeq ? "seq \(entry.startSeq)" : "seqs \(entry.startSeq)-\(entry.endSeq)"
+                print("    \(entry.replica)  \(seqs), received \(isoDate(entry.receivedAt)): \(entry.reason)")
+            }
+            if quarantined.count > 20 { print("    ... and \(quarantined.count - 20) more (`status --json` lists them all)") }
             print("version vector:  \(status.versionVector.isEmpty ? "(empty)" : "")")
             for entry in status.versionVector.sortedEntries {
                 print("    \(entry.replica)  \(entry.seq)\(entry.replica == status.replica ? "  (this replica)" : "")")
@@ -522,17 +561,21 @@ struct StatusCommand: ParsableCommand {
             print("peers:           \(status.peers.isEmpty ? "(none yet)" : "")")
             for peer in status.peers {
                 let lacks = lacking(status.versionVector, peer.versionVector)
-                print("    \(peer.replica)  last seen \(isoDate(peer.lastSeen)), has \(peer.versionVector.totalOperations) operations, lacks \(lacks) of ours")
+                print("    \(peer.replica)  last seen \(isoDate(peer.lastSeen)), has \(count(peer.versionVector.totalOperations)) operations, lacks \(count(lacks)) of ours")
             }
             print("log rows:        \(status.logRows) after the snapshot")
             print("digest:          \(status.digest)")
         }
     }
+
+    /// A count that may be `UInt64.max` (what a peer said it has does not fit): said so.
+    private func count(_ value: UInt64) -> String { value == .max ? "more than 2^64 - 1" : "\(value)" }
 }
 
-/// How many operations `ours` covers that `theirs` does not.
+/// How many operations `ours` covers that `theirs` does not (`UInt64.max` when that does not
+/// fit: a vector heard from a peer may hold anything).
 func lacking(_ ours: VersionVector, _ theirs: VersionVector) -> UInt64 {
-    theirs.missing(from: ours).reduce(0) { $0 + $1.count }
+    ours.operationsMissing(from: theirs)
 }
 
 struct DigestCommand: ParsableCommand {

@@ -46,8 +46,17 @@ struct SimulateCommand: AsyncParsableCommand {
     @Flag(name: .long, help: "Do not shrink a failing run.")
     var noShrink = false
 
+    /// The most runs one command makes.
+    static let maxRuns = 1_000_000
+
     func validate() throws {
         guard runs >= 1 else { throw ValidationError("--runs must be at least 1") }
+        // Each run keeps a result until the summary: a bound keeps that within memory.
+        guard runs <= SimulateCommand.maxRuns else { throw ValidationError("--runs must be at most \(SimulateCommand.maxRuns)") }
+        // Seeds seed ... seed + runs - 1 must all be 64-bit values.
+        guard UInt64(runs - 1) <= UInt64.max - seed else {
+            throw ValidationError("--seed \(seed) with --runs \(runs) passes the largest seed (\(UInt64.max))")
+        }
         if let jobs, jobs < 1 { throw ValidationError("--jobs must be at least 1") }
         if events != nil, runs != 1 { throw ValidationError("--events replays one seed: use it with --runs 1") }
     }

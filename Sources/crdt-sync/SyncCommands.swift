@@ -113,10 +113,8 @@ struct ImportBundles: AsyncParsableCommand {
         try await runReportingAsync {
             var bundles: [SyncBundle] = []
             for file in files {
-                guard let data = FileManager.default.contents(atPath: file) else {
-                    throw SyncError(.io, "\(file): cannot be read (no such file, or no permission)")
-                }
-                do { bundles.append(try SyncBundle.decode([UInt8](data))) } catch let error as SyncError {
+                // Read at most a bundle's largest size, checked and decoded whole before anything is applied.
+                do { bundles.append(try SyncBundle.decode(SyncBundle.readFile(at: URL(fileURLWithPath: file)))) } catch let error as SyncError {
                     throw error.at(file)
                 }
             }
@@ -129,10 +127,16 @@ struct ImportBundles: AsyncParsableCommand {
                 try store.recordPeer(bundle.sender, versionVector: bundle.senderVersion)
             }
             if json {
-                struct Out: Encodable { var files: Int; var changes: Int; var applied: Int; var duplicates: Int; var pending: Int }
-                try printJSON(Out(files: files.count, changes: changes.count, applied: report.applied, duplicates: report.duplicates, pending: report.pending))
+                struct Out: Encodable {
+                    var files: Int; var changes: Int; var applied: Int; var duplicates: Int; var pending: Int
+                    var quarantined: Int; var rejected: Int
+                }
+                try printJSON(Out(files: files.count, changes: changes.count, applied: report.applied, duplicates: report.duplicates,
+                                  pending: report.pending, quarantined: report.quarantined, rejected: report.rejected))
             } else {
-                print("imported \(files.count) file(s): \(report.applied) change(s) applied, \(report.duplicates) already here, \(report.pending) waiting for earlier changes")
+                print("imported \(files.count) file(s): \(report.applied) change(s) applied, \(report.duplicates) already here, \(report.pending) waiting for earlier changes"
+                    + (report.quarantined > 0 ? ", \(report.quarantined) quarantined (see `crdt-sync status`)" : "")
+                    + (report.rejected > 0 ? ", \(report.rejected) refused (malformed, or no room left in the quarantine)" : ""))
             }
         }
     }
@@ -210,7 +214,7 @@ struct SyncCommand: AsyncParsableCommand {
             if json {
                 try printJSON(report)
             } else {
-                print("sent \(report.sentChanges) change(s) (\(report.sentOperations) operations); received \(report.receivedChanges) change(s) from \(report.receivedBundles) file(s): \(report.applied) applied, \(report.duplicates) already here, \(report.pending) waiting")
+                print("sent \(report.sentChanges) change(s) (\(report.sentOperations) operations); received \(report.receivedChanges) change(s) from \(report.receivedBundles) file(s): \(report.applied) applied, \(report.duplicates) already here, \(report.pending) waiting" + setAside(report))
                 for skipped in report.skipped { print("skipped (will retry next time): \(skipped)") }
             }
         }
@@ -235,7 +239,7 @@ struct SyncCommand: AsyncParsableCommand {
         if json {
             try printJSON(report)
         } else {
-            print("sent \(report.sentChanges) change(s) (\(report.sentOperations) operations) to \(url) space \(space); received \(report.receivedChanges) change(s): \(report.applied) applied, \(report.duplicates) already here, \(report.pending) waiting" + (report.retries > 0 ? " (after \(report.retries) retr\(report.retries == 1 ? "y" : "ies"))" : ""))
+            print("sent \(report.sentChanges) change(s) (\(report.sentOperations) operations) to \(url) space \(space); received \(report.receivedChanges) change(s): \(report.applied) applied, \(report.duplicates) already here, \(report.pending) waiting" + setAside(report) + (report.retries > 0 ? " (after \(report.retries) retr\(report.retries == 1 ? "y" : "ies"))" : ""))
         }
     }
 }
@@ -266,4 +270,11 @@ final class ProgressLine {
         update(total)
         FileHandle.standardError.write(Data("\n".utf8))
     }
+}
+
+/// The part of a sync summary about received changes kept aside or refused (empty when none were).
+private func setAside(_ report: SyncReport) -> String {
+    (report.quarantined > 0 ? ", \(report.quarantined) quarantined (see `crdt-sync status`)" : "")
+        + (report.rejected > 0 ? ", \(report.rejected) refused (malformed, or no room left in the quarantine)" : "")
+        + (report.foreignOwnChanges > 0 ? "; \(report.foreignOwnChanges) change(s) in this replica's name that it never made (a copy of this database is writing elsewhere)" : "")
 }

@@ -73,7 +73,7 @@ struct CrashTests {
         var index = 0
         while index < changes.count {
             let end = min(index + batch, changes.count)
-            try reference.apply(contentsOf: changes[index ..< end])
+            reference.apply(contentsOf: changes[index ..< end])
             index = end
             digests[reference.digest()] = index
         }

@@ -28,7 +28,7 @@ struct ChangeCodecTests {
             .setNoteField(note: n2, field: .extra(""), value: .int(.min)),
         ]),
         Change(replica: c, startSeq: UInt64(1) << 40, timestamp: Timestamp(rawValue: .max - 10),
-               dependencies: VersionVector([b: .max]), operations: [
+               dependencies: VersionVector([b: Change.maxSeq]), operations: [
             .setTagField(tag: "", field: .name, value: .null),
         ]),
     ]
@@ -174,7 +174,7 @@ struct ChangeCodecTests {
                 }
                 var nb = makeNotebook(100)
                 for change in decoded {
-                    do { try nb.apply(change) } catch is CRDTError {} catch { Issue.record("apply threw a non-CRDTError: \(error)") }
+                    nb.apply(change)
                 }
                 for id in nb.noteIDs { #expect(nb.body(of: id)!.invariantViolation() == nil) }
             }

@@ -126,7 +126,7 @@ struct HybridLogicalClockTests {
         var future = makeNotebook(1, at: baseTime + 30 * 86_400_000)
         let (id, created) = future.createNote(id: noteID(1), title: "from the future")
         var local = makeNotebook(2)
-        try local.apply(created)
+        local.apply(created)
         #expect(local.clock.last.milliseconds <= baseTime + HybridLogicalClock.defaultMaxForwardDrift)
         let mine = try #require(try local.setPinned(id, true))
         #expect(mine.timestamp.milliseconds <= baseTime + HybridLogicalClock.defaultMaxForwardDrift + 1)

@@ -101,7 +101,7 @@ struct Simulation {
         let missing = syncWithChangesAsMade
             ? made.filter { $0.endSeq > have[$0.replica] && $0.endSeq <= source[$0.replica] }
             : replicas[j].changes(since: have)
-        try replicas[i].apply(contentsOf: missing)
+        replicas[i].apply(contentsOf: missing)
     }
 
     mutating func step() throws {
@@ -198,7 +198,7 @@ struct Simulation {
             if j != i { try sync(i, from: j) }
         default:  // a single change delivered out of order (it may wait for its dependencies)
             if outOfOrderDeliveries, !made.isEmpty {
-                try replicas[i].apply(rng.pick(made))
+                replicas[i].apply(rng.pick(made))
             }
         }
     }
@@ -367,7 +367,7 @@ struct MergeOracle {
 /// A fresh replica that applied `changes` in the given order.
 func replay(_ changes: some Sequence<Change>, as n: UInt64 = 999) throws -> Notebook {
     var nb = makeNotebook(n)
-    try nb.apply(contentsOf: changes)
+    nb.apply(contentsOf: changes)
     return nb
 }
 
@@ -395,7 +395,7 @@ func farFutureNote() throws -> (future: Notebook, local: Notebook, id: NoteID) {
     future.setWallTime(baseTime + 10 * 86_400_000 + 1)
     try future.insertText(id, at: 0, "o")
     var local = makeNotebook(2)
-    try local.apply(contentsOf: future.allChanges)
+    local.apply(contentsOf: future.allChanges)
     return (future, local, id)
 }
 
@@ -414,4 +414,18 @@ func handMadeEncoding(timestamp: UInt64 = 0, records: UInt64, columns: [[UInt8]]
         bytes.raw(column)
     }
     return bytes.bytes
+}
+
+extension Notebook.ApplyOutcome {
+    /// The reason, when the change went to the quarantine.
+    var quarantineReason: CRDTError? {
+        if case .quarantined(let reason) = self { return reason }
+        return nil
+    }
+
+    /// The reason, when the change was rejected as malformed.
+    var rejectionReason: CRDTError? {
+        if case .rejected(let reason) = self { return reason }
+        return nil
+    }
 }

@@ -86,4 +86,52 @@ struct VersionVectorTests {
             }
         }
     }
+
+    /// Sums over entries heard from elsewhere saturate instead of trapping: `status` read a
+    /// stored vector of 2^64 - 1 and 2^63 and crashed at every run.
+    @Test func sumsAtTheEdgesSaturate() {
+        let (a, b, c) = (replica(1), replica(2), replica(3))
+        #expect(VersionVector().totalOperations == 0)
+        #expect(VersionVector([a: 1]).totalOperations == 1)
+        #expect(VersionVector([a: .max - 1]).totalOperations == UInt64.max - 1)
+        #expect(VersionVector([a: .max]).totalOperations == .max)
+        #expect(VersionVector([a: Change.maxSeq, b: Change.maxSeq]).totalOperations == 2 * Change.maxSeq)
+        #expect(VersionVector([a: .max, b: 1 << 63]).totalOperations == .max)
+        #expect(VersionVector([a: .max, b: .max, c: .max]).totalOperations == .max)
+        #expect(VersionVector([a: .max - 1, b: 1]).totalOperations == .max)
+        // What one vector has that another lacks.
+        #expect(VersionVector([a: 5]).operationsMissing(from: VersionVector([a: 3])) == 2)
+        #expect(VersionVector([a: 3]).operationsMissing(from: VersionVector([a: 5])) == 0)
+        #expect(VersionVector([a: .max, b: .max]).operationsMissing(from: VersionVector()) == .max)
+        #expect(VersionVector([a: .max, b: .max]).operationsMissing(from: VersionVector([a: .max - 1, b: .max])) == 1)
+        #expect(VersionVector([a: .max]).operationsMissing(from: VersionVector([a: 0])) == .max)
+    }
+
+    /// The reader takes entries in increasing order of replica only (so that reading is linear),
+    /// and no seq past what it is told.
+    @Test func readingAVectorChecksOrderAndSeqs() throws {
+        func bytes(_ entries: [(UInt64, UInt64)]) -> [UInt8] {
+            var writer = BinaryWriter()
+            writer.varint(UInt64(entries.count))
+            for (r, seq) in entries {
+                writer.raw(replica(r).raw.bytes)
+                writer.varint(seq)
+            }
+            return writer.bytes
+        }
+        func read(_ entries: [(UInt64, UInt64)], maxSeq: UInt64 = .max) throws -> VersionVector {
+            var reader = BinaryReader(bytes(entries))
+            return try reader.versionVector(maxSeq: maxSeq)
+        }
+        #expect(try read([(1, 5), (2, .max)]) == VersionVector([replica(1): 5, replica(2): .max]))
+        #expect(try read([(1, 0), (2, 1)]) == VersionVector([replica(2): 1]))
+        #expect(try read([(1, Change.maxSeq)], maxSeq: Change.maxSeq)[replica(1)] == Change.maxSeq)
+        #expect(throws: CRDTError.self) { try read([(1, Change.maxSeq + 1)], maxSeq: Change.maxSeq) }
+        #expect(throws: CRDTError.self) { try read([(2, 1), (1, 1)]) }
+        #expect(throws: CRDTError.self) { try read([(1, 1), (1, 2)]) }
+        var tooMany = BinaryReader(bytes([(1, 1), (2, 1), (3, 1)]))
+        #expect(throws: CRDTError.self) { try tooMany.versionVector(maxEntries: 2) }
+        var lying = BinaryReader([0xFF, 0xFF, 0xFF, 0xFF, 0x0F])
+        #expect(throws: CRDTError.self) { try lying.versionVector() }
+    }
 }

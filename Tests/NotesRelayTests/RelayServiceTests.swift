@@ -63,7 +63,7 @@ struct RelayServiceTests {
         let service = try Self.service()
         var a = Notebook(replicaID: .random(), wallClock: FixedWallClock(1_700_000_000_000))
         let (id, first) = a.createNote(title: "t")
-        let changes = [first, try a.setPinned(id, true), try a.setTitle(id, "u")]
+        let changes = [first, try #require(try a.setPinned(id, true)), try #require(try a.setTitle(id, "u"))]
         let version = a.versionVector
         // A gap inside the request.
         let holed = await Self.post(service, SyncBundle(sender: a.replicaID, senderVersion: version, changes: [changes[0], changes[2]]))

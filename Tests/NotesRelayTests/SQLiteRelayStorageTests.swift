@@ -27,7 +27,7 @@ struct SQLiteRelayStorageTests {
         for (name, storage) in try Self.makeStorages() {
             var a = Notebook(replicaID: .random(), wallClock: FixedWallClock(1_700_000_000_000))
             let (id, created) = a.createNote(title: "t", body: "0123456789")
-            let all = [created, try #require(try a.insertText(id, at: 10, "abcdef")), try a.setPinned(id, true)]
+            let all = [created, try #require(try a.insertText(id, at: 10, "abcdef")), try #require(try a.setPinned(id, true))]
             #expect(try await storage.append(space: "s", records: records(Array(all.prefix(1)))) == [0], "\(name)")
             #expect(try await storage.append(space: "s", records: records(all)) == Array(1 ..< all.count), "\(name)")
             #expect(try await storage.append(space: "s", records: records(all)).isEmpty, "\(name)")
@@ -38,7 +38,7 @@ struct SQLiteRelayStorageTests {
             // A record that would leave a gap refuses the whole append, and nothing of it is stored.
             var b = Notebook(replicaID: .random(), wallClock: FixedWallClock(1_700_000_000_000))
             let (bid, _) = b.createNote(title: "b")
-            let gap = records([try b.setPinned(bid, true)])
+            let gap = records([try #require(try b.setPinned(bid, true))])
             await #expect(throws: RelayStorageError.self, "\(name)") {
                 _ = try await storage.append(space: "s", records: records(Array(all.prefix(0))) + gap)
             }

@@ -171,17 +171,17 @@ struct MaterializedRecordTests {
         #expect(try b.search("title").map(\.note.id).contains(id))
     }
 
-    @Test func aFailedBatchLeavesTheTablesRight() throws {
+    @Test func aQuarantinedChangeLeavesTheTablesRight() throws {
         let store = try NoteStore.openInMemory()
         let id = try store.createNote(title: "a", body: "xyz ")
-        // Valid changes first in the batch, then a malformed one: the whole batch rolls back, and
-        // the store goes on from what is committed.
+        // Valid changes first in the batch, then one that refers to a character that does not
+        // exist: it is quarantined, the rest applied, and the tables are those of the valid ones.
         let (_, remote) = SyntheticWorkload.notebook(seed: 3, notes: 1, operations: 60)
         let malformed = Change(
             replica: ReplicaID(Identifier128(high: 0, low: 1)), startSeq: 1, timestamp: Timestamp(milliseconds: 1),
             dependencies: VersionVector(),
             operations: [.insertText(note: id, origin: OpID(replica: ReplicaID(Identifier128(high: 0, low: 2)), seq: 1), text: ["x"])])
-        #expect(throws: StoreError.self) { try store.apply(remote + [malformed]) }
+        #expect(try store.apply(remote + [malformed]).quarantined == 1)
         try store.apply(remote)
         try store.appendText(id, "more ")
         let fresh = try NoteStore.openInMemory()
@@ -407,7 +407,7 @@ struct ReloadTests {
         #expect(try store.note(ids[0])?.body.map { $0.hasSuffix(" after") } == true)
     }
 
-    @Test func aFailedBatchLeavesNothingInMemoryAfterReload() throws {
+    @Test func aQuarantinedChangeIsStillThereAfterReload() throws {
         let store = try NoteStore.openInMemory()
         let id = try store.createNote(title: "a", body: "xyz")
         let digest = try store.digest()
@@ -415,9 +415,11 @@ struct ReloadTests {
             replica: ReplicaID(Identifier128(high: 0, low: 1)), startSeq: 1, timestamp: Timestamp(milliseconds: 1),
             dependencies: VersionVector(),
             operations: [.insertText(note: id, origin: OpID(replica: ReplicaID(Identifier128(high: 0, low: 2)), seq: 1), text: ["x"])])
-        #expect(throws: StoreError.self) { try store.apply([malformed]) }
+        #expect(try store.apply([malformed]).quarantined == 1)
         try store.reload()
         #expect(try store.digest() == digest)
+        #expect(try store.notebook.quarantinedChanges.map(\.change) == [malformed])
+        #expect(try store.quarantinedChanges().count == 1)
     }
 }
 

@@ -137,8 +137,10 @@ struct NoteStoreTests {
         #expect(try reopened.digest() == author.digest())
     }
 
+    /// A change that refers to characters that do not exist is quarantined; the rest of the
+    /// batch is applied, and the quarantine survives reopening the store.
     @Test(arguments: StoreKind.allCases)
-    func aMalformedChangeRejectsTheWholeBatch(_ kind: StoreKind) throws {
+    func aChangeThatDoesNotApplyIsQuarantinedAndTheRestOfTheBatchApplied(_ kind: StoreKind) throws {
         let folder = TemporaryFolder()
         let store = try makeStore(kind, folder)
         let (_, changes) = SyntheticWorkload.notebook(seed: 5, notes: 2, operations: 50)
@@ -146,11 +148,27 @@ struct NoteStoreTests {
         let bogus = Change(replica: stranger, startSeq: 1, timestamp: Timestamp(milliseconds: 1), dependencies: VersionVector(),
                            operations: [.deleteText(note: NoteID(Identifier128(high: 1, low: 1)),
                                                     targets: [OpIDRange(replica: stranger, seq: 500, count: 1)])])
-        #expect(throws: StoreError.self) { try store.apply(changes + [bogus]) }
-        #expect(try store.noteCount() == 0)
-        #expect(try store.versionVector.isEmpty)
-        try store.apply(changes)
+        let report = try store.apply([bogus] + changes)
+        #expect(report.quarantined == 1)
+        #expect(report.applied == changes.count)
         #expect(try store.noteCount() == 2)
+        #expect(try store.versionVector[stranger] == 0)
+        let entries = try store.quarantinedChanges()
+        #expect(entries.map { [$0.startSeq, $0.endSeq] } == [[1, 1]])
+        #expect(entries.first?.replica == stranger)
+        #expect(entries.first?.code == "unknownReference")
+        #expect(entries.first?.reason.contains("do not exist") == true)
+        // The same change again is not quarantined twice.
+        #expect(try store.apply([bogus]).quarantined == 0)
+        #expect(try store.quarantinedChanges().count == 1)
+        if kind == .file {
+            let digest = try store.digest()
+            try store.close()
+            let reopened = try NoteStore.open(path: folder.file("notes.db"), create: false)
+            #expect(try reopened.quarantinedChanges() == entries)
+            #expect(try reopened.notebook.quarantinedChanges.map(\.change) == [bogus])
+            #expect(try reopened.digest() == digest)
+        }
     }
 
     @Test(arguments: StoreKind.allCases)

@@ -58,18 +58,22 @@ struct RelayServerLimitsTests {
             let extra = try #require(Self.connect(relay.port))
             defer { close(extra) }
             #expect(Self.closedByServer(extra, within: 5))
-            // When one goes away, a new one is let in and served.
+            // When one goes away, a new one is let in and served (once the server has seen the
+            // close: under load that takes a moment, so a refused attempt is tried again).
             close(open.removeFirst())
-            try await Task.sleep(nanoseconds: 200_000_000)
-            let next = try #require(Self.connect(relay.port))
-            defer { close(next) }
-            Self.send(next, "GET /healthz HTTP/1.1\r\nHost: relay\r\n\r\n")
-            var buffer = [UInt8](repeating: 0, count: 64)
-            var timeout = timeval(tv_sec: 5, tv_usec: 0)
-            setsockopt(next, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-            let count = recv(next, &buffer, buffer.count, 0)
-            #expect(count > 0)
-            #expect(String(decoding: buffer.prefix(max(0, count)), as: UTF8.self).hasPrefix("HTTP/1.1 200"))
+            var answer = ""
+            for _ in 0 ..< 40 where !answer.hasPrefix("HTTP/1.1 200") {
+                try await Task.sleep(nanoseconds: 200_000_000)
+                guard let next = Self.connect(relay.port) else { continue }
+                defer { close(next) }
+                Self.send(next, "GET /healthz HTTP/1.1\r\nHost: relay\r\n\r\n")
+                var buffer = [UInt8](repeating: 0, count: 64)
+                var timeout = timeval(tv_sec: 5, tv_usec: 0)
+                setsockopt(next, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+                let count = recv(next, &buffer, buffer.count, 0)
+                answer = String(decoding: buffer.prefix(max(0, count)), as: UTF8.self)
+            }
+            #expect(answer.hasPrefix("HTTP/1.1 200"))
         }
     }
 

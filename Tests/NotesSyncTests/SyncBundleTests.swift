@@ -49,7 +49,7 @@ struct SyncBundleTests {
         let decoded = try SyncBundle.decode(bundle.encoded())
         #expect(decoded == bundle)
         var merged = a
-        try merged.apply(contentsOf: decoded.changes)
+        merged.apply(contentsOf: decoded.changes)
         #expect(merged.digest() == (try a.merging(b)).digest())
     }
 

@@ -33,6 +33,9 @@ public struct DeleteRun: Hashable, Sendable {
         self.order = range.count == 1 ? .whole : order
     }
 
+    /// The longest run: 2^31 - 1 deletes (what the wire format's run record can hold).
+    public static let maxLength = UInt64(Int32.max)
+
     /// How many delete operations (sequence numbers) the run stands for.
     public var operationCount: UInt64 { order == .whole ? 1 : range.count }
 
@@ -46,6 +49,8 @@ public struct DeleteRun: Hashable, Sendable {
     }
 
     /// The ranges its deletes remove, in order.
+    ///
+    /// - Complexity: O(`operationCount`): for tests and models, never for a run from outside.
     public var targets: [OpIDRange] { (0 ..< operationCount).map(target) }
 
     /// Adds the next delete, of `next`, when it continues the run (the character just before a
@@ -53,7 +58,7 @@ public struct DeleteRun: Hashable, Sendable {
     ///
     /// - Returns: false (and changes nothing) when it does not.
     mutating func extend(with next: OpIDRange) -> Bool {
-        guard next.count == 1, next.replica == range.replica, range.count < UInt64(Int32.max) else { return false }
+        guard next.count == 1, next.replica == range.replica, range.count < DeleteRun.maxLength else { return false }
         switch order {
         case .whole where range.count == 1:
             if next.seq &+ 1 == range.seq {
@@ -97,7 +102,10 @@ extension [DeleteRun] {
     }
 
     /// Adds the deletes of `run`, one after another: the same runs as `appendDelete` of each of
-    /// its targets in order, without a step per delete once the run's direction is set.
+    /// its targets in order, in a few steps whatever the run's length (a run from the wire may
+    /// stand for 2^31 - 1 deletes: one step per delete took minutes).
+    ///
+    /// - Complexity: O(1).
     public mutating func appendDeletes(of run: DeleteRun) {
         let total = run.operationCount
         var index: UInt64 = 0
@@ -105,17 +113,18 @@ extension [DeleteRun] {
             appendDelete(run.target(index))
             index += 1
             // Once the last run goes the way `run` does and ends with the delete just added, every
-            // remaining delete continues it.
+            // remaining delete continues it, up to the longest run; past that a new run starts
+            // (at most twice: `run` itself is no longer than the longest run).
             let last = self[count - 1]
             guard index < total, last.order == run.order, last.order != .whole else { continue }
-            let rest = total - index
-            guard last.range.count + rest < UInt64(Int32.max) else { continue }
+            let taken = Swift.min(total - index, DeleteRun.maxLength - last.range.count)
+            guard taken > 0 else { continue }
             if run.order == .backward {
-                self[count - 1].range = OpIDRange(replica: last.range.replica, seq: last.range.seq - rest, count: last.range.count + rest)
+                self[count - 1].range = OpIDRange(replica: last.range.replica, seq: last.range.seq - taken, count: last.range.count + taken)
             } else {
-                self[count - 1].range.count += rest
+                self[count - 1].range.count += taken
             }
-            return
+            index += taken
         }
     }
 
@@ -132,8 +141,9 @@ extension [DeleteRun] {
         return true
     }
 
-    /// The delete operations the runs stand for.
-    public var operationCount: UInt64 { reduce(0) { $0 + $1.operationCount } }
+    /// The delete operations the runs stand for (at most `UInt64.max`: runs made by hand could
+    /// stand for more, and a change refuses them as malformed).
+    public var operationCount: UInt64 { UInt64.saturatingSum(lazy.map(\.operationCount)) }
 }
 
 /// Deletes of one target each, on one note, gathered into one operation as they come (by the

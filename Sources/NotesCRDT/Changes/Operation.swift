@@ -18,7 +18,8 @@ public enum Operation: Hashable, Sendable {
     /// Writes a field of a tag entity, by tag key.
     case setTagField(tag: String, field: TagField, value: FieldValue)
 
-    /// How many sequence numbers the operation consumes.
+    /// How many sequence numbers the operation consumes (at most `UInt64.max`: the runs of a
+    /// `deleteEach` made by hand could stand for more, and a change refuses that shape).
     public var seqCount: UInt64 {
         switch self {
         case .insertText(_, _, let text): UInt64(text.count)
@@ -47,6 +48,14 @@ public enum Operation: Hashable, Sendable {
 /// Operation *i* has the sequence numbers that follow those of operation *i - 1*, and its
 /// timestamp is `timestamp` advanced by the same distance, so one change carries one timestamp.
 public struct Change: Hashable, Sendable {
+    /// The largest sequence number a change may use, or refer to: 2^53 - 1.
+    ///
+    /// A replica makes one sequence number per operation, so no honest replica comes near it.
+    /// Anything beyond it is refused as malformed (by the decoder before it is used, by
+    /// `Notebook.apply` for a change made by hand), so that the sum of two sequence numbers or
+    /// counts never overflows 64 bits, and every sequence number is exact in JSON (a double).
+    public static let maxSeq: UInt64 = 1 << 53 - 1
+
     /// The replica that made the change.
     public let replica: ReplicaID
     /// The sequence number of the first operation.
@@ -87,8 +96,9 @@ public struct Change: Hashable, Sendable {
         self.shapeProblem = nil
     }
 
-    /// The last sequence number the change covers.
-    public var endSeq: UInt64 { startSeq + seqCount - 1 }
+    /// The last sequence number the change covers. (Wrapping: only a malformed change, which
+    /// `Notebook.apply` refuses, has one that does not fit.)
+    public var endSeq: UInt64 { startSeq &+ seqCount &- 1 }
 
     /// The identities the change covers.
     public var idRange: OpIDRange { OpIDRange(replica: replica, seq: startSeq, count: seqCount) }
@@ -99,7 +109,7 @@ public struct Change: Hashable, Sendable {
     /// The full causal context: the dependencies plus the author's own earlier operations.
     public var context: VersionVector {
         var vv = dependencies
-        vv[replica] = startSeq - 1
+        vv[replica] = startSeq &- 1  // (wrapping only for a malformed change at seq 0)
         return vv
     }
 
@@ -154,7 +164,7 @@ public struct Change: Hashable, Sendable {
     ///
     /// - Returns: false (and changes nothing) when `next` does not directly follow.
     mutating func append(_ next: Change) -> Bool {
-        guard next.replica == replica, next.startSeq == startSeq + seqCount,
+        guard next.replica == replica, next.startSeq == startSeq &+ seqCount,
               next.timestamp == timestamp.advanced(by: seqCount), next.dependencies == dependencies else { return false }
         for op in next.operations { appendJoining(op) }
         return true
@@ -163,10 +173,20 @@ public struct Change: Hashable, Sendable {
     /// Appends one operation: an insert that continues the last insert extends it, and deletes of
     /// one target each join into a `deleteEach`.
     mutating func appendJoining(_ op: consuming Operation) {
-        if shapeProblem == nil { shapeProblem = op.shapeProblem }
         // Wrapping: a decoder builds changes before `Notebook.checkShape` rejects impossible seqs.
         let lastSeq = startSeq &+ seqCount &- 1
-        seqCount &+= op.seqCount
+        let (total, overflow) = seqCount.addingReportingOverflow(op.seqCount)
+        seqCount = overflow ? .max : total
+        if shapeProblem == nil, overflow || total > Change.maxSeq {
+            shapeProblem = "a change covers more than 2^53 - 1 sequence numbers"
+        }
+        if shapeProblem == nil { shapeProblem = op.shapeProblem }
+        guard shapeProblem == nil else {
+            // Kept as they come, not joined: joining does arithmetic on ranges that may be
+            // anything (the change is refused as malformed anyway).
+            operations.append(op)
+            return
+        }
         if case .insertText(let note2, let origin2, let more) = op, origin2 == OpID(replica: replica, seq: lastSeq),
            lastInsertNote == note2 {
             extendLastInsert(with: more)
@@ -229,6 +249,14 @@ public struct Change: Hashable, Sendable {
     }
 }
 
+extension OpIDRange {
+    /// Whether the range is non-empty and within `1 ... Change.maxSeq` (so that its end, and
+    /// anything computed from it, is in range).
+    var isWellFormed: Bool {
+        count > 0 && seq > 0 && seq <= Change.maxSeq && count <= Change.maxSeq - seq + 1
+    }
+}
+
 extension Operation {
     /// What is wrong with the operation's shape, whatever state it is applied to, or nil.
     var shapeProblem: String? {
@@ -236,15 +264,16 @@ extension Operation {
         case .insertText(_, let origin, let text):
             if text.isEmpty { return "an insert with no text" }
             if let origin, origin.seq == 0 { return "an insert after seq 0" }
+            if let origin, origin.seq > Change.maxSeq { return "an insert after seq \(origin.seq), past 2^53 - 1" }
         case .deleteText(_, let targets):
             if targets.isEmpty { return "a delete with no targets" }
-            for t in targets where t.count == 0 || t.seq == 0 || t.seq > UInt64.max - t.count {
-                return "a delete with an empty or overflowing range"
+            for t in targets where !t.isWellFormed {
+                return "a delete of \(t.count) characters from seq \(t.seq): empty, or outside 1 ... 2^53 - 1"
             }
         case .deleteEach(_, let runs):
             if runs.isEmpty { return "a delete with no targets" }
-            for run in runs where run.range.count == 0 || run.range.seq == 0 || run.range.seq > UInt64.max - run.range.count {
-                return "a delete with an empty or overflowing range"
+            for run in runs where !run.range.isWellFormed || (run.order != .whole && run.range.count > DeleteRun.maxLength) {
+                return "a run of \(run.range.count) deletes from seq \(run.range.seq): empty, longer than 2^31 - 1, or outside 1 ... 2^53 - 1"
             }
         case .setNoteField, .setTagField:
             break

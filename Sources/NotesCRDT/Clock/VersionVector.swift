@@ -71,14 +71,31 @@ public struct VersionVector: Hashable, Sendable, CustomStringConvertible {
         }
     }
 
+    /// Adds an entry for a replica that sorts after every replica already here (a decoder reads
+    /// entries in order; a seq of 0 adds nothing).
+    ///
+    /// - Returns: false (and changes nothing) when `replica` does not sort after the last entry.
+    /// - Complexity: O(1).
+    mutating func appendSorted(_ replica: ReplicaID, _ seq: UInt64) -> Bool {
+        if let last = storage.last, !(last.replica < replica) { return false }
+        if seq > 0 { storage.append(Entry(replica: replica, seq: seq)) }
+        return true
+    }
+
     /// Whether the operation with this identity is covered.
     public func contains(_ id: OpID) -> Bool { id.seq <= self[id.replica] }
 
     /// Whether nothing is covered.
     public var isEmpty: Bool { storage.isEmpty }
 
-    /// Total number of operations covered.
-    public var totalOperations: UInt64 { storage.reduce(0) { $0 + $1.seq } }
+    /// Total number of operations covered, or `UInt64.max` when that does not fit (a vector
+    /// heard from elsewhere may hold anything up to 2^64 - 1 per entry).
+    public var totalOperations: UInt64 { UInt64.saturatingSum(storage.lazy.map(\.seq)) }
+
+    /// How many operations `self` covers that `other` lacks, or `UInt64.max` when that does not fit.
+    public func operationsMissing(from other: VersionVector) -> UInt64 {
+        UInt64.saturatingSum(storage.lazy.map { entry in entry.seq - min(entry.seq, other[entry.replica]) })
+    }
 
     /// Raises every entry to at least the other vector's.
     ///
@@ -136,5 +153,19 @@ public struct VersionVector: Hashable, Sendable, CustomStringConvertible {
 
     public var description: String {
         "{" + sortedEntries.map { "\($0.replica.raw.hex.prefix(8)):\($0.seq)" }.joined(separator: ", ") + "}"
+    }
+}
+
+extension UInt64 {
+    /// The sum of `values`, or `UInt64.max` when it does not fit (for sums of counts heard from
+    /// elsewhere, which may be anything).
+    package static func saturatingSum(_ values: some Sequence<UInt64>) -> UInt64 {
+        var total: UInt64 = 0
+        for value in values {
+            let (sum, overflow) = total.addingReportingOverflow(value)
+            if overflow { return .max }
+            total = sum
+        }
+        return total
     }
 }

@@ -77,23 +77,42 @@ public struct BinaryWriter: Sendable {
 /// Reads what `BinaryWriter` wrote, checking every length against what is left.
 public struct BinaryReader: Sendable {
     private let bytes: [UInt8]
+    /// Where the bytes this reader may read end (a part of a larger array is read in place).
+    private let end: Int
     /// The read position.
     public private(set) var offset: Int
 
     /// A reader over `bytes`, from `offset`.
     public init(_ bytes: [UInt8], offset: Int = 0) {
         self.bytes = bytes
-        self.offset = offset
+        self.end = bytes.count
+        self.offset = min(max(offset, 0), bytes.count)
+    }
+
+    /// A reader over `bytes[range]`, without copying them.
+    public init(_ bytes: [UInt8], range: Range<Int>) {
+        precondition(range.lowerBound >= 0 && range.upperBound <= bytes.count, "a reader's range is outside its bytes")
+        self.bytes = bytes
+        self.end = range.upperBound
+        self.offset = range.lowerBound
     }
 
     /// Bytes left to read.
-    public var remaining: Int { bytes.count - offset }
+    public var remaining: Int { end - offset }
 
     /// The bytes not read yet.
-    public var rest: ArraySlice<UInt8> { bytes[offset...] }
+    public var rest: ArraySlice<UInt8> { bytes[offset ..< end] }
 
     /// Whether everything has been read.
-    public var isAtEnd: Bool { offset >= bytes.count }
+    public var isAtEnd: Bool { offset >= end }
+
+    /// A reader over the next `n` bytes (which this one skips), sharing the storage: a column of
+    /// the change encoding is read in place rather than copied.
+    public mutating func reader(over n: Int) throws -> BinaryReader {
+        guard n >= 0, n <= remaining else { throw truncated("\(n) bytes") }
+        defer { offset += n }
+        return BinaryReader(bytes, range: offset ..< offset + n)
+    }
 
     private func truncated(_ what: String) -> CRDTError {
         CRDTError(.malformedEncoding, "truncated data: \(what) at byte \(offset)")
@@ -104,7 +123,7 @@ public struct BinaryReader: Sendable {
         var result: UInt64 = 0
         var shift: UInt64 = 0
         while true {
-            guard offset < bytes.count else { throw truncated("a varint") }
+            guard offset < end else { throw truncated("a varint") }
             let byte = bytes[offset]
             offset += 1
             if shift == 63, byte > 1 { throw CRDTError(.malformedEncoding, "a varint overflows 64 bits at byte \(offset - 1)") }
@@ -132,7 +151,7 @@ public struct BinaryReader: Sendable {
 
     /// Reads one byte.
     public mutating func byte() throws -> UInt8 {
-        guard offset < bytes.count else { throw truncated("a byte") }
+        guard offset < end else { throw truncated("a byte") }
         defer { offset += 1 }
         return bytes[offset]
     }
@@ -179,13 +198,21 @@ extension BinaryWriter {
 }
 
 extension BinaryReader {
-    /// Reads what `BinaryWriter.versionVector(_:)` wrote, checking the count against the bytes left.
-    public mutating func versionVector() throws -> VersionVector {
-        let count = try self.count(max: remaining / 17, "the version vector's length")
+    /// Reads what `BinaryWriter.versionVector(_:)` wrote, checking the count against the bytes
+    /// left (and `maxEntries`), that the entries come in increasing order of replica (as they are
+    /// written: so that reading them is linear), and that no seq passes `maxSeq`.
+    public mutating func versionVector(maxEntries: Int = .max, maxSeq: UInt64 = .max) throws -> VersionVector {
+        let count = try self.count(max: min(remaining / 17, maxEntries), "the version vector's length")
         var vector = VersionVector()
         for _ in 0 ..< count {
             let replica = ReplicaID(Identifier128(bytes: try raw(16))!)
-            vector[replica] = try varint()
+            let seq = try varint()
+            guard seq <= maxSeq else {
+                throw CRDTError(.malformedEncoding, "a version vector holds seq \(seq) of \(replica), past \(maxSeq == Change.maxSeq ? "2^53 - 1" : "\(maxSeq)"), at byte \(offset)")
+            }
+            guard vector.appendSorted(replica, seq) else {
+                throw CRDTError(.malformedEncoding, "a version vector's entries are not in increasing order of replica at byte \(offset)")
+            }
         }
         return vector
     }

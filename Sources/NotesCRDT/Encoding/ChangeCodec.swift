@@ -16,8 +16,11 @@ public enum ChangeCodec {
     struct Predictor {
         var lastInsertEnd: OpID?
         var lastDeleted: OpID?
-        /// Per replica (a handful: searched linearly, no hashing), its inserted ranges.
+        /// Per replica, its inserted ranges.
         var insertedBy: [(replica: ReplicaID, ranges: [(start: UInt64, count: UInt64)])] = []
+        /// Where each replica is in `insertedBy`: searched linearly for the usual handful, hashed
+        /// past that (a body from 65,536 replicas made every insert search them all).
+        var slots = FirstUseIndex<ReplicaID>()
         /// The replicas (indexes into `insertedBy`) whose ranges are not in increasing seq order,
         /// because a bundle held overlapping pieces of their log. For them only the binary search
         /// answers, as it always has: the shortcut below could find another of two ranges that
@@ -29,16 +32,19 @@ public enum ChangeCodec {
             lastInsertEnd = nil
             lastDeleted = nil
             insertedBy.removeAll(keepingCapacity: true)
+            slots.removeAll()
             irregular.removeAll(keepingCapacity: true)
             lastHit = nil
         }
 
         mutating func inserted(_ id: OpID, count: UInt64) {
-            lastInsertEnd = OpID(replica: id.replica, seq: id.seq + count - 1)
-            if let i = insertedBy.firstIndex(where: { $0.replica == id.replica }) {
-                if let last = insertedBy[i].ranges.last, id.seq < last.start + last.count { irregular[i] = true }
+            // Wrapping: the encoder may be handed a change no decoder would accept (never a decoded one).
+            lastInsertEnd = OpID(replica: id.replica, seq: id.seq &+ count &- 1)
+            if let i = slots.index(of: id.replica) {
+                if let last = insertedBy[i].ranges.last, id.seq < last.start &+ last.count { irregular[i] = true }
                 insertedBy[i].ranges.append((id.seq, count))
             } else {
+                slots.add(id.replica)
                 insertedBy.append((id.replica, [(id.seq, count)]))
                 irregular.append(false)
             }
@@ -60,20 +66,20 @@ public enum ChangeCodec {
                 let count = insertedBy[hit.replica].ranges.count
                 for i in max(0, hit.index - 1) ... min(count - 1, hit.index + 1) {
                     let range = insertedBy[hit.replica].ranges[i]
-                    if range.start <= id.seq, id.seq < range.start + range.count {
+                    if range.start <= id.seq, id.seq < range.start &+ range.count {
                         lastHit = (hit.replica, i)
                         return (hit.replica, i)
                     }
                 }
             }
-            guard let r = insertedBy.firstIndex(where: { $0.replica == id.replica }) else { return nil }
+            guard let r = slots.index(of: id.replica) else { return nil }
             let found: (replica: Int, index: Int)? = insertedBy[r].ranges.withUnsafeBufferPointer { ranges in
                 var low = 0, high = ranges.count
                 while low < high {
                     let mid = (low + high) / 2
                     if ranges[mid].start <= id.seq { low = mid + 1 } else { high = mid }
                 }
-                guard low > 0, id.seq < ranges[low - 1].start + ranges[low - 1].count else { return nil }
+                guard low > 0, id.seq < ranges[low - 1].start &+ ranges[low - 1].count else { return nil }
                 return (r, low - 1)
             }
             if let found { lastHit = found }
@@ -84,17 +90,17 @@ public enum ChangeCodec {
         mutating func predecessor(of id: OpID?) -> OpID? {
             guard let id, let (r, index) = rangeIndex(of: id) else { return nil }
             let range = insertedBy[r].ranges[index]
-            if id.seq > range.start { return OpID(replica: id.replica, seq: id.seq - 1) }
+            if id.seq > range.start { return OpID(replica: id.replica, seq: id.seq &- 1) }
             guard index > 0 else { return nil }
             let before = insertedBy[r].ranges[index - 1]
-            return OpID(replica: id.replica, seq: before.start + before.count - 1)
+            return OpID(replica: id.replica, seq: before.start &+ before.count &- 1)
         }
 
         /// The character inserted (in this body) just after `id` by the same replica.
         mutating func successor(of id: OpID?) -> OpID? {
             guard let id, let (r, index) = rangeIndex(of: id) else { return nil }
             let range = insertedBy[r].ranges[index]
-            if id.seq + 1 < range.start + range.count { return OpID(replica: id.replica, seq: id.seq + 1) }
+            if id.seq &+ 1 < range.start &+ range.count { return OpID(replica: id.replica, seq: id.seq &+ 1) }
             guard index + 1 < insertedBy[r].ranges.count else { return nil }
             return OpID(replica: id.replica, seq: insertedBy[r].ranges[index + 1].start)
         }
@@ -279,7 +285,7 @@ public enum ChangeCodec {
                         } else {
                             delete(n, CollectionOfOne(run.range), at: at)
                         }
-                        at += run.operationCount
+                        at &+= run.operationCount
                     }
                 case .setTagField(let tag, let field, let value):
                     state.kinds.append(Kind.setTagField.rawValue)
@@ -287,7 +293,7 @@ public enum ChangeCodec {
                     state.explicit.byte(field.rawValue)
                     encode(value, &state.explicit)
                 }
-                seq += op.seqCount
+                seq &+= op.seqCount
             }
         }
         state.noteColumn.flush()
@@ -317,17 +323,32 @@ public enum ChangeCodec {
     /// array from nothing reallocated it several times for every change logged.
     static func expectedSize(of changes: [Change]) -> Int { 64 + 48 * min(changes.count, 1 << 14) }
 
-    /// Decodes changes, checking every index and length against what is there.
-    public static func decode(from reader: inout BinaryReader) throws -> [Change] {
+    /// Decodes changes, checking every index and length against what is there, every sequence
+    /// number against `Change.maxSeq`, and every count against `limits`.
+    ///
+    /// - Complexity: linear in the bytes read: every loop reads input, and a run of deletes
+    ///   is taken as a range, whatever its length.
+    public static func decode(from reader: inout BinaryReader, limits: Limits = .unlimited) throws -> [Change] {
         let replicaCount = try reader.count(max: reader.remaining / 16, "the replica count")
+        guard replicaCount <= limits.maxReplicas else { throw CRDTError(.limitExceeded, "more than \(limits.maxReplicas) replicas (\(replicaCount))") }
         var replicas: [ReplicaID] = []
+        replicas.reserveCapacity(replicaCount)
         for _ in 0 ..< replicaCount { replicas.append(ReplicaID(Identifier128(bytes: try reader.raw(16))!)) }
         let noteCount = try reader.count(max: reader.remaining / 16, "the note count")
+        guard noteCount <= limits.maxNotes else { throw CRDTError(.limitExceeded, "more than \(limits.maxNotes) notes (\(noteCount))") }
         var notes: [NoteID] = []
+        notes.reserveCapacity(noteCount)
         for _ in 0 ..< noteCount { notes.append(NoteID(Identifier128(bytes: try reader.raw(16))!)) }
         func replica(_ r: inout BinaryReader) throws -> ReplicaID {
             guard !replicas.isEmpty else { throw CRDTError(.malformedEncoding, "a replica is named but the replica table is empty") }
             return replicas[try r.count(max: replicas.count - 1, "a replica index")]
+        }
+        /// A sequence number read from the wire: 1 ... Change.maxSeq.
+        func checkedSeq(_ seq: UInt64, _ what: @autoclosure () -> String) throws -> UInt64 {
+            guard seq >= 1, seq <= Change.maxSeq else {
+                throw CRDTError(.malformedEncoding, "\(what()) is at seq \(seq), outside 1 ... 2^53 - 1")
+            }
+            return seq
         }
 
         struct Header {
@@ -337,27 +358,42 @@ public enum ChangeCodec {
             var deps: VersionVector
             var opCount: Int
         }
-        let changeCount = try reader.count(max: reader.remaining, "the change count")
+        // Every header takes at least 5 bytes.
+        let changeCount = try reader.count(max: reader.remaining / 5, "the change count")
+        guard changeCount <= limits.maxChanges else { throw CRDTError(.limitExceeded, "more than \(limits.maxChanges) changes (\(changeCount))") }
         var headers: [Header] = []
+        headers.reserveCapacity(changeCount)
         var totalOps = 0
+        var totalDeps = 0
         for _ in 0 ..< changeCount {
             let author = try replica(&reader)
-            let startSeq = try reader.varint()
+            let startSeq = try checkedSeq(try reader.varint(), "a change")
             let timestamp = Timestamp(rawValue: try reader.varint())
             let depCount = try reader.count(max: replicas.count, "a dependency count")
+            totalDeps += depCount
+            guard totalDeps <= limits.maxDependencies else {
+                throw CRDTError(.limitExceeded, "more than \(limits.maxDependencies) dependencies in all")
+            }
             var deps = VersionVector()
             for _ in 0 ..< depCount {
                 let r = try replica(&reader)
-                deps[r] = try reader.varint()
+                let seq = try reader.varint()
+                guard seq <= Change.maxSeq else { throw CRDTError(.malformedEncoding, "a change depends on seq \(seq) of \(r), past 2^53 - 1") }
+                // In the order written (by replica), so that building the vector is linear.
+                guard deps.appendSorted(r, seq) else {
+                    throw CRDTError(.malformedEncoding, "a change's dependencies are not in increasing order of replica")
+                }
             }
-            let opCount = try reader.count(max: reader.remaining * 4, "an operation count")
+            let opCount = try reader.count(max: reader.remaining * 4 + 4, "an operation count")
             totalOps += opCount
+            guard totalOps <= limits.maxOperations else {
+                throw CRDTError(.limitExceeded, "more than \(limits.maxOperations) operations in all")
+            }
             guard totalOps <= reader.remaining * 4 + 4 else { throw CRDTError(.malformedEncoding, "more operations than the bytes can hold") }
             headers.append(Header(author: author, startSeq: startSeq, timestamp: timestamp, deps: deps, opCount: opCount))
         }
         func column(_ what: String) throws -> BinaryReader {
-            let length = try reader.count(max: reader.remaining, "the length of the \(what) column")
-            return BinaryReader(Array(try reader.raw(length)))
+            try reader.reader(over: try reader.count(max: reader.remaining, "the length of the \(what) column"))
         }
         var kinds = TwoBitReader(try column("kinds"))
         var noteColumn = RunLengthReader(try column("notes"))
@@ -367,7 +403,16 @@ public enum ChangeCodec {
         var explicit = try column("explicit values")
         // The text column is read in place, insert by insert (see `scalars(_:from:at:)`).
         let textBytes = try reader.raw(try reader.count(max: reader.remaining, "the length of the text column"))
-        var textOffset = 0
+        var textOffset = 0  // from the column's start
+        var totalScalars = 0
+        var deleteSpan: UInt64 = 0
+        /// Counts `count` more characters named by deletes against the limit.
+        func deleting(_ count: UInt64) throws {
+            deleteSpan += count  // both at most 2^53 - 1: no overflow
+            guard deleteSpan <= limits.maxDeleteSpan else {
+                throw CRDTError(.limitExceeded, "the deletes name more than \(limits.maxDeleteSpan) characters in all")
+            }
+        }
         func note() throws -> NoteID {
             guard !notes.isEmpty else { throw CRDTError(.malformedEncoding, "an operation names a note but the note table is empty") }
             let index = try noteColumn.next()
@@ -379,14 +424,26 @@ public enum ChangeCodec {
         var changes: [Change] = []
         changes.reserveCapacity(changeCount)
         for header in headers {
-            // Bounded by the bytes: checked against them above.
+            // Bounded by the bytes and the limits: checked above.
             var change = Change(replica: header.author, startSeq: header.startSeq, timestamp: header.timestamp,
                                 dependencies: header.deps, capacity: header.opCount)
+            // The next operation's seq: at most Change.maxSeq + 1, checked as each operation takes
+            // its seqs, so that every sum below stays far inside 64 bits.
             var seq = header.startSeq
+            /// Takes `count` seqs for the operation at `seq`, refusing seqs past Change.maxSeq.
+            func take(_ count: UInt64) throws {
+                guard count <= Change.maxSeq + 1 - seq else {
+                    throw CRDTError(.malformedEncoding, "a change from \(header.author) passes seq 2^53 - 1")
+                }
+                seq += count
+            }
             // Deletes of one target each, gathered into one `deleteEach` (one array, not one per delete).
             var gathered = GatheredDeletes()
             for _ in 0 ..< header.opCount {
                 guard let kind = Kind(rawValue: try kinds.next()) else { preconditionFailure() }
+                guard seq <= Change.maxSeq else {
+                    throw CRDTError(.malformedEncoding, "a change from \(header.author) passes seq 2^53 - 1")
+                }
                 let op: Operation
                 switch kind {
                 case .setNoteField:
@@ -400,7 +457,8 @@ public enum ChangeCodec {
                     case 0: origin = nil
                     case 1:
                         let r = try replica(&explicit)
-                        origin = OpID(replica: r, seq: seq &- UInt64(bitPattern: try explicit.signedVarint()))
+                        let originSeq = seq &- UInt64(bitPattern: try explicit.signedVarint())
+                        origin = OpID(replica: r, seq: try checkedSeq(originSeq, "an insert's origin"))
                     case 2:
                         guard let before = predictor.predecessor(of: predictor.lastDeleted) else {
                             throw CRDTError(.malformedEncoding, "an insert refers to a delete that is not there")
@@ -412,9 +470,17 @@ public enum ChangeCodec {
                     }
                     let count = try lengths.count(max: textBytes.count - textOffset, "an insert's length")
                     guard count > 0 else { throw CRDTError(.malformedEncoding, "an insert of no characters") }
+                    totalScalars += count
+                    guard totalScalars <= limits.maxScalars else {
+                        throw CRDTError(.limitExceeded, "the inserts hold more than \(limits.maxScalars) characters in all")
+                    }
                     let text = try scalars(count, from: textBytes, at: &textOffset)
-                    op = .insertText(note: n, origin: origin, text: text)
-                    predictor.inserted(OpID(replica: header.author, seq: seq), count: UInt64(count))
+                    let start = seq
+                    try take(UInt64(count))
+                    predictor.inserted(OpID(replica: header.author, seq: start), count: UInt64(count))
+                    if let deletes = gathered.take() { change.appendJoining(deletes) }
+                    change.appendJoining(.insertText(note: n, origin: origin, text: text))
+                    continue
                 case .deleteText:
                     let n = try note()
                     let single: OpIDRange
@@ -424,8 +490,8 @@ public enum ChangeCodec {
                         if targetCount == 0 {
                             // A run of deletes (format 3): its shape, then its first delete's target.
                             let shape = try explicit.varint()
-                            guard shape >> 1 <= UInt64(Int32.max) - 2 else {
-                                throw CRDTError(.malformedEncoding, "a run of \(shape >> 1) deletes is longer than a run can be")
+                            guard shape >> 1 <= DeleteRun.maxLength - 2 else {
+                                throw CRDTError(.malformedEncoding, "a run of \(shape >> 1) deletes is longer than a run can be (2^31 - 1)")
                             }
                             let count = (shape >> 1) + 2
                             let forward = shape & 1 == 1
@@ -433,7 +499,8 @@ public enum ChangeCodec {
                             switch try deleteModes.next() {
                             case 0:
                                 let r = try replica(&explicit)
-                                first = OpID(replica: r, seq: seq &- UInt64(bitPattern: try explicit.signedVarint()))
+                                let targetSeq = seq &- UInt64(bitPattern: try explicit.signedVarint())
+                                first = OpID(replica: r, seq: try checkedSeq(targetSeq, "a run of deletes"))
                             case 1:
                                 guard let last = predictor.lastInsertEnd else { throw CRDTError(.malformedEncoding, "a delete refers to an insert that is not there") }
                                 first = last
@@ -448,9 +515,12 @@ public enum ChangeCodec {
                                 }
                                 first = after
                             }
-                            guard forward ? first.seq <= UInt64.max - count : first.seq >= count else {
-                                throw CRDTError(.malformedEncoding, "a run of deletes goes past the ends of the sequence numbers")
+                            // Both at most 2^53 - 1 (first) and 2^31 - 1 (count): no overflow.
+                            guard forward ? first.seq + count - 1 <= Change.maxSeq : first.seq >= count else {
+                                throw CRDTError(.malformedEncoding, "a run of \(count) deletes from seq \(first.seq) goes outside 1 ... 2^53 - 1")
                             }
+                            try deleting(count)
+                            try take(count)
                             let run = forward
                                 ? DeleteRun(range: OpIDRange(replica: first.replica, seq: first.seq, count: count), order: .forward)
                                 : DeleteRun(range: OpIDRange(replica: first.replica, seq: first.seq - (count - 1), count: count), order: .backward)
@@ -458,50 +528,63 @@ public enum ChangeCodec {
                             predictor.lastDeleted = OpID(replica: last.replica, seq: last.seq)
                             if gathered.note != n, let deletes = gathered.take() { change.appendJoining(deletes) }
                             gathered.add(run, in: n)
-                            seq &+= count
                             continue
                         }
+                        totalOps += targetCount - 1
+                        guard totalOps <= limits.maxOperations else {
+                            throw CRDTError(.limitExceeded, "more than \(limits.maxOperations) operations and delete targets in all")
+                        }
                         var targets: [OpIDRange] = []
+                        targets.reserveCapacity(targetCount)
                         for _ in 0 ..< targetCount {
                             let r = try replica(&explicit)
-                            let targetSeq = seq &- UInt64(bitPattern: try explicit.signedVarint())
-                            targets.append(OpIDRange(replica: r, seq: targetSeq, count: try explicit.varint()))
+                            let targetSeq = try checkedSeq(seq &- UInt64(bitPattern: try explicit.signedVarint()), "a delete's target")
+                            let count = try explicit.varint()
+                            guard count >= 1, count <= Change.maxSeq - targetSeq + 1 else {
+                                throw CRDTError(.malformedEncoding, "a delete of \(count) characters from seq \(targetSeq) is empty or passes 2^53 - 1")
+                            }
+                            try deleting(count)
+                            targets.append(OpIDRange(replica: r, seq: targetSeq, count: count))
                         }
                         guard targets.count == 1 else {
                             if let first = targets.first { predictor.lastDeleted = OpID(replica: first.replica, seq: first.seq) }
                             if let deletes = gathered.take() { change.appendJoining(deletes) }
+                            try take(1)
                             change.appendJoining(.deleteText(note: n, targets: targets))
-                            seq &+= 1
                             continue
                         }
                         single = targets[0]
                     case 1:
                         guard let last = predictor.lastInsertEnd else { throw CRDTError(.malformedEncoding, "a delete refers to an insert that is not there") }
                         single = OpIDRange(replica: last.replica, seq: last.seq, count: 1)
+                        try deleting(1)
                     case 2:
                         guard let before = predictor.predecessor(of: predictor.lastDeleted) else {
                             throw CRDTError(.malformedEncoding, "a delete refers to a delete that is not there")
                         }
                         single = OpIDRange(replica: before.replica, seq: before.seq, count: 1)
+                        try deleting(1)
                     default:
                         guard let after = predictor.successor(of: predictor.lastDeleted) else {
                             throw CRDTError(.malformedEncoding, "a delete refers to a delete that is not there")
                         }
                         single = OpIDRange(replica: after.replica, seq: after.seq, count: 1)
+                        try deleting(1)
                     }
                     predictor.lastDeleted = OpID(replica: single.replica, seq: single.seq)
                     if gathered.note != n, let deletes = gathered.take() { change.appendJoining(deletes) }
                     gathered.add(single, in: n)
-                    seq &+= 1
+                    try take(1)
                     continue
                 case .setTagField:
                     let tag = try explicit.string()
-                    guard let field = TagField(rawValue: try explicit.byte()) else {
-                        throw CRDTError(.malformedEncoding, "unknown tag field")
+                    let code = try explicit.byte()
+                    guard let field = TagField(rawValue: code) else {
+                        throw CRDTError(.malformedEncoding, "unknown tag field \(code) at byte \(explicit.offset - 1)")
                     }
                     op = .setTagField(tag: tag, field: field, value: try decodeValue(&explicit))
                 }
-                seq &+= op.seqCount
+                try take(1)
                 if let deletes = gathered.take() { change.appendJoining(deletes) }
                 change.appendJoining(op)
             }
@@ -605,9 +688,9 @@ public enum ChangeCodec {
     }
 
     /// Decodes changes from bytes that hold nothing else.
-    public static func decode(_ bytes: [UInt8]) throws -> [Change] {
+    public static func decode(_ bytes: [UInt8], limits: Limits = .unlimited) throws -> [Change] {
         var reader = BinaryReader(bytes)
-        let changes = try decode(from: &reader)
+        let changes = try decode(from: &reader, limits: limits)
         guard reader.isAtEnd else { throw CRDTError(.malformedEncoding, "\(reader.remaining) unexpected bytes after the changes") }
         return changes
     }

@@ -16,15 +16,16 @@ struct TwoBitColumn {
 }
 
 struct TwoBitReader {
-    private let bytes: [UInt8]
+    /// The column's bytes, read in place.
+    private let bytes: ArraySlice<UInt8>
     private var index = 0
 
-    init(_ reader: BinaryReader) { bytes = Array(reader.rest) }
+    init(_ reader: BinaryReader) { bytes = reader.rest }
 
     mutating func next() throws -> UInt8 {
         guard index / 4 < bytes.count else { throw CRDTError(.malformedEncoding, "a 2-bit column ends early") }
         defer { index += 1 }
-        return (bytes[index / 4] >> UInt8(2 * (index % 4))) & 3
+        return (bytes[bytes.startIndex + index / 4] >> UInt8(2 * (index % 4))) & 3
     }
 }
 

@@ -7,19 +7,40 @@ extension Notebook {
         case duplicate
         /// Its dependencies are missing; it waits and is applied when they arrive.
         case pending
+        /// Its dependencies are all here, but it refers to something that does not exist (an
+        /// origin, deleted characters): it is kept aside in the quarantine with the reason
+        /// (`quarantinedChanges`), and changes nothing. Its author's later changes wait behind
+        /// it; a different, valid change for the same seqs takes its place.
+        case quarantined(CRDTError)
+        /// Malformed on its own, whatever the state (no operations, seqs outside
+        /// 1 ... `Change.maxSeq`, an insert of no text...), or it refers to something that does
+        /// not exist and the quarantine has no room for it (16 changes per replica, 4,096 in
+        /// all): refused, not kept, nothing changes. (The bundle decoder refuses a malformed
+        /// change before it gets here.)
+        case rejected(CRDTError)
     }
 
     /// Applies a change from any replica. Idempotent, and concurrent changes commute.
     ///
     /// A change whose dependencies have not all been applied waits in the pending set and is
-    /// applied as soon as they are. A malformed change (an unknown origin, an empty operation)
-    /// throws and changes nothing.
+    /// applied as soon as they are. A change that is ready but refers to something that does
+    /// not exist is quarantined (`.quarantined`), a malformed one refused (`.rejected`); either
+    /// way nothing else changes, and changes from every other replica keep flowing.
     ///
     /// - Complexity: O(operations × log *n*) for the change itself.
     @discardableResult
-    public mutating func apply(_ change: Change) throws -> ApplyOutcome {
-        try Notebook.checkShape(change)
+    public mutating func apply(_ change: Change) -> ApplyOutcome {
+        do { try Notebook.checkShape(change) } catch let error as CRDTError {
+            quarantine.refuse()
+            return .rejected(error)
+        } catch {
+            preconditionFailure("checkShape throws CRDTError only")
+        }
         materialize()
+        if let fork = forkPoint(of: change) {
+            quarantine.refuse()
+            return .rejected(CRDTError(.equivocation, "\(change.replica) wrote seq \(fork) twice, differently: this replica has one version and the change holds another (two copies of one replica's database wrote them)"))
+        }
         switch readiness(of: change) {
         case .duplicate:
             return .duplicate
@@ -27,11 +48,12 @@ extension Notebook {
             pending.add(change, waitingFor: replica, through: seq)
             return .pending
         case .ready(let ready):
-            if let note = largeBatchNote(ready) {
-                try applyLargeBatch(ready, on: note)
-            } else {
-                try validate(ready)
-                applyValidated(ready)
+            let admitted = quarantine.admitted
+            if let reason = integrateOrQuarantine(ready) {
+                guard quarantine.admitted > admitted || quarantine.reason(for: ready) != nil else {
+                    return .rejected(CRDTError(reason.code, "\(reason.message) (not kept: the quarantine is full)"))
+                }
+                return .quarantined(reason)
             }
             return .applied(released: drain(from: ready.replica))
         }
@@ -40,19 +62,39 @@ extension Notebook {
     /// Applies changes in the order given (any order works; a causal order avoids waiting).
     ///
     /// - Returns: how many changes were applied (including released pending ones), how many
-    ///   were duplicates, and how many wait for dependencies at the end.
+    ///   were duplicates, how many wait for dependencies at the end, how many entered the
+    ///   quarantine and how many were refused (both including released ones).
     @discardableResult
-    public mutating func apply<S: Sequence<Change>>(contentsOf changes: S) throws -> (applied: Int, duplicates: Int, pending: Int) {
+    public mutating func apply<S: Sequence<Change>>(contentsOf changes: S)
+        -> (applied: Int, duplicates: Int, pending: Int, quarantined: Int, rejected: Int) {
         var applied = 0
         var duplicates = 0
+        let (admitted, refused) = (quarantine.admitted, quarantine.refused)
         for change in changes {
-            switch try apply(change) {
+            switch apply(change) {
             case .applied(let released): applied += 1 + released
             case .duplicate: duplicates += 1
-            case .pending: break
+            case .pending, .quarantined, .rejected: break
             }
         }
-        return (applied, duplicates, pending.count)
+        return (applied, duplicates, pending.count, quarantine.admitted - admitted, quarantine.refused - refused)
+    }
+
+    /// Applies changes this replica stored itself after applying them (its log): every one
+    /// must apply, so one that is quarantined or refused means the storage is damaged.
+    ///
+    /// - Throws: the reason of the first change that does not apply.
+    package mutating func applyStored<S: Sequence<Change>>(contentsOf changes: S) throws {
+        let admitted = quarantine.admitted
+        for change in changes {
+            switch apply(change) {
+            case .quarantined(let reason), .rejected(let reason): throw reason
+            case .applied, .duplicate, .pending: break
+            }
+            if quarantine.admitted != admitted, let last = quarantine.lastAdmitted {
+                throw CRDTError(last.reason.code, "a stored change released another that does not apply: \(last.reason.message)")
+            }
+        }
     }
 
     /// Exactly the operations that a replica at `version` lacks, as changes in a causal order
@@ -102,9 +144,20 @@ extension Notebook {
 
     /// Merges another replica's state into this one: afterwards this replica has applied
     /// everything the other had (its pending changes included).
+    ///
+    /// - Throws: when a change of the other replica does not apply here (it is quarantined or
+    ///   refused here, and the rest is merged): the two replicas disagree on what exists.
     public mutating func merge(_ other: Notebook) throws {
-        try apply(contentsOf: other.changes(since: versionVector))
-        try apply(contentsOf: other.pendingChanges)
+        var failure: CRDTError?
+        let admitted = quarantine.admitted
+        for change in other.changes(since: versionVector) + other.pendingChanges {
+            switch apply(change) {
+            case .quarantined(let reason), .rejected(let reason): failure = failure ?? reason
+            case .applied, .duplicate, .pending: break
+            }
+        }
+        if let failure { throw failure }
+        if quarantine.admitted != admitted, let last = quarantine.lastAdmitted { throw last.reason }
     }
 
     /// This replica's state merged with another's. `a.merging(b)` and `b.merging(a)` have the same
@@ -124,6 +177,36 @@ extension Notebook {
         case ready(Change)
     }
 
+    /// The first seq that `change` and the log both hold from its author, with different
+    /// operations: an equivocation, which must never pass as a duplicate. Nil when they agree
+    /// or do not overlap.
+    ///
+    /// A seq's timestamp is its fingerprint: however changes are split or joined, an operation
+    /// keeps its seq and timestamp, and a change's timestamps are consecutive, so one comparison
+    /// per overlapping stored change suffices. (Operations are not compared: joining may spell
+    /// the same operations differently.) Two copies that wrote one seq in the same millisecond
+    /// with the same clock counter escape the check.
+    ///
+    /// - Complexity: O(log *n* + overlapping stored changes).
+    public func forkPoint(of change: Change) -> UInt64? {
+        let have = versionVector[change.replica]
+        guard change.startSeq <= have, let indexes = historyIndex[change.replica] else { return nil }
+        let last = min(change.endSeq, have)
+        var low = 0
+        var high = indexes.count
+        while low < high {
+            let mid = (low + high) / 2
+            if history[indexes[mid]].endSeq < change.startSeq { low = mid + 1 } else { high = mid }
+        }
+        for index in indexes[low...] {
+            let stored = history[index]
+            guard stored.startSeq <= last else { break }
+            let first = max(stored.startSeq, change.startSeq)
+            if stored.timestamp(ofSeq: first) != change.timestamp(ofSeq: first) { return first }
+        }
+        return nil
+    }
+
     func readiness(of change: Change) -> Readiness {
         let have = versionVector[change.replica]
         if change.endSeq <= have { return .duplicate }
@@ -136,16 +219,25 @@ extension Notebook {
         return .ready(change.suffix(from: have + 1)!)
     }
 
+    /// Checks what can be checked of a change on its own: sequence numbers from 1 to
+    /// `Change.maxSeq` (its own, its dependencies' and every one it refers to), timestamps that do
+    /// not pass 2^64 - 1, and well-formed operations.
     static func checkShape(_ change: Change) throws {
         guard change.startSeq >= 1 else { throw CRDTError(.malformedChange, "a change starts at seq 0") }
         guard !change.operations.isEmpty, change.seqCount > 0 else {
             throw CRDTError(.malformedChange, "a change from \(change.replica) has no operations")
         }
-        guard change.startSeq <= UInt64.max - change.seqCount else {
-            throw CRDTError(.malformedChange, "a change's sequence numbers overflow")
-        }
-        // Each operation's own shape was checked as it was appended to the change.
+        // Each operation's own shape, and the seqs they add up to, were checked as they were appended.
         if let problem = change.shapeProblem { throw CRDTError(.malformedChange, problem) }
+        guard change.startSeq <= Change.maxSeq, change.seqCount <= Change.maxSeq - change.startSeq + 1 else {
+            throw CRDTError(.malformedChange, "a change's sequence numbers (\(change.startSeq) and \(change.seqCount) more) pass 2^53 - 1")
+        }
+        guard change.seqCount - 1 <= UInt64.max - change.timestamp.rawValue else {
+            throw CRDTError(.malformedChange, "a change's timestamps (from \(change.timestamp.rawValue), one per operation) pass 2^64 - 1")
+        }
+        if let entry = change.dependencies.storage.first(where: { $0.seq > Change.maxSeq }) {
+            throw CRDTError(.malformedChange, "a change depends on seq \(entry.seq) of \(entry.replica), past 2^53 - 1")
+        }
     }
 
     /// Checks that every identity the change refers to exists, in the state or earlier in the
@@ -412,29 +504,56 @@ extension Notebook {
         recordLogEntry(of: change)
     }
 
+    /// Integrates a change that is ready (`readiness(of:)`), or puts it in the quarantine when
+    /// it refers to something that does not exist (an equal change already there is not
+    /// validated again).
+    ///
+    /// - Returns: nil when it was applied, else why it is in the quarantine.
+    private mutating func integrateOrQuarantine(_ ready: Change) -> CRDTError? {
+        if let reason = quarantine.reason(for: ready) { return reason }
+        do {
+            if let note = largeBatchNote(ready) {
+                try applyLargeBatch(ready, on: note)
+            } else {
+                try validate(ready)
+                applyValidated(ready)
+            }
+            return nil
+        } catch let error as CRDTError {
+            quarantine.add(ready, reason: error)
+            return error
+        } catch {
+            preconditionFailure("validation throws CRDTError only")
+        }
+    }
+
     /// Applies waiting changes that became ready, starting with those that waited for `replica`.
     ///
     /// Only the changes whose awaited operation is now applied are taken out and looked at again:
     /// a change waits filed under the replica and seq it waits for, so a batch whose changes arrive
     /// ahead of what they depend on releases each one once, rather than re-filing every waiting
-    /// change at every step (quadratic in the batch).
+    /// change at every step (quadratic in the batch). A released change that refers to something
+    /// that does not exist goes to the quarantine. Quarantined changes whose seqs a valid change
+    /// has now taken leave it (the part past what was applied, if any, is tried again).
     private mutating func drain(from replica: ReplicaID) -> Int {
         var released = 0
         var work = [replica]
-        while let next = work.popLast() {
-            for change in pending.take(waitingFor: next, through: versionVector[next]) {
-                switch readiness(of: change) {
-                case .duplicate:
-                    continue
-                case .blocked(let other, let seq):
-                    pending.add(change, waitingFor: other, through: seq)
-                case .ready(let ready):
-                    guard (try? validate(ready)) != nil else { continue }  // malformed: dropped
-                    applyValidated(ready)
-                    released += 1
-                    work.append(ready.replica)
-                }
+        /// Applies `change` if it is ready now, files it again if not.
+        func examine(_ change: Change) {
+            switch readiness(of: change) {
+            case .duplicate:
+                return
+            case .blocked(let other, let seq):
+                pending.add(change, waitingFor: other, through: seq)
+            case .ready(let ready):
+                guard integrateOrQuarantine(ready) == nil else { return }
+                released += 1
+                work.append(ready.replica)
             }
+        }
+        while let next = work.popLast() {
+            for entry in quarantine.take(next, through: versionVector[next]) { examine(entry.change) }
+            for change in pending.take(waitingFor: next, through: versionVector[next]) { examine(change) }
         }
         return released
     }
@@ -442,11 +561,26 @@ extension Notebook {
 
 /// Changes that wait for their dependencies, filed under the replica whose progress they wait
 /// for, in the order of the seq they wait for (equal seqs in arrival order).
+///
+/// Per replica a binary heap: filing a change and taking one out cost O(log *n*) whatever the
+/// order they come in (a sorted array cost O(*n*) for each change filed before the others, and
+/// for each taken from its front: a bundle of 65,535 changes waiting for seqs in decreasing
+/// order took 5 s to file).
 struct PendingChanges: Sendable {
-    private var waiting: [ReplicaID: [(seq: UInt64, change: Change)]] = [:]
+    private var waiting: [ReplicaID: [Waiting]] = [:]
     /// What is waiting, to drop a change that arrives twice in O(1) (a list scan per arrival was
     /// quadratic in the number waiting).
     private var keys: Set<Key> = []
+    /// How many changes have been filed: the arrival order of equal seqs.
+    private var filed: UInt64 = 0
+
+    struct Waiting: Sendable {
+        var seq: UInt64
+        var arrival: UInt64
+        var change: Change
+
+        func precedes(_ other: Waiting) -> Bool { (seq, arrival) < (other.seq, other.arrival) }
+    }
 
     struct Key: Hashable, Sendable {
         var replica: ReplicaID
@@ -471,33 +605,68 @@ struct PendingChanges: Sendable {
 
     /// Files `change` until `replica`'s operations through `seq` are applied (a change already
     /// waiting is not filed twice).
+    ///
+    /// - Complexity: O(log *n*).
     mutating func add(_ change: Change, waitingFor replica: ReplicaID, through seq: UInt64) {
         guard keys.insert(Key(change)).inserted else { return }
-        waiting[replica, default: []].insertSorted((seq, change))
+        filed += 1
+        let entry = Waiting(seq: seq, arrival: filed, change: change)
+        if let index = waiting.index(forKey: replica) {
+            // In place (a copy of the heap would make pushing onto it copy it again).
+            PendingChanges.push(entry, onto: &waiting.values[index])
+        } else {
+            waiting[replica] = [entry]
+        }
     }
 
-    /// Takes out the changes waiting for `replica` whose awaited seq is at most `applied`.
+    /// Takes out the changes waiting for `replica` whose awaited seq is at most `applied`, in the
+    /// order of the seqs they wait for.
+    ///
+    /// - Complexity: O(*k* log *n*) for *k* changes taken.
     mutating func take(waitingFor replica: ReplicaID, through applied: UInt64) -> [Change] {
-        guard let index = waiting.index(forKey: replica) else { return [] }
-        // In place (a copy of the list would make removing from it copy it again). The list is in
-        // seq order: the ready ones are a prefix.
-        let taken: [Change] = PendingChanges.takePrefix(&waiting.values[index], through: applied)
-        if taken.isEmpty { return [] }
+        guard let index = waiting.index(forKey: replica), waiting.values[index][0].seq <= applied else { return [] }
+        var taken: [Change] = []
+        while let first = waiting.values[index].first, first.seq <= applied {
+            taken.append(PendingChanges.popFirst(&waiting.values[index]).change)
+        }
         if waiting.values[index].isEmpty { waiting.remove(at: index) }
         for change in taken { keys.remove(Key(change)) }
         return taken
     }
 
-    private static func takePrefix(_ list: inout [(seq: UInt64, change: Change)], through applied: UInt64) -> [Change] {
-        var end = 0
-        while end < list.count, list[end].seq <= applied { end += 1 }
-        guard end > 0 else { return [] }
-        let taken = list[..<end].map(\.change)
-        list.removeFirst(end)
-        return taken
+    /// Every waiting change, by replica, then as `take` would hand them out.
+    var all: [Change] {
+        waiting.keys.sorted().flatMap { waiting[$0]!.sorted { $0.precedes($1) }.map(\.change) }
     }
 
-    var all: [Change] { waiting.keys.sorted().flatMap { waiting[$0]!.map(\.change) } }
+    /// Adds `entry` to a binary min-heap.
+    private static func push(_ entry: Waiting, onto heap: inout [Waiting]) {
+        heap.append(entry)
+        var child = heap.count - 1
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard heap[child].precedes(heap[parent]) else { break }
+            heap.swapAt(child, parent)
+            child = parent
+        }
+    }
+
+    /// Removes and returns the least entry of a non-empty binary min-heap.
+    private static func popFirst(_ heap: inout [Waiting]) -> Waiting {
+        heap.swapAt(0, heap.count - 1)
+        let first = heap.removeLast()
+        var parent = 0
+        while true {
+            let left = 2 * parent + 1
+            guard left < heap.count else { break }
+            var least = left
+            if left + 1 < heap.count, heap[left + 1].precedes(heap[left]) { least = left + 1 }
+            guard heap[least].precedes(heap[parent]) else { break }
+            heap.swapAt(least, parent)
+            parent = least
+        }
+        return first
+    }
 }
 
 /// What `Notebook.validate(_:)` remembers while it walks a change: the inserts made earlier in the
@@ -508,8 +677,11 @@ struct ReferenceChecker {
     let startSeq: UInt64
     /// The notes of the replica, as they are before the change.
     let notes: [NoteID: NoteRecord]
-    /// Per note (a change touches a few: searched linearly), its inserts in increasing seq order.
+    /// Per note, its inserts in increasing seq order.
     var ownInserts: [(note: NoteID, inserts: [(start: UInt64, count: UInt64)])] = []
+    /// Where each note is in `ownInserts`: searched linearly for the few a change usually
+    /// touches, hashed past that (a change typing into 65,536 notes searched them all at each).
+    var noteSlots = FirstUseIndex<NoteID>()
     /// The insert found last (note index, insert index): deletes walk through text just typed.
     var lastHit: (note: Int, insert: Int)?
     /// The text of the note looked at last, when a reference was not to this change.
@@ -529,9 +701,10 @@ struct ReferenceChecker {
 
     mutating func inserted(_ note: NoteID, start: UInt64, count: UInt64) {
         lastInsert = (note, start ..< start + count)
-        if let i = ownInserts.firstIndex(where: { $0.note == note }) {
+        if let i = noteSlots.index(of: note) {
             ownInserts[i].inserts.append((start, count))
         } else {
+            noteSlots.add(note)
             ownInserts.append((note, [(start, count)]))
         }
     }
@@ -548,7 +721,7 @@ struct ReferenceChecker {
                 }
             }
         }
-        guard let n = ownInserts.firstIndex(where: { $0.note == note }) else { return nil }
+        guard let n = noteSlots.index(of: note) else { return nil }
         let found: Int? = ownInserts[n].inserts.withUnsafeBufferPointer { inserts in
             var low = 0
             var high = inserts.count
@@ -590,23 +763,5 @@ struct ReferenceChecker {
             at = runEnd
         }
         return true
-    }
-}
-
-extension Array where Element == (seq: UInt64, change: Change) {
-    /// Inserts after every element with a seq at most `element.seq` (at the end, usually: changes
-    /// mostly arrive in order).
-    mutating func insertSorted(_ element: Element) {
-        guard let last, last.seq > element.seq else {
-            append(element)
-            return
-        }
-        var low = 0
-        var high = count
-        while low < high {
-            let middle = (low + high) / 2
-            if self[middle].seq <= element.seq { low = middle + 1 } else { high = middle }
-        }
-        insert(element, at: low)
     }
 }

@@ -147,6 +147,7 @@ extension NoteRecord {
     /// Adds a conflict point, keeping only the maximal ones (a resolve that covers a point covers
     /// every point it dominates, so the others change nothing).
     mutating func addConflict(_ point: ConflictPoint) {
+        if conflicts.count >= Notebook.maxConflictPoints { return }
         if conflicts.contains(where: { point.isDominated(by: $0) }) { return }
         conflicts.removeAll { $0.isDominated(by: point) }
         conflicts.append(point)
@@ -225,6 +226,9 @@ struct ConcurrentOperations: Sendable {
         if !lastEdits.isEmpty { lastEdits.removeAll(keepingCapacity: true) }
     }
 
+    /// How many operations were gathered.
+    var gathered: Int { inserts.count + deletes.count + writes.count + stateDeletes.count }
+
     mutating func edited(_ id: OpID) {
         if let i = lastEdits.firstIndex(where: { $0.replica == id.replica }) {
             if id.seq > lastEdits[i].seq { lastEdits[i] = id }
@@ -293,10 +297,15 @@ extension Notebook {
             concurrentOperations(on: note, touched: touched, listed: listed, with: change, wanted: wanted, into: &concurrent)
             var points: [ConflictPoint] = []
             var seq = change.startSeq
+            // Bounded work for a hostile batch (thousands of authors on one note): see `maxConflictPoints`.
+            let cost = max(1, concurrent.gathered)
+            var budget = Notebook.maxConflictComparisons
             change.operations.withUnsafeBufferPointer { ops in
                 for k in ops.indices {
                     defer { seq += ops[k].seqCount }
                     guard ops[k].note == note else { continue }
+                    guard budget > 0, points.count < Notebook.maxConflictPoints else { break }
+                    budget -= cost
                     Notebook.conflicts(of: ops[k], at: seq, by: change.replica, with: concurrent, into: &points)
                 }
             }
@@ -332,13 +341,25 @@ extension Notebook {
 
     /// The place in `replica`'s log of its first operation that ends at or after `from`, for
     /// changes of `author` (walking on from the last place found, or searching the log).
+    /// The conflict check's bounds, which only a hostile or enormous batch reaches (thousands of
+    /// authors editing one note concurrently): at most this many conflict points per note, this
+    /// many concurrent operations gathered per change and note, and this many comparisons of the
+    /// change's operations with them. The note is marked all the same; past a bound, which points
+    /// it lists may depend on the order changes arrived in. Without them, such a bundle took
+    /// minutes (Docs/Architecture.md, "Merges a person can see").
+    static let maxConflictPoints = 256
+    static let maxConcurrentGathered = 4096
+    static let maxConflictComparisons = 1 << 20
+
+    /// At most this many kept cursors (pairs of log replica and author); past it they are dropped.
+    static let maxLogCursors = 4096
+
     private mutating func logCursor(_ replica: ReplicaID, from: UInt64, for author: ReplicaID) -> LogCursor? {
         guard let indexes = historyIndex[replica] else { return nil }
         let key = LogCursor.Key(log: replica, author: author)
         var cursor: LogCursor
-        let slot = logCursors.firstIndex { $0.key == key }
-        if let slot, logCursors[slot].cursor.seq <= from {
-            cursor = logCursors[slot].cursor
+        if let kept = logCursors[key], kept.seq <= from {
+            cursor = kept
         } else {
             // The first change of that replica that ends at or after `from`.
             var low = 0
@@ -370,7 +391,8 @@ extension Notebook {
             if cursor.entry < indexes.count { cursor.seq = history[indexes[cursor.entry]].startSeq }
         }
         guard found else { return nil }
-        if let slot { logCursors[slot].cursor = cursor } else { logCursors.append((key, cursor)) }
+        if logCursors.count >= Notebook.maxLogCursors, logCursors[key] == nil { logCursors.removeAll(keepingCapacity: true) }
+        logCursors[key] = cursor
         return cursor
     }
 
@@ -380,6 +402,7 @@ extension Notebook {
                                                with change: Change, wanted: ConcurrentOperations.Wanted,
                                                into result: inout ConcurrentOperations) {
         for entry in touched.storage where entry.replica != change.replica {
+            if result.gathered >= Notebook.maxConcurrentGathered { return }
             let from = change.dependencies[entry.replica] + 1
             guard entry.seq >= from, let start = logCursor(entry.replica, from: from, for: change.replica),
                   let indexes = historyIndex[entry.replica],
@@ -392,6 +415,7 @@ extension Notebook {
                 if Int(listed[mid]) < start.entry { low = mid + 1 } else { high = mid }
             }
             for listedEntry in listed[low...] {
+                if result.gathered >= Notebook.maxConcurrentGathered { return }
                 let position = indexes[Int(listedEntry)]
                 if history[position].startSeq > entry.seq { break }
                 let replica = history[position].replica

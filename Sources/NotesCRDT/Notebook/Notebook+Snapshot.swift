@@ -108,8 +108,8 @@ extension Notebook {
             let history = try ChangeCodec.decode(from: &reader)
             let waiting = try ChangeCodec.decode(from: &reader)
             guard reader.isAtEnd else { throw CRDTError(.malformedEncoding, "\(reader.remaining) unexpected bytes after the snapshot") }
-            try apply(contentsOf: history)
-            try apply(contentsOf: waiting)
+            try applyStored(contentsOf: history)
+            apply(contentsOf: waiting)
             clock.witnessLocal(last)
             return
         }
@@ -154,8 +154,8 @@ extension Notebook {
             clock.witnessLocal(last)
             deferred = DeferredLog(history: historyBytes, pending: pendingBytes, historyCount: historyCount, pendingCount: pendingCount)
         } else {
-            try apply(contentsOf: ChangeCodec.decode(historyBytes))
-            try apply(contentsOf: ChangeCodec.decode(pendingBytes))
+            try applyStored(contentsOf: ChangeCodec.decode(historyBytes))
+            apply(contentsOf: try ChangeCodec.decode(pendingBytes))
             clock.witnessLocal(last)
             guard versionVector == vector else {
                 throw CRDTError(.malformedEncoding, "the snapshot's log does not match its version vector")
@@ -172,8 +172,8 @@ extension Notebook {
         guard let log = deferred else { return }
         var fresh = Notebook(replicaID: replicaID, wallClock: wallClock, maxForwardDrift: clock.maxForwardDrift)
         do {
-            try fresh.apply(contentsOf: ChangeCodec.decode(log.history))
-            try fresh.apply(contentsOf: ChangeCodec.decode(log.pending))
+            try fresh.applyStored(contentsOf: ChangeCodec.decode(log.history))
+            fresh.apply(contentsOf: try ChangeCodec.decode(log.pending))
         } catch {
             // The bytes passed their checksum when the replica was opened: this is a bug, not damage.
             preconditionFailure("the log of a snapshot that passed its checksum does not replay: \(error)")

@@ -24,6 +24,8 @@ public struct Notebook: Sendable {
     /// For each replica, the indexes into `history` of its changes, by increasing seq.
     var historyIndex: [ReplicaID: [Int]] = [:]
     var pending = PendingChanges()
+    /// Changes that were ready but refer to something that does not exist (see `quarantinedChanges`).
+    var quarantine = Quarantine()
     /// The dependencies of the next local change (the version vector without this replica's own
     /// entry), kept between local edits so that each keystroke does not copy the vector. Cleared
     /// when a change from another replica is applied.
@@ -33,9 +35,10 @@ public struct Notebook: Sendable {
     /// (bodies as text only), and `history` and `pending` are empty until `materialize()`.
     var deferred: DeferredLog?
     /// Where the conflict check last started reading a replica's log for changes from another
-    /// (see `LogCursor`): a cache, rebuilt from nothing whenever it is missing. A list: there is
-    /// one per pair of replicas that edit concurrently, a handful.
-    var logCursors: [(key: LogCursor.Key, cursor: LogCursor)] = []
+    /// (see `LogCursor`): a cache, found again by binary search whenever it is missing. One per
+    /// pair of replicas that edit concurrently, a handful; bounded (`maxLogCursors`), as a bundle
+    /// from thousands of authors would keep one per pair of them (a list of them took minutes).
+    var logCursors: [LogCursor.Key: LogCursor] = [:]
     /// The conflict check's working lists, kept to be reused (see `recordConflicts(of:)`).
     var conflictScratch = ConcurrentOperations()
     /// The note whose `logEntries` `recordLogEntry(of:)` last added a log entry to (a cache).

@@ -1,0 +1,162 @@
+import Dispatch
+import NotesCRDT
+import NotesStore
+import NotesSync
+
+/// What one case came to.
+public enum FuzzOutcome: Sendable, Hashable {
+    /// `SyncBundle.decode` refused it, with this error code and message.
+    case rejected(code: String, message: String)
+    /// It decoded, and was applied to a notebook and a store with these results.
+    case accepted(changes: Int, applied: Int, quarantined: Int)
+}
+
+/// A case that broke a promise: an error of the wrong type, a store that threw, a digest that
+/// cannot be computed or differs, a round trip that does not give the same changes back.
+public struct FuzzFailure: Error, Sendable, CustomStringConvertible {
+    public var caseSeed: UInt64
+    public var message: String
+    public var description: String { "case seed \(caseSeed): \(message)" }
+}
+
+/// Runs cases: each a `HostileBundles` bundle through `SyncBundle.decode`, then (when it decodes)
+/// `Notebook.apply` and `NoteStore.apply` on a real in-memory store, checking what must hold of
+/// each: an error that is a `SyncError` with a message; for what decodes, a round trip to the
+/// same changes, a store that does not throw, and a store whose digest and quarantine are those
+/// of a notebook that applied the same changes (it follows the store from case to case).
+public struct FuzzDriver {
+    let generator = HostileBundles()
+    var store: NoteStore?
+    /// Applies what the store applies, in the same order: the store must agree with it.
+    var shadow = FuzzDriver.freshNotebook()
+    var casesOnStore = 0
+    /// A store takes this many cases before it is replaced (its state grows with what it accepts).
+    public var casesPerStore = 100
+
+    public init() {}
+
+    static let clock = FixedWallClock(1_700_000_000_000)
+
+    static func freshNotebook() -> Notebook { Notebook(replicaID: ReplicaID(Identifier128(high: 0xD0D0, low: 1)), wallClock: clock) }
+
+    /// The seed of case `index` of a run seeded `seed`.
+    public static func caseSeed(_ seed: UInt64, _ index: UInt64) -> UInt64 {
+        var z = seed &+ index &* 0x9E37_79B9_7F4A_7C15
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+
+    /// The bytes of case `caseSeed`.
+    public func bytes(caseSeed: UInt64) -> [UInt8] { generator.bundle(seed: caseSeed).bytes() }
+
+    /// Runs one case.
+    public mutating func run(caseSeed: UInt64) throws -> FuzzOutcome {
+        let bytes = self.bytes(caseSeed: caseSeed)
+        func fail(_ message: String) -> FuzzFailure { FuzzFailure(caseSeed: caseSeed, message: message) }
+        let bundle: SyncBundle
+        do {
+            bundle = try SyncBundle.decode(bytes)
+        } catch let error as SyncError {
+            guard !error.message.isEmpty else { throw fail("an error with no message") }
+            return .rejected(code: error.code.description, message: error.message)
+        } catch {
+            throw fail("decode threw \(type(of: error)): \(error)")
+        }
+        // What was accepted encodes and decodes back to the same changes.
+        guard let decoded = try? SyncBundle.decode(bundle.encoded()), decoded == bundle else {
+            throw fail("the accepted bundle does not round-trip")
+        }
+        do {
+            if store == nil || casesOnStore >= casesPerStore {
+                store = try NoteStore.openInMemory(replicaID: shadow.replicaID, options: StoreOptions(wallClock: FuzzDriver.clock))
+                shadow = FuzzDriver.freshNotebook()
+                casesOnStore = 0
+            }
+            casesOnStore += 1
+            let result = shadow.apply(contentsOf: bundle.changes)
+            for id in shadow.noteIDs {
+                if let problem = shadow.body(of: id)?.invariantViolation() { throw fail("note \(id): \(problem)") }
+            }
+            // From elsewhere: whatever they hold, the store must not throw.
+            let report = try store!.apply(bundle.changes)
+            if bundle.sender != store!.replicaID {
+                try store!.recordPeer(bundle.sender, versionVector: bundle.senderVersion, seenAt: 1_700_000_000_000)
+            }
+            guard try store!.digest() == shadow.digest() else { throw fail("the store's digest differs from the notebook's") }
+            guard report.quarantined == result.quarantined, report.rejected == result.rejected,
+                  try store!.quarantinedChanges().count == shadow.quarantinedCount else {
+                throw fail("the store quarantined \(report.quarantined) (\(try store!.quarantinedChanges().count) in all), the notebook \(result.quarantined) (\(shadow.quarantinedCount))")
+            }
+            if casesOnStore % 25 == 0 { _ = try store!.status() }
+            return .accepted(changes: bundle.changes.count, applied: result.applied, quarantined: result.quarantined)
+        } catch let failure as FuzzFailure {
+            throw failure
+        } catch {
+            throw fail("the store threw: \(error)")
+        }
+    }
+}
+
+/// Counts of a run of cases.
+public struct FuzzTally: Sendable, Hashable {
+    public var cases = 0
+    public var accepted = 0
+    public var rejected: [String: Int] = [:]
+    public var quarantined = 0
+    public var failures: [String] = []
+    /// The slowest case, in milliseconds, and its seed.
+    public var slowestMilliseconds = 0.0
+    public var slowestSeed: UInt64 = 0
+
+    public init() {}
+
+    public var rejectedTotal: Int { rejected.values.reduce(0, +) }
+
+    public mutating func add(_ outcome: FuzzOutcome, milliseconds: Double, seed: UInt64) {
+        cases += 1
+        switch outcome {
+        case .rejected(let code, _): rejected[code, default: 0] += 1
+        case .accepted(_, _, let q):
+            accepted += 1
+            if q > 0 { quarantined += 1 }
+        }
+        if milliseconds > slowestMilliseconds {
+            slowestMilliseconds = milliseconds
+            slowestSeed = seed
+        }
+    }
+
+    /// Runs one case with `driver` and counts what it came to.
+    public mutating func run(caseSeed: UInt64, with driver: inout FuzzDriver) {
+        let start = DispatchTime.now().uptimeNanoseconds
+        do {
+            let outcome = try driver.run(caseSeed: caseSeed)
+            add(outcome, milliseconds: Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6, seed: caseSeed)
+        } catch {
+            cases += 1
+            failures.append("\(error)")
+        }
+    }
+
+    /// Runs cases `range` of a run seeded `seed` in this process.
+    public static func run(seed: UInt64, cases range: Range<UInt64>) -> FuzzTally {
+        var driver = FuzzDriver()
+        var tally = FuzzTally()
+        for index in range { tally.run(caseSeed: FuzzDriver.caseSeed(seed, index), with: &driver) }
+        return tally
+    }
+
+    /// `run(seed:cases:)`, giving the thread up to other tasks every few cases (a test runs on
+    /// Swift's shared pool of as many threads as cores: holding one for half a minute starved
+    /// tests that wait on a server with a deadline).
+    public static func runYielding(seed: UInt64, cases range: Range<UInt64>) async -> FuzzTally {
+        var driver = FuzzDriver()
+        var tally = FuzzTally()
+        for index in range {
+            tally.run(caseSeed: FuzzDriver.caseSeed(seed, index), with: &driver)
+            if index % 16 == 0 { await Task.yield() }
+        }
+        return tally
+    }
+}

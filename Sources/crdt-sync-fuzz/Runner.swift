@@ -1,0 +1,172 @@
+import BundleFuzz
+import Foundation
+
+/// The parent of a fuzz run: hands out ranges of cases to worker processes, reads what each
+/// says of every case, and survives the ones that crash or hang.
+final class Runner: @unchecked Sendable {
+    let command: FuzzCommand
+    let lock = NSLock()
+    var nextCase: UInt64 = 0
+    var done: UInt64 = 0
+    var accepted: UInt64 = 0
+    var acceptedWithQuarantine: UInt64 = 0
+    var rejected: [String: UInt64] = [:]
+    var crashes: [(index: UInt64, seed: UInt64, how: String)] = []
+    var hangs: [(index: UInt64, seed: UInt64)] = []
+    var failures: [String] = []
+    var slowest: (milliseconds: Double, seed: UInt64) = (0, 0)
+    var peakWorkerKilobytes = 0
+
+    init(command: FuzzCommand) { self.command = command }
+
+    /// The next range of cases to run, or nil when all are handed out.
+    func take() -> Range<UInt64>? {
+        lock.lock(); defer { lock.unlock() }
+        guard nextCase < command.cases else { return nil }
+        let end = nextCase + min(command.chunk, command.cases - nextCase)
+        defer { nextCase = end }
+        return nextCase ..< end
+    }
+
+    func run() throws {
+        let workers = command.workers ?? ProcessInfo.processInfo.activeProcessorCount
+        let started = Date()
+        FileHandle.standardError.write(Data("crdt-sync-fuzz: \(command.cases) cases from seed \(command.seed), \(workers) workers, \(command.timeout) s per case\n".utf8))
+        let group = DispatchGroup()
+        for _ in 0 ..< workers {
+            group.enter()
+            Thread.detachNewThread { [self] in
+                while let range = take() { runRange(range) }
+                group.leave()
+            }
+        }
+        while group.wait(timeout: .now() + 15) == .timedOut {
+            lock.lock()
+            let line = "  \(done) of \(command.cases) cases, \(crashes.count) crashes, \(hangs.count) hangs, \(failures.count) failures, \(Int(Date().timeIntervalSince(started))) s\n"
+            lock.unlock()
+            FileHandle.standardError.write(Data(line.utf8))
+        }
+        printSummary(seconds: Date().timeIntervalSince(started))
+        if !crashes.isEmpty || !hangs.isEmpty || !failures.isEmpty { throw ExitCodeError() }
+    }
+
+    struct ExitCodeError: Error, CustomStringConvertible {
+        var description: String { "crashes, hangs or failures (above)" }
+    }
+
+    /// Runs `range` in workers until every case in it is accounted for: a worker that dies or
+    /// hangs is replaced by one that starts after the case it was on.
+    func runRange(_ range: Range<UInt64>) {
+        var start = range.lowerBound
+        while start < range.upperBound {
+            start = runWorker(start ..< range.upperBound)
+        }
+    }
+
+    /// One worker process on `range`; returns where the next one must start.
+    func runWorker(_ range: Range<UInt64>) -> UInt64 {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0].hasPrefix("/")
+            ? CommandLine.arguments[0] : FileManager.default.currentDirectoryPath + "/" + CommandLine.arguments[0])
+        if let resolved = Bundle.main.executableURL { process.executableURL = resolved }
+        process.arguments = ["--worker", "--seed", "\(command.seed)", "--from", "\(range.lowerBound)", "--to", "\(range.upperBound)"]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = FileHandle.nullDevice
+        do {
+            try process.run()
+        } catch {
+            FileHandle.standardError.write(Data("crdt-sync-fuzz: cannot start a worker: \(error)\n".utf8))
+            exit(2)
+        }
+        let fd = pipe.fileHandleForReading.fileDescriptor
+        var buffer: [UInt8] = []
+        var current: UInt64?  // the case started and not finished
+        var next = range.lowerBound
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        let timeoutMilliseconds = Int32(min(command.timeout * 1000, Double(Int32.max)))
+        while true {
+            var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&poller, 1, timeoutMilliseconds)
+            if ready == 0 {
+                // No word from the worker within the timeout: the case it is on hangs.
+                kill(process.processIdentifier, SIGKILL)
+                process.waitUntilExit()
+                let index = current ?? next
+                record { $0.hangs.append((index, FuzzDriver.caseSeed(self.command.seed, index))); $0.done += 1 }
+                return index + 1
+            }
+            if ready < 0 { if errno == EINTR { continue } else { break } }
+            let count = read(fd, &chunk, chunk.count)
+            if count <= 0 { break }
+            buffer.append(contentsOf: chunk[0 ..< count])
+            while let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
+                let line = String(decoding: buffer[0 ..< newline], as: UTF8.self)
+                buffer.removeSubrange(0 ... newline)
+                let fields = line.split(separator: " ", maxSplits: 2).map(String.init)
+                guard let tag = fields.first else { continue }
+                if tag == "M" {
+                    let kilobytes = Int(fields.count > 1 ? fields[1] : "0") ?? 0
+                    record { $0.peakWorkerKilobytes = max($0.peakWorkerKilobytes, kilobytes) }
+                    continue
+                }
+                guard fields.count >= 2, let index = UInt64(fields[1]) else { continue }
+                if tag == "S" {
+                    current = index
+                    continue
+                }
+                current = nil
+                next = index + 1
+                let rest = fields.count > 2 ? fields[2] : ""
+                let milliseconds = Double(rest.split(separator: " ").last ?? "0") ?? 0
+                let caseSeed = FuzzDriver.caseSeed(command.seed, index)
+                record { runner in
+                    runner.done += 1
+                    switch tag {
+                    case "A":
+                        runner.accepted += 1
+                        if rest.split(separator: " ").first.map({ $0 != "0" }) == true { runner.acceptedWithQuarantine += 1 }
+                    case "R":
+                        runner.rejected[String(rest.split(separator: " ").first ?? "?"), default: 0] += 1
+                    default:
+                        runner.failures.append("case \(index): \(rest)")
+                    }
+                    if milliseconds > runner.slowest.milliseconds { runner.slowest = (milliseconds, caseSeed) }
+                }
+            }
+        }
+        process.waitUntilExit()
+        if let index = current {
+            // The worker died inside a case.
+            let how = process.terminationReason == .uncaughtSignal ? "signal \(process.terminationStatus)" : "exit \(process.terminationStatus)"
+            record { $0.crashes.append((index, FuzzDriver.caseSeed(self.command.seed, index), how)); $0.done += 1 }
+            return index + 1
+        }
+        if next < range.upperBound {
+            // It ended between cases without finishing: count the next one as the crash.
+            record { $0.crashes.append((next, FuzzDriver.caseSeed(self.command.seed, next), "ended early")); $0.done += 1 }
+            return next + 1
+        }
+        return range.upperBound
+    }
+
+    func record(_ body: (Runner) -> Void) {
+        lock.lock(); defer { lock.unlock() }
+        body(self)
+    }
+
+    func printSummary(seconds: Double) {
+        let rejectedTotal = rejected.values.reduce(0, +)
+        var out = "crdt-sync-fuzz: \(done) cases from seed \(command.seed) in \(String(format: "%.0f", seconds)) s (\(String(format: "%.0f", Double(done) / max(seconds, 0.001))) cases/s)\n"
+        out += "  crashes:  \(crashes.count)\n"
+        out += "  hangs:    \(hangs.count) (over \(command.timeout) s)\n"
+        out += "  failures: \(failures.count) (a store that threw, digests that differ, no round trip)\n"
+        out += "  rejected: \(rejectedTotal) (" + rejected.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ") + ")\n"
+        out += "  accepted: \(accepted) (\(acceptedWithQuarantine) of them with a quarantined change)\n"
+        out += "  slowest case: \(String(format: "%.1f", slowest.milliseconds)) ms (seed \(slowest.seed)); peak RSS of a worker: \(peakWorkerKilobytes / 1024) MiB\n"
+        for crash in crashes.prefix(20) { out += "  crash: case \(crash.index), \(crash.how): replay with --case \(crash.seed)\n" }
+        for hang in hangs.prefix(20) { out += "  hang: case \(hang.index): replay with --case \(hang.seed)\n" }
+        for failure in failures.prefix(20) { out += "  failure: \(failure)\n" }
+        print(out, terminator: "")
+    }
+}
