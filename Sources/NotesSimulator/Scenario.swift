@@ -145,6 +145,10 @@ public struct Scenario: Codable, Sendable, Hashable {
         /// Random reinstalls in the middle of a sync (after some of its writes or requests: an
         /// upload half done when the device is wiped).
         public var reinstallsDuringSync: Int = 0
+        /// Random copies: a device's database is replaced by a copy of another device's (a second
+        /// laptop set up by copying the file, a backup from another machine). The copy must take
+        /// a fresh replica id before it writes.
+        public var copies: Int = 0
         /// Devices that stop for good at a time: they never sync again, and every file they wrote
         /// in a shared folder is then damaged everywhere (bit rot in the cloud copy). Whoever holds
         /// their changes must pass them on.
@@ -406,7 +410,7 @@ extension Scenario.Partition {
 
 extension Scenario.Faults {
     enum CodingKeys: String, CodingKey {
-        case crashes, reinstalls, reinstallAt, crashAt, reinstallsDuringSync, deaths, forgeries, intrusions
+        case crashes, reinstalls, reinstallAt, crashAt, reinstallsDuringSync, copies, deaths, forgeries, intrusions
         case randomPartitions, maxPartitionSeconds, oneWay
     }
     public init(from decoder: any Decoder) throws {
@@ -417,6 +421,7 @@ extension Scenario.Faults {
         reinstallAt = try c.decodeIfPresent([Scenario.DeviceTime].self, forKey: .reinstallAt) ?? reinstallAt
         crashAt = try c.decodeIfPresent([Scenario.DeviceTime].self, forKey: .crashAt) ?? crashAt
         reinstallsDuringSync = try c.decodeIfPresent(Int.self, forKey: .reinstallsDuringSync) ?? reinstallsDuringSync
+        copies = try c.decodeIfPresent(Int.self, forKey: .copies) ?? copies
         deaths = try c.decodeIfPresent([Scenario.DeviceTime].self, forKey: .deaths) ?? deaths
         forgeries = try c.decodeIfPresent(Int.self, forKey: .forgeries) ?? forgeries
         intrusions = try c.decodeIfPresent(Int.self, forKey: .intrusions) ?? intrusions

@@ -45,7 +45,7 @@ public struct SimRandom: RandomNumberGenerator, Sendable {
 /// carries the random payload it needs and does not depend on the events before it being there.
 public struct SimEvent: Codable, Hashable, Sendable {
     public enum Kind: String, Codable, Sendable {
-        case edit, sync, partition, heal, crash, crashDuringSync, reinstall, reinstallDuringSync, clockJump, death, forgery, intrusion
+        case edit, sync, partition, heal, crash, crashDuringSync, reinstall, reinstallDuringSync, clockJump, death, forgery, intrusion, copy
     }
 
     /// Milliseconds since the start of the run.
@@ -192,6 +192,9 @@ public enum ScheduleGenerator {
             let device = rng.below(devices)
             let hubs = hubIndexes(of: device, in: scenario)
             events.append(SimEvent(time: at(), kind: .reinstallDuringSync, device: device, hub: hubs[rng.below(hubs.count)], payload: rng.next()))
+        }
+        for _ in 0 ..< scenario.faults.copies {
+            events.append(SimEvent(time: at(), kind: .copy, device: rng.below(devices), payload: rng.next()))
         }
         for item in scenario.faults.deaths {
             events.append(SimEvent(time: UInt64(max(0, item.atSeconds) * 1000), kind: .death, device: item.device, payload: rng.next()))

@@ -84,6 +84,8 @@ public struct RunStats: Codable, Sendable, Hashable {
     public var skippedFiles = 0
     public var crashes = 0
     public var reinstalls = 0
+    /// Devices whose database was replaced by a copy of another's.
+    public var copies = 0
     public var clockJumps = 0
     public var partitions = 0
     public var forgottenOperations = 0
@@ -274,6 +276,9 @@ public final class Simulation: @unchecked Sendable {
             crash(d)
         case .reinstall:
             await reinstall(d)
+        case .copy:
+            let others = devices.indices.filter { $0 != d }
+            if !others.isEmpty { await copyReplica(d, from: others[Int(event.payload % UInt64(others.count))]) }
         case .reinstallDuringSync:
             if let hub = hubs(of: d, event.hub).first { await sync(d, hub: hub, crash: true) }
             await reinstall(d)
@@ -719,9 +724,36 @@ public final class Simulation: @unchecked Sendable {
     /// id, and an empty copy of each shared folder. Its edits that never left it are gone; the
     /// reference forgets exactly those.
     func reinstall(_ d: Int) async {
+        stats.reinstalls += 1
+        await replaceStore(of: d) { device in
+            let id = ReplicaID.random(using: &eventRandom)
+            device.database = try InMemoryDatabase()
+            return try NoteStore.open(device.database, options: storeOptions(d), replicaID: id)
+        }
+        trace.add(elapsed, d, .reinstall, Int64(stats.forgottenOperations))
+    }
+
+    /// The device's database is replaced by a copy of another device's (the most natural way to
+    /// set up a second laptop, or a backup restored from another machine): what the device had
+    /// made and never passed on is gone, and the copy must move to a fresh replica identity
+    /// before it writes, or two devices hand out the same seqs.
+    func copyReplica(_ d: Int, from source: Int) async {
+        stats.copies += 1
+        let before = devices[source].replicaID
+        await replaceStore(of: d) { device in
+            device.database = try InMemoryDatabase(copying: devices[source].database, label: "device \(d) copy \(device.incarnation)")
+            let store = try NoteStore.open(device.database, options: storeOptions(d))
+            if store.replicaID == before { violation("device \(d): a copy of device \(source)'s database kept its replica id \(before)") }
+            return store
+        }
+        trace.add(elapsed, d, .copy, Int64(source))
+    }
+
+    /// Forgets what the device made that never left it, then puts the store `open` makes in
+    /// place of its own (its folder views and transports start over).
+    private func replaceStore(of d: Int, _ open: (SimDevice) throws -> NoteStore) async {
         let device = devices[d]
         let old = device.replicaID
-        stats.reinstalls += 1
         var kept: [ClosedRange<UInt64>] = []
         do {
             for other in devices where other.index != d {
@@ -743,10 +775,8 @@ public final class Simulation: @unchecked Sendable {
             reference.forget(replica: old, keeping: kept)
             stats.forgottenOperations += reference.forgottenOperations - forgottenBefore
             device.incarnation += 1
-            let id = ReplicaID.random(using: &eventRandom)
             try? device.store.close()
-            device.database = try InMemoryDatabase()
-            device.store = try NoteStore.open(device.database, options: storeOptions(d), replicaID: id)
+            device.store = try open(device)
             device.transports = [:]
             let clockState = clocks
             for folder in folders.values where folder.fileSystems[d] != nil {
@@ -757,9 +787,8 @@ public final class Simulation: @unchecked Sendable {
             device.notes = nil
             noteStateChange()
         } catch {
-            violation("device \(d): reinstall failed: \(error)")
+            violation("device \(d): replacing its database failed: \(error)")
         }
-        trace.add(elapsed, d, .reinstall, Int64(stats.forgottenOperations))
     }
 
     /// The device stops for good: it never syncs again, what it kept for a folder while cut off

@@ -7,7 +7,7 @@ import NotesSync
 public struct Trace: Sendable {
     public enum Kind: UInt8, Sendable, CaseIterable {
         case edit = 1, editSkipped, sync, syncFailed, relayStored, partition, heal, crash, reinstall, clockJump
-        case healAll, violation, digest, death, forgery, intrusion
+        case healAll, violation, digest, death, forgery, intrusion, copy
     }
 
     public struct Entry: Sendable, Hashable {

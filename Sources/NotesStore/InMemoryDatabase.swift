@@ -9,18 +9,33 @@ import GRDB
 public final class InMemoryDatabase: Sendable {
     /// A name unique in this process.
     public let name: String
+    /// What stands for the file's identity (its device and inode): a store opened on a database
+    /// whose label is not the one its replica identity was given on moves to a fresh identity,
+    /// as one opened on a copied file does. The name, unless given.
+    public let label: String
     /// Keeps the shared in-memory database alive between the stores opened on it.
     private let holder: DatabaseQueue
 
     /// A new, empty replica database.
-    public init() throws {
+    public init(label: String? = nil) throws {
         name = "crdt-sync-\(UUID().uuidString)"
+        self.label = label ?? name
         var configuration = Configuration()
         configuration.label = "InMemoryDatabase"
         holder = try DatabaseQueue(path: InMemoryDatabase.uri(name), configuration: configuration)
         // The pages of an empty migrated database, copied in: opening a store then finds the
         // migrations done (it still runs the migrator, as for a file).
         try NoteStore.emptyDatabase.get().backup(to: holder)
+    }
+
+    /// A copy of what `other` holds now (what a file copy of a database does), under `label`.
+    public init(copying other: InMemoryDatabase, label: String) throws {
+        name = "crdt-sync-\(UUID().uuidString)"
+        self.label = label
+        var configuration = Configuration()
+        configuration.label = "InMemoryDatabase"
+        holder = try DatabaseQueue(path: InMemoryDatabase.uri(name), configuration: configuration)
+        try other.holder.backup(to: holder)
     }
 
     /// The SQLite URI of the database.

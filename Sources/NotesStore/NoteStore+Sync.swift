@@ -19,6 +19,10 @@ public struct ApplyReport: Hashable, Sendable {
     /// on their own (a decoded bundle never holds one), or referring to something that does not
     /// exist when the quarantine had no room left for them.
     public var rejected: Int = 0
+    /// Changes of the batch in this replica's own name that it never made (part of `rejected`):
+    /// another copy of this database writes as the same identity. The store then moved to a
+    /// fresh one (`replicaID`, `identityChanges()`) before writing anything more.
+    public var foreignOwnChanges: Int = 0
 }
 
 /// A change kept aside in a store's quarantine: ready to apply, but it refers to something that
@@ -74,6 +78,7 @@ extension NoteStore {
         guard !changes.isEmpty else {
             return ApplyReport(applied: 0, duplicates: 0, pending: try loadedState().notebook.pendingCount, touchedNotes: 0)
         }
+        var moved: ReplicaID? = nil
         let report = try writeTransaction("cannot apply the changes") { db -> ApplyReport in
             let before = loaded!.notebook.versionVector
             let pendingBefore = loaded!.notebook.pendingCount
@@ -83,7 +88,17 @@ extension NoteStore {
             var applied = 0
             var duplicates = 0
             var queued = false
+            var foreignOwn = 0
+            var skippedOwn = 0  // refused here, not by the notebook
+            let own = replicaID
             for change in changes {
+                // Seqs in our name past what we made: a copy of this database wrote them. Applying
+                // them would make our next operations repeat their seqs.
+                if change.replica == own, change.endSeq > loaded!.notebook.versionVector[own] {
+                    foreignOwn += 1
+                    skippedOwn += 1
+                    continue
+                }
                 switch loaded!.notebook.apply(change) {
                 case .applied(let released):
                     applied += 1 + released
@@ -92,6 +107,8 @@ extension NoteStore {
                     duplicates += 1
                 case .pending:
                     queued = true
+                case .rejected(let error) where error.code == .equivocation && change.replica == own:
+                    foreignOwn += 1  // counted once, in `rejected` already
                 case .quarantined, .rejected:
                     break
                 }
@@ -108,10 +125,20 @@ extension NoteStore {
                 try log(newChanges, db)
                 touched = try materialize(newChanges, db)
             }
-            if applied > 0 || queued || quarantineChanged { try bumpRevision(db) } else { dirty = false }
+            if foreignOwn > 0 {
+                moved = try NoteStore.retire(own, db, options: options, salt: "",
+                                             reason: "a sync brought \(foreignOwn) change(s) in this replica's name that it never made: another copy of this database writes as it")
+            }
+            if applied > 0 || queued || quarantineChanged || moved != nil { try bumpRevision(db) } else { dirty = false }
             return ApplyReport(applied: applied, duplicates: duplicates, pending: pendingAfter, touchedNotes: touched,
                                quarantined: loaded!.notebook.quarantineAdmissions - quarantineBefore.1,
-                               rejected: loaded!.notebook.quarantineRefusals - quarantineBefore.2)
+                               rejected: loaded!.notebook.quarantineRefusals - quarantineBefore.2 + skippedOwn,
+                               foreignOwnChanges: foreignOwn)
+        }
+        if let moved {
+            // Loaded again as the new identity at the next use (the snapshot names the old one).
+            identity.withLock { $0 = moved }
+            loaded = nil
         }
         compactIfDue()
         return report
@@ -303,5 +330,37 @@ struct PendingKey: Hashable {
 
     init(_ change: Change) {
         self.init(replica: change.replica, startSeq: change.startSeq, endSeq: change.endSeq)
+    }
+}
+
+/// A move of a replica to a fresh identity (`NoteStore.identityChanges()`).
+public struct IdentityChange: Hashable, Sendable {
+    /// The identity it stopped writing as (its operations stay, as another replica's).
+    public var retired: ReplicaID
+    /// The identity it writes as from then on.
+    public var new: ReplicaID
+    /// Wall-clock milliseconds when it moved.
+    public var at: UInt64
+    /// Why: the database file is a copy, or a sync brought changes in its name that it never made.
+    public var reason: String
+}
+
+extension NoteStore {
+    /// The identities this replica left, oldest first: a database file that is a copy of another
+    /// (or restored from a backup) moves to a fresh identity when it is opened, and so does one
+    /// that receives changes in its name that it never made, so two copies never write the same
+    /// sequence numbers (Docs/Architecture.md, "Copied replicas").
+    public func identityChanges() throws -> [IdentityChange] {
+        try read("cannot read the replica's identity history") { db in
+            try Row.fetchAll(db, sql: "SELECT retired_id, new_id, retired_at, reason FROM replica_history ORDER BY row").map { row in
+                let retired: Data = row["retired_id"]
+                let new: Data = row["new_id"]
+                guard let retiredID = ReplicaID(blob: [UInt8](retired)), let newID = ReplicaID(blob: [UInt8](new)) else {
+                    throw StoreError(.corrupt, "a retired replica identity is not 16 bytes")
+                }
+                let at: Int64 = row["retired_at"]
+                return IdentityChange(retired: retiredID, new: newID, at: UInt64(max(0, at)), reason: row["reason"])
+            }
+        }
     }
 }

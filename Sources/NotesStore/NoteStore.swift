@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import GRDB
 import NotesCRDT
 
@@ -80,8 +81,12 @@ struct StatementKey: Hashable {
 ///
 /// All methods are synchronous and thread-safe (one lock per store).
 public final class NoteStore: @unchecked Sendable {
-    /// This replica's identity.
-    public let replicaID: ReplicaID
+    /// This replica's identity: the one its new operations are written as. It changes only when
+    /// the store finds it is a copy (`identityChanges()`): at open when the database file is not
+    /// the one the identity was given to, or when a sync brings changes in its name that it never
+    /// made.
+    public var replicaID: ReplicaID { identity.withLock { $0 } }
+    let identity: Mutex<ReplicaID>
     /// The database file, or nil for an in-memory store.
     public let path: String?
     /// The in-memory database the store is open on, kept alive while the store is.
@@ -136,7 +141,7 @@ public final class NoteStore: @unchecked Sendable {
 
     private init(queue: DatabaseQueue, replicaID: ReplicaID, path: String?, options: StoreOptions, wasCreated: Bool) {
         self.queue = queue
-        self.replicaID = replicaID
+        self.identity = Mutex(replicaID)
         self.path = path
         self.options = options
         self.wasCreated = wasCreated
@@ -221,7 +226,7 @@ public final class NoteStore: @unchecked Sendable {
                     throw StoreError(.database, "cannot switch \(path) to WAL mode (it stays in \(mode ?? "an unknown") mode)")
                 }
             }
-            return try finishOpening(queue, path: path, options: options, newReplica: nil)
+            return try finishOpening(queue, path: path, options: options, newReplica: nil, fileIdentity: fileIdentity(of: path))
         } catch {
             try? queue.close()
             throw describeOpenFailure(error, path: path)
@@ -248,7 +253,8 @@ public final class NoteStore: @unchecked Sendable {
             configuration.label = "NoteStore.memory"
             configuration.busyMode = .timeout(options.busyTimeout)
             let queue = try DatabaseQueue(path: database.uri, configuration: configuration)
-            let store = try finishOpening(queue, path: nil, options: options, newReplica: replicaID)
+            let store = try finishOpening(queue, path: nil, options: options, newReplica: replicaID,
+                                          fileIdentity: "memory:\(database.label)")
             store.memoryDatabase = database
             return store
         } catch {
@@ -282,21 +288,40 @@ public final class NoteStore: @unchecked Sendable {
     /// every statement), and at 8 KiB 10% more. Files keep the default, the size of a disk block.
     static let inMemoryPageSize = 2048
 
+    /// Where a database file is: its device and inode, which a copy, a restore from a backup or
+    /// a file put in its place does not share. Nil when the file cannot be looked at.
+    static func fileIdentity(of path: String) -> String? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return "\(info.st_dev):\(info.st_ino)"
+    }
+
     private static func finishOpening(_ queue: DatabaseQueue, path: String?, options: StoreOptions,
-                                      newReplica: ReplicaID?) throws -> NoteStore {
+                                      newReplica: ReplicaID?, fileIdentity: String?) throws -> NoteStore {
         try Schema.migrator.migrate(queue)
         let (replica, created) = try queue.writeWithoutTransaction { db -> (ReplicaID, Bool) in
             var result: (ReplicaID, Bool)!
             try db.inTransaction(.immediate) {
-                if let blob = try Data.fetchOne(db, sql: "SELECT replica_id FROM replica WHERE id = 1") {
-                    guard let replica = ReplicaID(blob: [UInt8](blob)) else {
+                if let row = try Row.fetchOne(db, sql: "SELECT replica_id, file_identity FROM replica WHERE id = 1") {
+                    let blob: Data = row["replica_id"]
+                    guard var replica = ReplicaID(blob: [UInt8](blob)) else {
                         throw StoreError(.corrupt, "the stored replica identity is not 16 bytes")
+                    }
+                    let recorded: String? = row["file_identity"]
+                    if let fileIdentity, recorded != fileIdentity {
+                        if recorded != nil {
+                            // A copy of the file (or a restored backup): the original may go on
+                            // writing as this identity, so this one must never write as it again.
+                            replica = try retire(replica, db, options: options, salt: fileIdentity,
+                                                 reason: "the database file is a copy (or was restored from a backup): it is not the file this identity was given to")
+                        }
+                        try db.execute(sql: "UPDATE replica SET file_identity = ? WHERE id = 1", arguments: [fileIdentity])
                     }
                     result = (replica, false)
                 } else {
                     let replica = newReplica ?? ReplicaID.random()
-                    try db.execute(sql: "INSERT INTO replica (id, replica_id, created_at) VALUES (1, ?, ?)",
-                                   arguments: [Data(replica.raw.bytes), Int64(options.wallClock.milliseconds())])
+                    try db.execute(sql: "INSERT INTO replica (id, replica_id, created_at, file_identity) VALUES (1, ?, ?, ?)",
+                                   arguments: [Data(replica.raw.bytes), Int64(options.wallClock.milliseconds()), fileIdentity])
                     result = (replica, true)
                 }
                 return .commit
@@ -306,6 +331,28 @@ public final class NoteStore: @unchecked Sendable {
         let store = NoteStore(queue: queue, replicaID: replica, path: path, options: options, wasCreated: created)
         try store.rematerializeIfAsked()
         return store
+    }
+
+    /// Moves the replica to a fresh identity (in the caller's transaction) and records why; the
+    /// old identity's operations stay in the log as another replica's. The new identity is drawn
+    /// from the old one, the wall clock and `salt`, so a simulation replays it.
+    static func retire(_ old: ReplicaID, _ db: Database, options: StoreOptions, salt: String, reason: String) throws -> ReplicaID {
+        let now = options.wallClock.milliseconds()
+        var hasher = SHA256()
+        hasher.update(old.raw.bytes)
+        hasher.update(Array(String(now).utf8))
+        hasher.update(Array(salt.utf8))
+        let count = try Int.fetchOne(db, sql: "SELECT count(*) FROM replica_history") ?? 0
+        hasher.update(Array(String(count).utf8))
+        let digest = hasher.finalize()
+        var seed: UInt64 = 0
+        for byte in digest.prefix(8) { seed = seed << 8 | UInt64(byte) }
+        var generator = SplitMix64(seed: seed)
+        let fresh = ReplicaID.random(using: &generator)
+        try db.execute(sql: "UPDATE replica SET replica_id = ? WHERE id = 1", arguments: [Data(fresh.raw.bytes)])
+        try db.execute(sql: "INSERT INTO replica_history (retired_id, new_id, retired_at, reason) VALUES (?, ?, ?, ?)",
+                       arguments: [Data(old.raw.bytes), Data(fresh.raw.bytes), Int64(clamping: now), reason])
+        return fresh
     }
 
     private static func describeOpenFailure(_ error: any Error, path: String) -> StoreError {
@@ -396,9 +443,13 @@ public final class NoteStore: @unchecked Sendable {
 
     /// Reads the snapshot, then applies the log rows after it and the pending changes.
     func load(_ db: Database) throws -> Loaded {
-        guard let meta = try Row.fetchOne(db, sql: "SELECT revision, snapshot_generation FROM replica WHERE id = 1") else {
+        guard let meta = try Row.fetchOne(db, sql: "SELECT revision, snapshot_generation, replica_id FROM replica WHERE id = 1") else {
             throw StoreError(.corrupt, "the replica row is missing")
         }
+        // Another process on this database may have moved it to a fresh identity.
+        let storedID: Data = meta["replica_id"]
+        if let stored = ReplicaID(blob: [UInt8](storedID)), stored != replicaID { identity.withLock { $0 = stored } }
+        let replicaID = self.replicaID
         var notebook: Notebook
         var through: Int64 = 0
         if let snapshot = try Row.fetchOne(db, sql: "SELECT through_row, payload FROM snapshot WHERE id = 1") {
@@ -409,8 +460,14 @@ public final class NoteStore: @unchecked Sendable {
             } catch let error as CRDTError {
                 throw StoreError(.corrupt, "the stored snapshot cannot be read: \(error.message)")
             }
-            guard notebook.replicaID == replicaID else {
-                throw StoreError(.corrupt, "the stored snapshot belongs to another replica (\(notebook.replicaID))")
+            if notebook.replicaID != replicaID {
+                // Made before the replica moved to its identity: restored as the identity it has now.
+                let retired = try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM replica_history WHERE retired_id = ?)",
+                                                arguments: [Data(notebook.replicaID.raw.bytes)]) ?? false
+                guard retired else {
+                    throw StoreError(.corrupt, "the stored snapshot belongs to another replica (\(notebook.replicaID))")
+                }
+                notebook = try Notebook(snapshot: [UInt8](payload), wallClock: options.wallClock, replicaID: replicaID)
             }
         } else {
             notebook = Notebook(replicaID: replicaID, wallClock: options.wallClock)

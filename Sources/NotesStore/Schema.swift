@@ -188,6 +188,21 @@ enum Schema {
                 INSERT INTO rematerialize (reason) SELECT 'v5' FROM replica;
                 """)
         }
+        // Where the database file was when the replica got its identity, and the identities it
+        // left: a copied or restored file moves to a fresh one before it writes (Architecture.md,
+        // "Copied replicas").
+        migrator.registerMigration("v6-file-identity-and-replica-history") { db in
+            try db.execute(sql: """
+                ALTER TABLE replica ADD COLUMN file_identity TEXT;  -- "device:inode", "memory:NAME"; NULL: not yet recorded
+                CREATE TABLE replica_history (
+                    row INTEGER PRIMARY KEY,
+                    retired_id BLOB NOT NULL,            -- 16 bytes: the identity the replica stopped writing as
+                    new_id BLOB NOT NULL,                -- 16 bytes: the one it writes as from then on
+                    retired_at INTEGER NOT NULL,         -- wall-clock ms
+                    reason TEXT NOT NULL
+                );
+                """)
+        }
         return migrator
     }
 }

@@ -493,6 +493,11 @@ struct StatusCommand: ParsableCommand {
         something that does not exist (forged or damaged): it is kept aside with the reason, its \
         author's later changes wait behind it, and everyone else's changes keep flowing. It leaves \
         the quarantine when a valid change for the same seqs arrives.
+
+        Under the replica id are the ids it wrote as before, and why it left each: a database \
+        file that is a copy of another (cp, a restored backup) takes a fresh id when it is first \
+        opened, and so does one that receives changes in its own name that it never made, so the \
+        two copies never hand out the same sequence numbers. Everything written before stays.
         """)
     @OptionGroup var replica: ReplicaOptions
     @Flag(help: "Print JSON.") var json = false
@@ -514,8 +519,16 @@ struct StatusCommand: ParsableCommand {
         var receivedAt: String
     }
 
+    struct IdentityJSON: Encodable {
+        var retired: String
+        var new: String
+        var at: String
+        var reason: String
+    }
+
     struct StatusJSON: Encodable {
         var replica: String
+        var previousIdentities: [IdentityJSON]
         var path: String?
         var versionVector: [String: UInt64]
         var notes: Int
@@ -531,9 +544,12 @@ struct StatusCommand: ParsableCommand {
             let store = try replica.open()
             let status = try store.status()
             let quarantined = try store.quarantinedChanges()
+            let moves = try store.identityChanges()
             if json {
                 return try printJSON(StatusJSON(
-                    replica: status.replica.description, path: status.path, versionVector: status.versionVector.jsonObject,
+                    replica: status.replica.description,
+                    previousIdentities: moves.map { IdentityJSON(retired: $0.retired.description, new: $0.new.description, at: isoDate($0.at), reason: $0.reason) },
+                    path: status.path, versionVector: status.versionVector.jsonObject,
                     notes: status.notes, pendingChanges: status.pendingChanges,
                     quarantinedChanges: quarantined.map {
                         QuarantinedJSON(replica: $0.replica.description, startSeq: $0.startSeq, endSeq: $0.endSeq, code: $0.code,
@@ -545,6 +561,9 @@ struct StatusCommand: ParsableCommand {
                     digest: status.digest))
             }
             print("replica:         \(status.replica)")
+            for move in moves {
+                print("    was \(move.retired) until \(isoDate(move.at)): \(move.reason)")
+            }
             print("database:        \(status.path ?? "(in memory)")")
             print("notes:           \(status.notes)")
             print("pending changes: \(status.pendingChanges)")

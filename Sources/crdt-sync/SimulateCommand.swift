@@ -170,7 +170,7 @@ struct SimulateCommand: AsyncParsableCommand {
         print("  \(s.events) events, \(String(format: "%.0f", s.simulatedSeconds)) simulated seconds in \(String(format: "%.2f", s.wallSeconds)) s "
             + "(\(String(format: "%.1f", rate)) runs/s, \(String(format: "%.0f", speed)) simulated s per wall s)")
         let t = s.stats
-        print("  \(t.edits) edits, \(t.syncs) syncs (\(t.failedSyncs) failed), \(t.crashes) crashes, \(t.reinstalls) reinstalls, "
+        print("  \(t.edits) edits, \(t.syncs) syncs (\(t.failedSyncs) failed), \(t.crashes) crashes, \(t.reinstalls) reinstalls, \(t.copies) copies, "
             + "\(t.corruptInjected) damaged bundles (\(t.corruptRejected) rejected)")
         print("  trace hash \(s.traceHash)")
         for failure in s.failures {

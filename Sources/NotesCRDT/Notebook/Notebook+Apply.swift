@@ -184,8 +184,10 @@ extension Notebook {
     /// A seq's timestamp is its fingerprint: however changes are split or joined, an operation
     /// keeps its seq and timestamp, and a change's timestamps are consecutive, so one comparison
     /// per overlapping stored change suffices. (Operations are not compared: joining may spell
-    /// the same operations differently.) Two copies that wrote one seq in the same millisecond
-    /// with the same clock counter escape the check.
+    /// the same operations differently.) Two copies that wrote one seq at one timestamp escape
+    /// the check: typing that continues a run takes the timestamp after the character it follows,
+    /// so two copies typing on at the end of the same text do. The store's file identity keeps
+    /// copies from writing as one identity in the first place (Docs/Architecture.md).
     ///
     /// - Complexity: O(log *n* + overlapping stored changes).
     public func forkPoint(of change: Change) -> UInt64? {

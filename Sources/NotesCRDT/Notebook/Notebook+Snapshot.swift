@@ -78,7 +78,11 @@ extension Notebook {
     ///   a copy, every time) when something needs it: `body(of:)`, `changes(since:)`,
     ///   `allChanges`, `pendingChanges`, `snapshot()`. Open this way to show a replica quickly;
     ///   call `materialize()` before reading bodies through `body(of:)` repeatedly.
-    public init(snapshot bytes: [UInt8], wallClock: any WallClock = SystemWallClock(), deferringLog: Bool = false) throws {
+    /// - Parameter replicaID: the identity the restored replica writes as, when not the one the
+    ///   snapshot recorded (a store that moved to a fresh identity: its old one's operations stay
+    ///   in the log as another replica's).
+    public init(snapshot bytes: [UInt8], wallClock: any WallClock = SystemWallClock(), deferringLog: Bool = false,
+                replicaID override: ReplicaID? = nil) throws {
         var reader = BinaryReader(bytes)
         guard bytes.count >= 9, Array(try reader.raw(8)) == Notebook.snapshotMagic else {
             throw CRDTError(.malformedEncoding, "not a crdt-sync snapshot (wrong magic bytes)")
@@ -102,7 +106,7 @@ extension Notebook {
         let replica = ReplicaID(Identifier128(bytes: try reader.raw(16))!)
         let last = Timestamp(rawValue: try reader.varint())
         let drift = try reader.varint()
-        self.init(replicaID: replica, wallClock: wallClock, maxForwardDrift: drift)
+        self.init(replicaID: override ?? replica, wallClock: wallClock, maxForwardDrift: drift)
         guard version >= 2 else {
             // Version 1: the log and the waiting changes only.
             let history = try ChangeCodec.decode(from: &reader)

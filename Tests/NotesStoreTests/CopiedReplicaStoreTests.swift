@@ -1,0 +1,92 @@
+import Foundation
+import GRDB
+import NotesCRDT
+@testable import NotesStore
+import Testing
+
+/// A store that finds it is a copy moves to a fresh identity before it writes (issue 18, part 1).
+struct CopiedReplicaStoreTests {
+    /// An in-memory copy under another label is a copied file: it takes a new id, keeps every
+    /// note, and its new writes do not reuse the original's seqs.
+    @Test func aCopyMovesToAFreshIdentityAndKeepsEverything() throws {
+        let clock = FixedWallClock(1_700_000_000_000)
+        let database = try InMemoryDatabase()
+        let original = try NoteStore.open(database, options: StoreOptions(wallClock: clock))
+        let note = try original.createNote(title: "shared", body: "base")
+        let copyDatabase = try InMemoryDatabase(copying: database, label: "the copy")
+        let copy = try NoteStore.open(copyDatabase, options: StoreOptions(wallClock: clock))
+        #expect(copy.replicaID != original.replicaID)
+        #expect(try copy.note(note)?.body == "base")
+        let moves = try copy.identityChanges()
+        #expect(moves.map(\.retired) == [original.replicaID])
+        #expect(moves.map(\.new) == [copy.replicaID])
+        #expect(try original.identityChanges().isEmpty)
+
+        try original.appendText(note, " one")
+        try copy.appendText(note, " two")
+        let fromOriginal = try original.changes(since: try copy.versionVector)
+        let fromCopy = try copy.changes(since: try original.versionVector)
+        #expect(fromCopy.allSatisfy { $0.replica == copy.replicaID })
+        let a = try original.apply(fromCopy)
+        let b = try copy.apply(fromOriginal)
+        #expect(a.rejected == 0 && b.rejected == 0)
+        #expect(try original.digest() == copy.digest())
+        let body = try #require(try original.note(note)?.body)
+        #expect(body.contains(" one") && body.contains(" two"))
+
+        // Closed and opened again on the same database, it stays who it became.
+        let id = copy.replicaID
+        try copy.close()
+        let reopened = try NoteStore.open(copyDatabase, options: StoreOptions(wallClock: clock))
+        #expect(reopened.replicaID == id)
+        #expect(try reopened.identityChanges().count == 1)
+        #expect(try reopened.digest() == original.digest())
+    }
+
+    /// A file copied with `cp` is a copy; the same file opened again is not.
+    @Test func aCopiedFileIsToldFromTheSameFileOpenedAgain() throws {
+        let folder = TemporaryFolder()
+        let first = try NoteStore.open(path: folder.file("a.db"))
+        let id = first.replicaID
+        _ = try first.createNote(title: "x")
+        try first.close()
+        let again = try NoteStore.open(path: folder.file("a.db"))
+        #expect(again.replicaID == id)
+        try again.close()
+        try FileManager.default.copyItem(atPath: folder.file("a.db"), toPath: folder.file("b.db"))
+        let copy = try NoteStore.open(path: folder.file("b.db"))
+        #expect(copy.replicaID != id)
+        #expect(try copy.identityChanges().first?.retired == id)
+        // Moved to the new id even when the snapshot was made as the old one.
+        try copy.compact()
+        _ = try copy.createNote(title: "y")
+        #expect(try copy.versionVector[copy.replicaID] >= 1)
+    }
+
+    /// Changes in a store's own name that it never made (a copy that was not caught at open, as
+    /// a cloned disk keeps the inode) are refused, and the store moves to a fresh id before it
+    /// writes again; what it made stays.
+    @Test func changesInItsOwnNameThatItNeverMadeMoveItToAFreshIdentity() throws {
+        let database = try InMemoryDatabase()
+        let a = try NoteStore.open(database, options: StoreOptions(wallClock: FixedWallClock(1_700_000_000_000)))
+        let note = try a.createNote(title: "t", body: "base")
+        // The undetected twin: a notebook with the same identity and history, writing on its own.
+        var twin = try Notebook(snapshot: try a.notebook.snapshot(), wallClock: FixedWallClock(1_700_000_100_000))
+        _ = try twin.insertText(note, at: twin.body(of: note)!.count, " twin")
+        try a.appendText(note, " mine")
+        let old = a.replicaID
+        // The twin's seq 2 against ours: an equivocation; past it, seqs we never made.
+        _ = try twin.insertText(note, at: twin.body(of: note)!.count, " more")
+        let report = try a.apply(twin.changes(since: VersionVector()))
+        #expect(report.foreignOwnChanges >= 1)
+        #expect(report.rejected >= report.foreignOwnChanges)
+        #expect(a.replicaID != old)
+        #expect(try a.identityChanges().map(\.retired) == [old])
+        let body = try #require(try a.note(note)?.body)
+        #expect(body == "base mine")
+        // Its next write is under the new id, from seq 1.
+        try a.appendText(note, "!")
+        #expect(try a.versionVector[a.replicaID] == 1)
+        #expect(try a.note(note)?.body == "base mine!")
+    }
+}
