@@ -350,6 +350,8 @@ extension Notebook {
     static let maxConflictPoints = 256
     static let maxConcurrentGathered = 4096
     static let maxConflictComparisons = 1 << 20
+    /// At most this many replicas' concurrent operations are gathered per change and note.
+    static let maxConcurrentAuthors = 1024
 
     /// At most this many kept cursors (pairs of log replica and author); past it they are dropped.
     static let maxLogCursors = 4096
@@ -401,12 +403,19 @@ extension Notebook {
     private mutating func concurrentOperations(on note: NoteID, touched: VersionVector, listed entriesByReplica: [(replica: ReplicaID, entries: [Int32])],
                                                with change: Change, wanted: ConcurrentOperations.Wanted,
                                                into result: inout ConcurrentOperations) {
-        for entry in touched.storage where entry.replica != change.replica {
+        // By the note's log entries (a lookup in `touched` each): looking each toucher up in the
+        // entries instead made a bundle from thousands of authors cubic.
+        var visited = 0
+        for (replica, listed) in entriesByReplica where replica != change.replica {
             if result.gathered >= Notebook.maxConcurrentGathered { return }
-            let from = change.dependencies[entry.replica] + 1
-            guard entry.seq >= from, let start = logCursor(entry.replica, from: from, for: change.replica),
-                  let indexes = historyIndex[entry.replica],
-                  let listed = entriesByReplica.first(where: { $0.replica == entry.replica })?.entries else { continue }
+            let touchedSeq = touched[replica]
+            let from = change.dependencies[replica] + 1
+            guard touchedSeq >= from else { continue }
+            visited += 1
+            if visited > Notebook.maxConcurrentAuthors { return }
+            guard let start = logCursor(replica, from: from, for: change.replica),
+                  let indexes = historyIndex[replica] else { continue }
+            let entry = (replica: replica, seq: touchedSeq)
             // Only the log entries that hold operations on the note, from the one that holds `from`.
             var low = 0
             var high = listed.count
