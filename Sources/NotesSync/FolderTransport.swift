@@ -151,12 +151,13 @@ public struct FolderTransport: SyncTransport {
         }
         var encoder = ChangeCodec.Encoder()
         for author in order {
-            let changes = byAuthor[author]!
-            let first = changes.map(\.startSeq).min()!
-            let last = changes.map(\.endSeq).max()!
-            let piece = SyncBundle(sender: bundle.sender, senderVersion: bundle.senderVersion, changes: changes)
-            let path = FileSystemPaths.join(sub, FolderTransport.fileName(author: author, first: first, last: last))
-            try fileSystem.writeAtomically(piece.encoded(using: &encoder), to: path)
+            // As many files as it takes for each to be one that readers take.
+            for piece in try SyncBundle.pieces(sender: bundle.sender, senderVersion: bundle.senderVersion, changes: byAuthor[author]!) {
+                let first = piece.changes.map(\.startSeq).min()!
+                let last = piece.changes.map(\.endSeq).max()!
+                let path = FileSystemPaths.join(sub, FolderTransport.fileName(author: author, first: first, last: last))
+                try fileSystem.writeAtomically(piece.encoded(using: &encoder), to: path)
+            }
         }
         return .nothing
     }

@@ -71,14 +71,12 @@ public struct RelayTransport: SyncTransport {
     }
 
     public func send(_ bundle: SyncBundle) async throws -> SendResult {
-        var start = 0
         var reply: RelayReply?
-        repeat {
-            let end = min(bundle.changes.count, start + max(1, maxChangesPerRequest))
-            let piece = SyncBundle(sender: bundle.sender, senderVersion: bundle.senderVersion, changes: Array(bundle.changes[start ..< end]))
+        // Requests the relay takes: at most `maxChangesPerRequest` changes, and within a bundle's limits.
+        for piece in try SyncBundle.pieces(sender: bundle.sender, senderVersion: bundle.senderVersion, changes: bundle.changes,
+                                           maxChanges: maxChangesPerRequest) {
             reply = try await exchange(piece)
-            start = end
-        } while start < bundle.changes.count
+        }
         return SendResult(replies: try await pages(from: reply!, local: bundle.sender, version: bundle.senderVersion), complete: true)
     }
 

@@ -46,7 +46,8 @@ struct ExportBundle: AsyncParsableCommand {
         Without --for, the bundle holds everything this replica has. With --for PEER (a replica id or a \
         unique prefix of a known peer), it holds only what that peer lacks, as last heard from it. The \
         file is written atomically (a temporary file, fsync, rename). Carry it over and run \
-        `crdt-sync import FILE` there.
+        `crdt-sync import FILE` there. A history larger than one bundle may hold (32,768 changes, \
+        16 MiB: Docs/BundleFormat.md) is written as FILE, FILE-2, FILE-3...; import them all.
         """
     )
 
@@ -72,15 +73,24 @@ struct ExportBundle: AsyncParsableCommand {
                 peerID = state.replica
             }
             let changes = try store.changes(since: since)
-            let bundle = SyncBundle(sender: store.replicaID, senderVersion: try store.versionVector, changes: changes)
-            let bytes = bundle.encoded()
-            try AtomicFile.write(bytes, toPath: out)
+            let pieces = try SyncBundle.pieces(sender: store.replicaID, senderVersion: try store.versionVector, changes: changes)
+            // A history larger than one bundle may hold goes to FILE, FILE-2, ... (each one a reader takes).
+            let stem = out.hasSuffix(".crdtb") ? String(out.dropLast(6)) : out
+            let files = pieces.indices.map { $0 == 0 ? out : stem + "-\($0 + 1)" + (out.hasSuffix(".crdtb") ? ".crdtb" : "") }
+            var bytes = 0
+            for (piece, file) in zip(pieces, files) {
+                let encoded = piece.encoded()
+                bytes += encoded.count
+                try AtomicFile.write(encoded, toPath: file)
+            }
+            let operations = UInt64.saturatingSum(pieces.lazy.map(\.operationCount))
             if json {
-                struct Out: Encodable { var file: String; var changes: Int; var operations: UInt64; var bytes: Int; var peer: String? }
-                try printJSON(Out(file: out, changes: changes.count, operations: bundle.operationCount, bytes: bytes.count, peer: peerID?.description))
+                struct Out: Encodable { var file: String; var files: [String]; var changes: Int; var operations: UInt64; var bytes: Int; var peer: String? }
+                try printJSON(Out(file: out, files: files, changes: changes.count, operations: operations, bytes: bytes, peer: peerID?.description))
             } else {
                 let target = peerID.map { " for \($0.description.prefix(12))" } ?? ""
-                print("wrote \(out)\(target): \(changes.count) change(s), \(bundle.operationCount) operation(s), \(bytes.count) bytes")
+                let written = files.count == 1 ? out : "\(files.count) files (\(files.joined(separator: ", ")))"
+                print("wrote \(written)\(target): \(changes.count) change(s), \(operations) operation(s), \(bytes) bytes")
             }
         }
     }

@@ -1,0 +1,52 @@
+import NotesCRDT
+
+extension SyncBundle {
+    /// The changes as consecutive bundles that each a reader takes (`maxBytes` and `changeLimits`),
+    /// in the order given, with `maxChanges` changes at most in each.
+    ///
+    /// A writer that put a whole history in one bundle would write what no reader takes (more than
+    /// 32,768 changes, or 16 MiB). Each piece is checked by the reader itself (encoded, then decoded
+    /// within the limits), and halved until it passes.
+    ///
+    /// - Throws: `SyncError` `.tooLarge` when one change alone is larger than a bundle may hold.
+    public static func pieces(sender: ReplicaID, senderVersion: VersionVector, changes: [Change],
+                              maxChanges: Int = SyncBundle.changeLimits.maxChanges / 2) throws -> [SyncBundle] {
+        var result: [SyncBundle] = []
+        var encoder = ChangeCodec.Encoder()
+        var start = 0
+        let step = max(1, maxChanges)
+        repeat {
+            let end = min(changes.count, start + step)
+            try append(changes[start ..< end], sender: sender, senderVersion: senderVersion, into: &result, encoder: &encoder)
+            start = end
+        } while start < changes.count
+        return result
+    }
+
+    private static func append(_ changes: ArraySlice<Change>, sender: ReplicaID, senderVersion: VersionVector,
+                               into result: inout [SyncBundle], encoder: inout ChangeCodec.Encoder) throws {
+        let piece = SyncBundle(sender: sender, senderVersion: senderVersion, changes: Array(changes))
+        let bytes = piece.encoded(using: &encoder)
+        let fits: Bool
+        if bytes.count > maxBytes {
+            fits = false
+        } else {
+            do {
+                _ = try SyncBundle.decode(bytes)
+                fits = true
+            } catch let error as SyncError where error.code == .tooLarge {
+                fits = false
+            }
+        }
+        if fits {
+            result.append(piece)
+        } else if changes.count > 1 {
+            let middle = changes.startIndex + changes.count / 2
+            try append(changes[..<middle], sender: sender, senderVersion: senderVersion, into: &result, encoder: &encoder)
+            try append(changes[middle...], sender: sender, senderVersion: senderVersion, into: &result, encoder: &encoder)
+        } else {
+            let change = changes[changes.startIndex]
+            throw SyncError(.tooLarge, "the change of \(change.replica) at seqs \(change.startSeq)-\(change.endSeq) is larger than a bundle may hold (\(maxBytes) bytes, or a limit of Docs/BundleFormat.md)")
+        }
+    }
+}

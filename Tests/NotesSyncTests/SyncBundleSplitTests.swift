@@ -1,0 +1,54 @@
+import NotesCRDT
+import NotesSync
+import Synchronization
+import Testing
+
+/// A wall clock 10 ms further on at each reading: every write is its own change (the log joins
+/// only changes whose timestamps follow each other).
+final class SteppingClock: WallClock {
+    private let now = Mutex<UInt64>(1_700_000_000_000)
+    func milliseconds() -> UInt64 { now.withLock { $0 += 10; return $0 } }
+}
+
+/// Writers never write a bundle that readers refuse: a history past the limits goes in pieces.
+struct SyncBundleSplitTests {
+    @Test func aHistoryPastTheChangeLimitIsWrittenInPiecesThatEachDecode() throws {
+        var a = Notebook(replicaID: ReplicaID(Identifier128(high: 7, low: 7)), wallClock: SteppingClock())
+        let (note, _) = a.createNote(title: "t")
+        let wanted = SyncBundle.changeLimits.maxChanges + 100
+        var made = 1
+        var pinned = false
+        while made < wanted {
+            pinned.toggle()
+            if try a.setPinned(note, pinned) != nil { made += 1 }
+        }
+        let changes = a.changes(since: VersionVector())
+        #expect(changes.count >= wanted)
+        // One bundle of it all is refused by readers.
+        let whole = SyncBundle(sender: a.replicaID, senderVersion: a.versionVector, changes: changes)
+        #expect(throws: SyncError.self) { _ = try SyncBundle.decode(whole.encoded()) }
+
+        let pieces = try SyncBundle.pieces(sender: a.replicaID, senderVersion: a.versionVector, changes: changes)
+        #expect(pieces.count >= 2)
+        #expect(pieces.flatMap(\.changes) == changes)
+        var b = Notebook(replicaID: ReplicaID(Identifier128(high: 8, low: 8)), wallClock: FixedWallClock(1_700_000_000_000))
+        for piece in pieces {
+            let read = try SyncBundle.decode(piece.encoded())
+            #expect(read.changes.count <= SyncBundle.changeLimits.maxChanges)
+            b.apply(contentsOf: read.changes)
+        }
+        #expect(b.digest() == a.digest())
+    }
+
+    /// Small histories stay one bundle, and nothing is one empty bundle.
+    @Test func aSmallHistoryIsOneBundle() throws {
+        var a = Notebook(replicaID: ReplicaID(Identifier128(high: 7, low: 7)), wallClock: FixedWallClock(1_700_000_000_000))
+        _ = a.createNote(title: "t", body: "hello")
+        let changes = a.changes(since: VersionVector())
+        #expect(try SyncBundle.pieces(sender: a.replicaID, senderVersion: a.versionVector, changes: changes).count == 1)
+        #expect(try SyncBundle.pieces(sender: a.replicaID, senderVersion: a.versionVector, changes: []).map(\.changes.count) == [0])
+        // A smaller cap per piece (the relay's per-request one) is kept.
+        let split = try SyncBundle.pieces(sender: a.replicaID, senderVersion: a.versionVector, changes: changes + changes, maxChanges: 1)
+        #expect(split.count == changes.count * 2)
+    }
+}
