@@ -45,6 +45,12 @@ extension Notebook {
         case .duplicate:
             return .duplicate
         case .blocked(let replica, let seq):
+            // Bounded: changes whose dependencies never come (from a hostile peer) would pile up.
+            // A refused one comes again with the next sync, once what it needs is here.
+            guard pending.count < Notebook.maxPending else {
+                quarantine.refuse()
+                return .rejected(CRDTError(.limitExceeded, "\(Notebook.maxPending) changes already wait for their dependencies; a change of \(change.replica) at seqs \(change.startSeq)-\(change.endSeq) is not kept (it comes again once what it needs is here)"))
+            }
             pending.add(change, waitingFor: replica, through: seq)
             return .pending
         case .ready(let ready):
@@ -208,6 +214,9 @@ extension Notebook {
         }
         return nil
     }
+
+    /// At most this many changes wait for their dependencies (`.rejected` past it).
+    public static let maxPending = 1 << 16
 
     func readiness(of change: Change) -> Readiness {
         let have = versionVector[change.replica]
