@@ -4,6 +4,8 @@ import Foundation
 /// crashes, reinstalls, clock jumps), the moment healing began and the moment the devices
 /// converged, the counters, and what went wrong. No scripts, no external files.
 public enum HTMLReport {
+    /// The page for one run of `scenario`, from its result and trace; with `summary`, a line on all
+    /// the runs it came from.
     public static func render(scenario: Scenario, result: RunResult, trace: Trace, summary: Simulator.Summary? = nil) -> String {
         let width = 1100.0
         let left = 90.0

@@ -7,12 +7,17 @@ import Foundation
 public struct Scenario: Codable, Sendable, Hashable {
     /// A place devices sync through.
     public struct Hub: Codable, Sendable, Hashable {
+        /// How a hub carries changes: `relay` (the shipped relay, over a simulated network) or
+        /// `folder` (a shared folder that a sync tool copies between devices).
         public enum Kind: String, Codable, Sendable { case relay, folder }
+        /// The hub's name, as partitions name it.
         public var name: String
+        /// Whether the hub is a relay or a shared folder.
         public var kind: Kind
         /// The devices attached (indexes); nil means every device.
         public var devices: [Int]?
 
+        /// A hub named `name` of kind `kind`, attached to `devices` (nil: every device).
         public init(name: String, kind: Kind, devices: [Int]? = nil) {
             self.name = name
             self.kind = kind
@@ -39,11 +44,13 @@ public struct Scenario: Codable, Sendable, Hashable {
         /// on the same database, as a command line run while the app is open).
         public var otherProcess: Double = 0
 
+        /// The default weights of the kinds of edit, keyed by `EditKind` raw value.
         public static let defaultMix: [String: Double] = [
             "type": 40, "append": 15, "deleteRange": 12, "rename": 8, "pin": 5, "tag": 5,
             "trash": 3, "restore": 3, "delete": 1, "create": 3,
         ]
 
+        /// The default workload.
         public init() {}
     }
 
@@ -61,18 +68,28 @@ public struct Scenario: Codable, Sendable, Hashable {
         /// 4096 by default; a few dozen makes a run fold its log and read a snapshot back often).
         public var snapshotInterval: Int = 4096
 
+        /// The default sync settings.
         public init() {}
     }
 
     /// Faults of the simulated network between devices and relays (probabilities per message).
     public struct Network: Codable, Sendable, Hashable {
+        /// The probability that a request or an answer is lost.
         public var loss: Double = 0
+        /// The probability that a request reaches the relay twice.
         public var duplicate: Double = 0
+        /// How often requests arrive out of order: a quarter of this is the probability that a
+        /// request is held back and arrives later.
         public var reorder: Double = 0
+        /// The probability that a request or an answer is late (the device gives up on it; a late
+        /// request still reaches the relay).
         public var delay: Double = 0
+        /// The longest a late request takes to arrive, in seconds.
         public var maxDelaySeconds: Double = 30
+        /// The probability that a request or an answer arrives with damaged bytes.
         public var corrupt: Double = 0
 
+        /// A network without faults.
         public init() {}
     }
 
@@ -82,9 +99,11 @@ public struct Scenario: Codable, Sendable, Hashable {
         public var propagationSeconds: Double = 5
         /// The probability that a copy is late, and by how much at most.
         public var late: Double = 0
+        /// The most a late copy is late by, in seconds.
         public var maxLateSeconds: Double = 600
         /// The probability that a copy first appears cut short (still being copied), and for how long.
         public var partial: Double = 0
+        /// The longest a cut-short or damaged copy stays before the whole copy arrives, in seconds.
         public var partialSeconds: Double = 60
         /// The probability that a copy first appears with damaged bytes (fixed by a later re-copy).
         public var corrupt: Double = 0
@@ -94,6 +113,7 @@ public struct Scenario: Codable, Sendable, Hashable {
         /// line's 32 by default).
         public var compactThreshold: Int = 32
 
+        /// The default folder settings, without faults.
         public init() {}
     }
 
@@ -107,15 +127,20 @@ public struct Scenario: Codable, Sendable, Hashable {
         public var jumps: [ClockJump] = []
         /// Random jumps, each by up to `maxJumpSeconds` either way.
         public var randomJumps: Int = 0
+        /// The largest random jump, in seconds, either way.
         public var maxJumpSeconds: Double = 0
 
+        /// Exact clocks: no skew, no jumps.
         public init() {}
     }
 
     /// A device's clock is set forward (positive) or back (negative).
     public struct ClockJump: Codable, Sendable, Hashable {
+        /// The device whose clock jumps.
         public var device: Int
+        /// When it jumps, in seconds from the start.
         public var atSeconds: Double
+        /// How far it jumps, in seconds: positive forward, negative back.
         public var bySeconds: Double
     }
 
@@ -123,13 +148,20 @@ public struct Scenario: Codable, Sendable, Hashable {
     /// to `endSeconds`. `direction` is `both`, `outbound` (what they send is lost) or `inbound`
     /// (what they should receive is lost).
     public struct Partition: Codable, Sendable, Hashable {
+        /// The devices cut off.
         public var devices: [Int]
+        /// The name of the hub they cannot reach; nil for every hub.
         public var hub: String?
+        /// When the partition begins, in seconds from the start.
         public var startSeconds: Double
+        /// When it heals, in seconds from the start.
         public var endSeconds: Double
+        /// Which way it cuts (both ways unless said).
         public var direction: Direction = .both
     }
 
+    /// Which way a partition cuts: `both`, `outbound` (what the devices send is lost) or `inbound`
+    /// (what they should receive is lost).
     public enum Direction: String, Codable, Sendable, Hashable { case both, outbound, inbound }
 
     /// Crashes, reinstalls and random partitions.
@@ -163,31 +195,49 @@ public struct Scenario: Codable, Sendable, Hashable {
         public var intrusions: Int = 0
         /// Random partitions of one device from one hub.
         public var randomPartitions: Int = 0
+        /// The longest a random partition lasts, in seconds.
         public var maxPartitionSeconds: Double = 3600
         /// The probability that a random partition is one-way.
         public var oneWay: Double = 0.3
 
+        /// No faults.
         public init() {}
     }
 
+    /// A device and a time, for faults scheduled on one device.
     public struct DeviceTime: Codable, Sendable, Hashable {
+        /// The device.
         public var device: Int
+        /// When, in seconds from the start.
         public var atSeconds: Double
     }
 
+    /// The scenario's name (the one required field), shown in summaries and reports.
     public var name: String
+    /// What the scenario is about, shown in reports.
     public var description: String = ""
+    /// How many devices (1 to 64).
     public var devices: Int = 3
+    /// How long the run lasts in simulated seconds; events are spread over it.
     public var durationSeconds: Double = 3600
+    /// The places devices sync through; by default one relay that every device uses.
     public var hubs: [Hub] = [Hub(name: "relay", kind: .relay)]
+    /// What people do on the devices.
     public var workload = Workload()
+    /// How often devices sync.
     public var sync = Sync()
+    /// Faults of the network between devices and relays.
     public var network = Network()
+    /// How shared folders' files reach the other devices.
     public var folder = Folder()
+    /// Clock skews and jumps.
     public var clocks = Clocks()
+    /// Scheduled partitions.
     public var partitions: [Partition] = []
+    /// Crashes, reinstalls, copies, deaths, forgeries, intrusions and random partitions.
     public var faults = Faults()
 
+    /// A scenario named `name`, with every other field at its default.
     public init(name: String) { self.name = name }
 
     /// Reads a scenario file.
@@ -297,8 +347,11 @@ public enum EditKind: String, Codable, Sendable, CaseIterable {
 
 /// A problem with a scenario or a replay request.
 public struct SimulationError: Error, CustomStringConvertible, Sendable {
+    /// What is wrong.
     public var message: String
+    /// An error that says `message`.
     public init(_ message: String) { self.message = message }
+    /// The message.
     public var description: String { message }
 }
 
@@ -308,6 +361,7 @@ extension Scenario {
         case name, description, devices, durationSeconds, hubs, workload, sync, network, folder, clocks, partitions, faults
     }
 
+    /// Decodes a scenario, taking the default for every field left out (only `name` is required).
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         self.init(name: try c.decode(String.self, forKey: .name))
@@ -327,6 +381,7 @@ extension Scenario {
 
 extension Scenario.Workload {
     enum CodingKeys: String, CodingKey { case editsPerDevice, initialNotes, initialBodyLength, burst, burstSize, mix, otherProcess }
+    /// Decodes a workload, taking the default for every field left out.
     public init(from decoder: any Decoder) throws {
         self.init()
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -342,6 +397,7 @@ extension Scenario.Workload {
 
 extension Scenario.Sync {
     enum CodingKeys: String, CodingKey { case syncsPerDevice, afterEdit, maxAttempts, pageSize, snapshotInterval }
+    /// Decodes sync settings, taking the default for every field left out.
     public init(from decoder: any Decoder) throws {
         self.init()
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -355,6 +411,7 @@ extension Scenario.Sync {
 
 extension Scenario.Network {
     enum CodingKeys: String, CodingKey { case loss, duplicate, reorder, delay, maxDelaySeconds, corrupt }
+    /// Decodes network faults, taking the default (none) for every field left out.
     public init(from decoder: any Decoder) throws {
         self.init()
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -369,6 +426,7 @@ extension Scenario.Network {
 
 extension Scenario.Folder {
     enum CodingKeys: String, CodingKey { case propagationSeconds, late, maxLateSeconds, partial, partialSeconds, corrupt, twice, compactThreshold }
+    /// Decodes folder settings, taking the default for every field left out.
     public init(from decoder: any Decoder) throws {
         self.init()
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -385,6 +443,7 @@ extension Scenario.Folder {
 
 extension Scenario.Clocks {
     enum CodingKeys: String, CodingKey { case skewSeconds, maxSkewSeconds, jumps, randomJumps, maxJumpSeconds }
+    /// Decodes clock settings, taking the default for every field left out.
     public init(from decoder: any Decoder) throws {
         self.init()
         let c = try decoder.container(keyedBy: CodingKeys.self)
@@ -398,6 +457,7 @@ extension Scenario.Clocks {
 
 extension Scenario.Partition {
     enum CodingKeys: String, CodingKey { case devices, hub, startSeconds, endSeconds, direction }
+    /// Decodes a partition; `hub` and `direction` may be left out (every hub, both ways).
     public init(from decoder: any Decoder) throws {
         let c = try decoder.container(keyedBy: CodingKeys.self)
         devices = try c.decode([Int].self, forKey: .devices)
@@ -413,6 +473,7 @@ extension Scenario.Faults {
         case crashes, reinstalls, reinstallAt, crashAt, reinstallsDuringSync, copies, deaths, forgeries, intrusions
         case randomPartitions, maxPartitionSeconds, oneWay
     }
+    /// Decodes faults, taking the default (none) for every field left out.
     public init(from decoder: any Decoder) throws {
         self.init()
         let c = try decoder.container(keyedBy: CodingKeys.self)

@@ -6,6 +6,7 @@ import NotesCRDT
 public struct SimRandom: RandomNumberGenerator, Sendable {
     private var state: UInt64
 
+    /// A generator whose stream is determined by `seed`.
     public init(seed: UInt64) { state = seed }
 
     /// A generator for a sub-stream: same seed and salt, same stream; different salts, unrelated ones.
@@ -14,6 +15,7 @@ public struct SimRandom: RandomNumberGenerator, Sendable {
         state = mixer.next()
     }
 
+    /// The next 64 random bits.
     public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
@@ -44,13 +46,18 @@ public struct SimRandom: RandomNumberGenerator, Sendable {
 /// the run starts; a run executes a schedule (or, when shrinking, a subset of it), so every event
 /// carries the random payload it needs and does not depend on the events before it being there.
 public struct SimEvent: Codable, Hashable, Sendable {
+    /// What an event does: an edit, a sync, a partition or its heal, a crash (perhaps in the middle
+    /// of a sync), a reinstall (perhaps in the middle of a sync), a clock jump, a death, a forgery
+    /// in a folder, an intrusion at a relay, or a copy of another device's database.
     public enum Kind: String, Codable, Sendable {
         case edit, sync, partition, heal, crash, crashDuringSync, reinstall, reinstallDuringSync, clockJump, death, forgery, intrusion, copy
     }
 
     /// Milliseconds since the start of the run.
     public var time: UInt64
+    /// What the event does.
     public var kind: Kind
+    /// The device it happens to, or -1 for forgeries and intrusions (which come from no device).
     public var device: Int
     /// The hub (index), or -1 for every hub the device is attached to.
     public var hub: Int

@@ -69,25 +69,43 @@ struct NoteList {
 
 /// Counters of what happened in a run.
 public struct RunStats: Codable, Sendable, Hashable {
+    /// Local edits made.
     public var edits = 0
+    /// Edits skipped because the device had no suitable note.
     public var skippedEdits = 0
+    /// Sync attempts, the final healing's included.
     public var syncs = 0
+    /// Syncs that failed (a transient error, a crash in the middle, a refused request).
     public var failedSyncs = 0
+    /// Transport calls the sync engine retried.
     public var retries = 0
+    /// Relay requests and answers the network lost.
     public var lost = 0
+    /// Relay requests delivered twice.
     public var duplicated = 0
+    /// Reordered relay requests; the simulator reorders by delaying, counted in `delayed`, so this
+    /// stays 0.
     public var reordered = 0
+    /// Relay requests and answers that came too late (a late request still reaches the relay).
     public var delayed = 0
+    /// Bundles the simulator damaged: relay requests and answers, folder copies.
     public var corruptInjected = 0
+    /// Damaged bundles that were refused, as they must be.
     public var corruptRejected = 0
     /// Folder files that did not decode (cut short or damaged) and were left for a later sync.
     public var skippedFiles = 0
+    /// Crashes and restarts (some in the middle of a sync).
     public var crashes = 0
+    /// Reinstalls from nothing.
     public var reinstalls = 0
     /// Devices whose database was replaced by a copy of another's.
     public var copies = 0
+    /// Clock jumps.
     public var clockJumps = 0
+    /// Partitions begun, scheduled and random.
     public var partitions = 0
+    /// Operations gone for good because they never left a device that was reinstalled, replaced by
+    /// a copy or died (the reference model forgets them too).
     public var forgottenOperations = 0
     /// Edits made through a second store on a device's database (another process).
     public var otherProcessEdits = 0
@@ -97,15 +115,20 @@ public struct RunStats: Codable, Sendable, Hashable {
     public var forgeries = 0
     /// Hostile requests sent to relays.
     public var intrusions = 0
+    /// Sync rounds of the final healing, up to the one that changed nothing (in a summary: the most
+    /// of any run).
     public var healRounds = 0
 }
 
 /// What one run found.
 public struct RunResult: Codable, Sendable {
+    /// The scenario's name.
     public var scenario: String
+    /// The run's seed.
     public var seed: UInt64
     /// The schedule's events that ran (all of them, or the subset asked for).
     public var events: Int
+    /// How long the run lasted in simulated time, in milliseconds.
     public var simulatedMilliseconds: UInt64
     /// Every device ended with the same digest.
     public var converged: Bool
@@ -123,8 +146,11 @@ public struct RunResult: Codable, Sendable {
     public var traceHash: String
     /// When (ms since the start) the devices last changed state before the end: when they converged.
     public var convergedAtMilliseconds: UInt64?
+    /// Counters of what happened.
     public var stats: RunStats
 
+    /// Whether the run failed a check: the devices diverged, an edit was lost, changes were left
+    /// waiting, or a safety check failed.
     public var failed: Bool { !converged || lostEdits > 0 || stuckPending > 0 || !safetyViolations.isEmpty }
 }
 
@@ -132,7 +158,9 @@ public struct RunResult: Codable, Sendable {
 /// the checks and the trace. Everything runs on one task, one step at a time, so a seed (and the
 /// subset of events, when shrinking) determines the run exactly.
 public final class Simulation: @unchecked Sendable {
+    /// The scenario being run.
     public let scenario: Scenario
+    /// The seed that determines the run.
     public let seed: UInt64
     let schedule: [SimEvent]
     let clocks: ClockState
@@ -149,6 +177,7 @@ public final class Simulation: @unchecked Sendable {
     var stats = RunStats()
     var reference = ReferenceModel()
     var violations: [String] = []
+    /// What has happened so far, step by step.
     public private(set) var trace = Trace()
     /// Requests to relays in flight (delayed), delivered at their time.
     private var inFlight: [(deliverAt: UInt64, order: Int, device: Int, hub: Int, request: RelayRequest, damaged: Bool)] = []

@@ -5,8 +5,11 @@ import NotesCRDT
 public enum Simulator {
     /// The summary of runs of one scenario over seeds `seed ..< seed + runs`.
     public struct Summary: Codable, Sendable {
+        /// The scenario's name.
         public var scenario: String
+        /// The first seed.
         public var seed: UInt64
+        /// How many runs (one per seed).
         public var runs: Int
         /// Runs in which every device ended with the same digest.
         public var converged: Int
@@ -24,6 +27,7 @@ public enum Simulator {
         public var events: Int
         /// Simulated time, over all runs.
         public var simulatedSeconds: Double
+        /// Real time the runs took, in seconds.
         public var wallSeconds: Double
         /// Runs per wall-clock second.
         public var runsPerSecond: Double
@@ -31,6 +35,7 @@ public enum Simulator {
         public var simulatedSecondsPerWallSecond: Double
         /// SHA-256 of the runs' trace hashes in seed order (the trace hash itself for one run).
         public var traceHash: String
+        /// The runs' counters added up (heal rounds: the most of any run).
         public var stats: RunStats
         /// The failing runs (at most 20), first to last.
         public var failures: [Failure]
@@ -38,7 +43,9 @@ public enum Simulator {
 
     /// A failing run, with its shrunk reproduction.
     public struct Failure: Codable, Sendable {
+        /// The seed of the failing run.
         public var seed: UInt64
+        /// What went wrong, one line each.
         public var problems: [String]
         /// The indexes (into the seed's schedule) of a smaller set of events that still fails.
         public var shrunkEvents: [Int]?
@@ -47,6 +54,7 @@ public enum Simulator {
         /// The command that replays the failure.
         public var replay: String
 
+        /// A failing run with its shrunk reproduction and the command that replays it.
         public init(seed: UInt64, problems: [String], shrunkEvents: [Int]?, shrunkSchedule: [SimEvent]?, replay: String) {
             self.seed = seed
             self.problems = problems

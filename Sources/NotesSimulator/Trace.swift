@@ -5,24 +5,40 @@ import NotesSync
 /// What happened in a run, step by step, compactly: enough to hash (the same seed gives the same
 /// hash, run after run) and to draw the report's timelines.
 public struct Trace: Sendable {
+    /// What an entry records: an edit (or one skipped for lack of a note), a sync (or a failed
+    /// one), an upload a relay stored, a partition or its heal, a crash, a reinstall, a clock jump,
+    /// the start of the final healing, a failed safety check, a death, a forgery, an intrusion, or
+    /// a copy of a database. (The final digests are kept in `digests`, not as entries.)
     public enum Kind: UInt8, Sendable, CaseIterable {
         case edit = 1, editSkipped, sync, syncFailed, relayStored, partition, heal, crash, reinstall, clockJump
         case healAll, violation, digest, death, forgery, intrusion, copy
     }
 
+    /// One step of a run. `a` to `d` (0 when unused) depend on `kind`: for an edit, the edit kind's
+    /// index in `EditKind.allCases`, the device's seq after it and the changes it made; for a sync,
+    /// the hub and the changes sent, applied and left pending; for a failed sync, the hub and an
+    /// error code; for a partition or heal, the hub (-1: every hub) and the direction (0 both, 1
+    /// outbound, 2 inbound); for a clock jump, the milliseconds; for a copy, the device copied.
     public struct Entry: Sendable, Hashable {
         /// Milliseconds since the start of the run.
         public var time: UInt64
         /// The device, or -1 for the world.
         public var device: Int
+        /// What the step was.
         public var kind: Kind
+        /// The first value; its meaning depends on `kind`.
         public var a: Int64
+        /// The second value; its meaning depends on `kind`.
         public var b: Int64
+        /// The third value; its meaning depends on `kind`.
         public var c: Int64
+        /// The fourth value; its meaning depends on `kind`.
         public var d: Int64
     }
 
+    /// Every entry, in the order the steps happened.
     public private(set) var entries: [Entry] = []
+    /// The devices' final digests, in device order.
     public private(set) var digests: [String] = []
     /// SHA-256 through swift-crypto (the CPU's SHA instructions), fed 4 KiB at a time.
     private var hasher = Crypto.SHA256()
