@@ -8,7 +8,9 @@ public enum Deflate {
     /// An error inflating: the data is corrupt, truncated, or does not inflate to the length the
     /// container declared.
     public struct Failure: Error, Hashable, Sendable, CustomStringConvertible {
+        /// What is wrong with the data.
         public var message: String
+        /// The message.
         public var description: String { message }
     }
 

@@ -22,6 +22,7 @@ public struct CRDTError: Error, Hashable, Sendable, CustomStringConvertible {
         /// A change holds different operations for seqs this replica already has from the same
         /// author: two copies of one replica wrote them (a copied or restored database).
         public static let equivocation = Code("equivocation")
+        /// The code's name (e.g. `unknownReference`).
         public var description: String { name }
 
         /// The code with this name (`description`), for one read back from storage; nil for a
@@ -44,5 +45,6 @@ public struct CRDTError: Error, Hashable, Sendable, CustomStringConvertible {
         self.message = message
     }
 
+    /// The message.
     public var description: String { message }
 }

@@ -114,6 +114,7 @@ public struct RelayStorageError: Error, Sendable, Hashable, CustomStringConverti
         self.message = message
     }
 
+    /// The message.
     public var description: String { message }
 }
 

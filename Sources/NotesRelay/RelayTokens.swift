@@ -24,6 +24,7 @@ public struct RelayTokens: Sendable {
         case forbidden
     }
 
+    /// No tokens: a relay with none refuses every request.
     public init() {}
 
     /// Tokens from `(space, token)` pairs.

@@ -13,6 +13,7 @@ public final class SQLiteRelayStorage: RelayStorage {
     /// The file, or nil in memory.
     public let path: String?
     let writer: any DatabaseWriter
+    /// 16 bytes that identify this storage (its relay), made when the file was created.
     public let relayID: [UInt8]
 
     /// `PRAGMA application_id` of a relay file ("CRDR").
@@ -123,6 +124,8 @@ public final class SQLiteRelayStorage: RelayStorage {
 
     // MARK: RelayStorage
 
+    /// Stores the records that extend what the space holds, in one transaction; returns the
+    /// indexes of those stored.
     public func append(space: String, records: [RelayRecord]) async throws -> [Int] {
         guard !records.isEmpty else { return [] }
         do {
@@ -134,6 +137,7 @@ public final class SQLiteRelayStorage: RelayStorage {
         }
     }
 
+    /// One page of the records a client at `clientVersion` lacks, in arrival order.
     public func page(space: String, after clientVersion: VersionVector, limits: RelayPageLimits,
                      needsPayload: @escaping @Sendable (Int64) -> Bool = { _ in true }) async throws -> RelayPage {
         do {
@@ -147,6 +151,7 @@ public final class SQLiteRelayStorage: RelayStorage {
         }
     }
 
+    /// What the space holds: its version vector and counts.
     public func status(space: String) async throws -> RelaySpaceStatus {
         do {
             return try await writer.read { db in

@@ -4,7 +4,9 @@ import NotesCRDT
 
 /// A note as stored in the materialized table: every field, and the body when it was asked for.
 public struct StoredNote: Hashable, Sendable {
+    /// The note's identity.
     public var id: NoteID
+    /// The title.
     public var title: String
     /// The body text; nil when the query did not fetch it (see `preview`).
     public var body: String?
@@ -12,8 +14,11 @@ public struct StoredNote: Hashable, Sendable {
     public var preview: String
     /// The body's length in Unicode scalars.
     public var bodyLength: Int
+    /// Whether the note is pinned.
     public var pinned: Bool
+    /// Whether the note is archived.
     public var archived: Bool
+    /// The color name, or nil when none is set.
     public var color: String?
     /// `.active` or `.trashed`; `.deleted` only in `list(.deleted)` and `deletedNote(_:)` (deleted
     /// notes have no row in the other reads).
@@ -72,10 +77,13 @@ public struct SearchHit: Hashable, Sendable {
 
 /// One entry of the history: a change, who made it, when, and what it did.
 public struct HistoryEntry: Hashable, Sendable {
+    /// The replica that made the change.
     public var replica: ReplicaID
     /// Whether this replica made it.
     public var isLocal: Bool
+    /// The first seq the change covers.
     public var startSeq: UInt64
+    /// The last seq the change covers.
     public var endSeq: UInt64
     /// The timestamp of its first operation.
     public var timestamp: Timestamp
@@ -87,17 +95,24 @@ public struct HistoryEntry: Hashable, Sendable {
 
 /// What `NoteStore.status()` reports.
 public struct StoreStatus: Hashable, Sendable {
+    /// This replica's identity.
     public var replica: ReplicaID
+    /// The database file, or nil for an in-memory store.
     public var path: String?
+    /// The operations this replica has applied.
     public var versionVector: VersionVector
     /// Notes that are not deleted.
     public var notes: Int
+    /// Received changes that wait for their dependencies.
     public var pendingChanges: Int
     /// Rows in the op log after the snapshot.
     public var logRows: Int
     /// How many log rows the snapshot has absorbed up to (0: no snapshot yet).
     public var snapshotThroughRow: Int64
+    /// The known peers and what each has.
     public var peers: [PeerState]
+    /// The digest of the visible state (`NoteStore.digest()`): equal on two replicas exactly when
+    /// their visible states are.
     public var digest: String
 }
 

@@ -32,6 +32,7 @@ public struct QuarantineEntry: Hashable, Sendable {
     public var replica: ReplicaID
     /// The seqs it covers, `startSeq ... endSeq`.
     public var startSeq: UInt64
+    /// The last seq it covers.
     public var endSeq: UInt64
     /// What kind of problem (a `CRDTError.Code` name, e.g. `unknownReference`).
     public var code: String
@@ -40,6 +41,7 @@ public struct QuarantineEntry: Hashable, Sendable {
     /// When it was quarantined here (wall-clock milliseconds).
     public var receivedAt: UInt64
 
+    /// Creates an entry.
     public init(replica: ReplicaID, startSeq: UInt64, endSeq: UInt64, code: String, reason: String, receivedAt: UInt64) {
         self.replica = replica
         self.startSeq = startSeq

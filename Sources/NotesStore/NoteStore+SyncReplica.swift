@@ -2,14 +2,17 @@ import NotesCRDT
 import NotesSync
 
 extension NoteStore: SyncReplica {
+    /// What the store has applied: its version vector.
     public func currentVersion() throws -> VersionVector { try versionVector }
 
+    /// Applies changes from elsewhere with `apply(_:)`, in one transaction, and reports what happened.
     public func integrate(_ changes: [Change]) throws -> IntegrationReport {
         let report = try apply(changes)
         return IntegrationReport(applied: report.applied, duplicates: report.duplicates, pending: report.pending,
                                  quarantined: report.quarantined, rejected: report.rejected)
     }
 
+    /// Records what a peer has (merged with what was known).
     public func recordPeer(_ replica: ReplicaID, version: VersionVector) throws {
         try recordPeer(replica, versionVector: version)
     }

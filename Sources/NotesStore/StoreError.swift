@@ -34,6 +34,7 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let corrupt = Code("corrupt")
         /// Any other database failure.
         public static let database = Code("database")
+        /// The code's name (e.g. `corrupt`).
         public var description: String { name }
     }
 
@@ -51,6 +52,7 @@ public struct StoreError: Error, Hashable, Sendable, CustomStringConvertible {
         self.underlying = underlying
     }
 
+    /// The message, followed by the underlying cause when the message does not already include it.
     public var description: String {
         guard let underlying, !message.contains(underlying) else { return message }
         return "\(message) (\(underlying))"

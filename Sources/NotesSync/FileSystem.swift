@@ -47,6 +47,8 @@ public protocol FileSystem: Sendable {
 }
 
 extension FileSystem {
+    /// The entries of a directory with their attributes, from `contentsOfDirectory(_:)` and
+    /// `attributes(_:)`; nil when there is no directory at `path`.
     public func listing(_ path: String) throws -> [(name: String, attributes: FileAttributes)]? {
         guard let names = try contentsOfDirectory(path) else { return nil }
         return names.compactMap { name in
@@ -60,6 +62,7 @@ public struct LocalFileSystem: FileSystem {
     /// The local file system.
     public init() {}
 
+    /// The names in a directory (no `.` or `..`), sorted; nil when there is no directory at `path`.
     public func contentsOfDirectory(_ path: String) throws -> [String]? {
         guard let directory = opendir(path) else {
             if errno == ENOENT || errno == ENOTDIR { return nil }
@@ -76,6 +79,7 @@ public struct LocalFileSystem: FileSystem {
         return names.sorted()
     }
 
+    /// A file's or directory's attributes, or nil when nothing is at `path`.
     public func attributes(_ path: String) throws -> FileAttributes? {
         var info = stat()
         guard stat(path, &info) == 0 else {
@@ -92,6 +96,7 @@ public struct LocalFileSystem: FileSystem {
                               isDirectory: (info.st_mode & S_IFMT) == S_IFDIR)
     }
 
+    /// A file's bytes; a file larger than `limit` bytes is refused without being read.
     public func read(_ path: String, limit: Int) throws -> [UInt8] {
         let fd = open(path, O_RDONLY)
         guard fd >= 0 else { throw LocalFileSystem.failure(path, "cannot be read") }
@@ -125,6 +130,8 @@ public struct LocalFileSystem: FileSystem {
         return bytes
     }
 
+    /// Writes a file through a temporary file, fsync, rename and an fsync of the directory, so
+    /// that a reader sees either the old file or the whole new one.
     public func writeAtomically(_ bytes: [UInt8], to path: String) throws {
         let slash = path.lastIndex(of: "/")
         let folder = slash.map { String(path[..<$0]) } ?? "."
@@ -160,10 +167,12 @@ public struct LocalFileSystem: FileSystem {
         }
     }
 
+    /// Removes a file (nothing happens when there is none).
     public func remove(_ path: String) throws {
         guard unlink(path) == 0 || errno == ENOENT else { throw LocalFileSystem.failure(path, "cannot remove") }
     }
 
+    /// Creates a directory and the directories above it that are missing.
     public func createDirectory(_ path: String) throws {
         var prefix = path.hasPrefix("/") ? "/" : ""
         for component in path.split(separator: "/") {

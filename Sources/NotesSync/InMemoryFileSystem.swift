@@ -74,6 +74,7 @@ public final class InMemoryFileSystem: FileSystem, Sendable {
 
     static func parent(_ path: String) -> String { split(path).directory }
 
+    /// The names in a directory, sorted; nil when there is no directory at `path`.
     public func contentsOfDirectory(_ path: String) throws -> [String]? {
         let directory = InMemoryFileSystem.normalize(path)
         return tree.withLock { tree -> [String]? in
@@ -88,6 +89,8 @@ public final class InMemoryFileSystem: FileSystem, Sendable {
         }
     }
 
+    /// The entries of a directory with their attributes, sorted by name; nil when there is no
+    /// directory at `path`.
     public func listing(_ path: String) throws -> [(name: String, attributes: FileAttributes)]? {
         let directory = InMemoryFileSystem.normalize(path)
         return tree.withLock { tree -> [(name: String, attributes: FileAttributes)]? in
@@ -106,6 +109,7 @@ public final class InMemoryFileSystem: FileSystem, Sendable {
         }
     }
 
+    /// A file's or directory's attributes, or nil when nothing is at `path`.
     public func attributes(_ path: String) throws -> FileAttributes? {
         let key = InMemoryFileSystem.normalize(path)
         let (directory, name) = InMemoryFileSystem.split(key)
@@ -117,6 +121,7 @@ public final class InMemoryFileSystem: FileSystem, Sendable {
         }
     }
 
+    /// A file's bytes, as its fault (if any) shows them; a file larger than `limit` bytes is refused.
     public func read(_ path: String, limit: Int) throws -> [UInt8] {
         let (directory, name) = InMemoryFileSystem.split(InMemoryFileSystem.normalize(path))
         let bytes: [UInt8]? = tree.withLock { tree in
@@ -144,6 +149,7 @@ public final class InMemoryFileSystem: FileSystem, Sendable {
         }
     }
 
+    /// Writes a file at once, modified at the clock's current time.
     public func writeAtomically(_ bytes: [UInt8], to path: String) throws {
         try write(bytes, to: path, modified: clock())
     }
@@ -159,11 +165,13 @@ public final class InMemoryFileSystem: FileSystem, Sendable {
         }
     }
 
+    /// Removes a file (nothing happens when there is none).
     public func remove(_ path: String) throws {
         let (directory, name) = InMemoryFileSystem.split(InMemoryFileSystem.normalize(path))
         _ = tree.withLock { $0.files[directory]?.removeValue(forKey: name) }
     }
 
+    /// Creates a directory and the directories above it that are missing.
     public func createDirectory(_ path: String) throws {
         let key = InMemoryFileSystem.normalize(path)
         try tree.withLock { tree in

@@ -70,6 +70,8 @@ public struct RelayTransport: SyncTransport {
         }
     }
 
+    /// Posts the bundle in requests the relay takes, and returns the relay's pages of what the
+    /// sender lacks.
     public func send(_ bundle: SyncBundle) async throws -> SendResult {
         var reply: RelayReply?
         // Requests the relay takes: at most `maxChangesPerRequest` changes, and within a bundle's limits.
@@ -80,6 +82,7 @@ public struct RelayTransport: SyncTransport {
         return SendResult(replies: try await pages(from: reply!, local: bundle.sender, version: bundle.senderVersion), complete: true)
     }
 
+    /// Posts an empty bundle with the replica's version and returns every page of what it lacks.
     public func receive(for local: ReplicaID, version: VersionVector) async throws -> ReceiveResult {
         let first = try await exchange(SyncBundle(sender: local, senderVersion: version, changes: []))
         return ReceiveResult(bundles: try await pages(from: first, local: local, version: version))

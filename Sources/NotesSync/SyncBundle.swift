@@ -5,6 +5,7 @@ import NotesCRDT
 /// An error reading a bundle or syncing: a code that callers can switch over, and a message that
 /// names the problem (and the file, where there is one).
 public struct SyncError: Error, Hashable, Sendable, CustomStringConvertible {
+    /// What kind of problem it is.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private let name: String
         private init(_ name: String) { self.name = name }
@@ -26,12 +27,16 @@ public struct SyncError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let rejected = Code("rejected")
         /// Larger than a reader takes (`SyncBundle.maxBytes`, or a limit of `SyncBundle.changeLimits`).
         public static let tooLarge = Code("tooLarge")
+        /// The code's name (e.g. `tooLarge`).
         public var description: String { name }
     }
 
+    /// The kind of problem.
     public var code: Code
+    /// A sentence that says what is wrong.
     public var message: String
 
+    /// Creates an error.
     public init(_ code: Code, _ message: String) {
         self.code = code
         self.message = message
@@ -40,6 +45,7 @@ public struct SyncError: Error, Hashable, Sendable, CustomStringConvertible {
     /// The same error with a location (a file name) put in front of the message.
     public func at(_ location: String) -> SyncError { SyncError(code, "\(location): \(message)") }
 
+    /// The message.
     public var description: String { message }
 }
 
@@ -59,12 +65,14 @@ public struct SyncBundle: Hashable, Sendable {
     /// The changes, in a causal order.
     public var changes: [Change]
 
+    /// A bundle of `changes` from `sender`, which had applied `senderVersion`.
     public init(sender: ReplicaID, senderVersion: VersionVector, changes: [Change]) {
         self.sender = sender
         self.senderVersion = senderVersion
         self.changes = changes
     }
 
+    /// The 8 bytes every bundle starts with: `CRDTBNDL`.
     public static let magic: [UInt8] = Array("CRDTBNDL".utf8)
     /// The version this build writes. It reads 1 (never compressed), 2 (compressed bodies) and 3
     /// (runs of deletes as one record in the change encoding).
@@ -149,7 +157,9 @@ public struct SyncBundle: Hashable, Sendable {
 
     /// Who wrote a bundle and what it had: a bundle's header.
     public struct Header: Hashable, Sendable {
+        /// The replica that wrote the bundle.
         public var sender: ReplicaID
+        /// What the sender had applied when it wrote the bundle.
         public var senderVersion: VersionVector
     }
 

@@ -32,7 +32,9 @@ public struct SyncSession: Sendable {
 
     /// A peer and what it has, as a bundle it wrote said.
     public struct PeerVersion: Sendable, Hashable {
+        /// The peer.
         public var replica: ReplicaID
+        /// What the peer had applied.
         public var version: VersionVector
     }
 
@@ -49,6 +51,7 @@ public struct SyncSession: Sendable {
 
     /// A step taken out of order: a bug in the engine driving the session.
     public struct MisuseError: Error, CustomStringConvertible {
+        /// What was done out of order.
         public var description: String
     }
 
@@ -201,6 +204,7 @@ public struct SyncReport: Sendable, Codable, Equatable {
     /// The peers whose versions were recorded.
     public var peers: [String] = []
 
+    /// An empty report: nothing done yet.
     public init() {}
 }
 

@@ -50,6 +50,8 @@ public final class HTTPRelayClient: HTTPCalling {
         if ownsClient { try await client.shutdown() }
     }
 
+    /// Sends `request` and returns the answer; no answer, or a body over `maxResponseBytes`, throws
+    /// a transient `SyncError`.
     public func call(_ request: HTTPCallRequest, maxResponseBytes: Int) async throws -> HTTPCallResponse {
         var outgoing = HTTPClientRequest(url: request.url)
         outgoing.method = HTTPMethod(rawValue: request.method)

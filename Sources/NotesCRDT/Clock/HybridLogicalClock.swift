@@ -23,10 +23,13 @@ public struct Timestamp: Hashable, Comparable, Sendable, CustomStringConvertible
     /// The timestamp `n` steps later.
     public func advanced(by n: UInt64) -> Timestamp { Timestamp(rawValue: rawValue &+ n) }
 
+    /// The earliest timestamp: zero milliseconds, counter zero.
     public static let zero = Timestamp(rawValue: 0)
 
+    /// Whether `lhs` comes before `rhs`.
     public static func < (lhs: Timestamp, rhs: Timestamp) -> Bool { lhs.rawValue < rhs.rawValue }
 
+    /// The milliseconds and the counter, as `milliseconds.counter`.
     public var description: String { "\(milliseconds).\(counter)" }
 }
 
@@ -43,6 +46,7 @@ public struct FixedWallClock: WallClock {
     public var value: UInt64
     /// Creates a clock that always reads `value` milliseconds.
     public init(_ value: UInt64) { self.value = value }
+    /// The fixed value.
     public func milliseconds() -> UInt64 { value }
 }
 

@@ -11,6 +11,7 @@ import Darwin
 public struct SystemWallClock: WallClock {
     /// Creates the system clock.
     public init() {}
+    /// The current real time in milliseconds since the Unix epoch.
     public func milliseconds() -> UInt64 {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)

@@ -113,6 +113,8 @@ public struct VersionVector: Hashable, Sendable, CustomStringConvertible {
 
     /// How two vectors relate in causal order.
     public enum Ordering: Sendable, Equatable {
+        /// `equal`: the same entries; `before`: the other has all `self` has and more; `after`: the
+        /// reverse; `concurrent`: each has something the other lacks.
         case equal, before, after, concurrent
     }
 
@@ -151,6 +153,7 @@ public struct VersionVector: Hashable, Sendable, CustomStringConvertible {
         storage.map { (replica: $0.replica, seq: $0.seq) }
     }
 
+    /// The entries as `{replica:seq, ...}`, each replica shortened to 8 hexadecimal digits.
     public var description: String {
         "{" + sortedEntries.map { "\($0.replica.raw.hex.prefix(8)):\($0.seq)" }.joined(separator: ", ") + "}"
     }

@@ -148,6 +148,7 @@ public enum ChangeCodec {
         var explicit = BinaryWriter()
         var predictor = Predictor()
 
+        /// Creates an encoder with empty working storage.
         public init() {}
 
         /// The encoding of `changes`.

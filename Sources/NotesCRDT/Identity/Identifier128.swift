@@ -55,9 +55,9 @@ public struct Identifier128: Hashable, Comparable, Sendable {
         return result
     }
 
-    /// Creates an identifier from 16 bytes, most significant first.
     // Inlinable so that a caller in another module gets it specialized for its collection (the
     // relay reads an author's 16 bytes from every row it pages through).
+    /// Creates an identifier from 16 bytes, most significant first.
     @inlinable
     public init?(bytes: some Collection<UInt8>) {
         guard bytes.count == 16 else { return nil }
@@ -84,11 +84,13 @@ public struct Identifier128: Hashable, Comparable, Sendable {
         }
     }
 
+    /// Orders identifiers as unsigned 128-bit numbers.
     @inlinable
     public static func < (lhs: Identifier128, rhs: Identifier128) -> Bool {
         (lhs.high, lhs.low) < (rhs.high, rhs.low)
     }
 
+    /// Feeds the 128 bits to `hasher`.
     @inlinable
     public func hash(into hasher: inout Hasher) {
         hasher.combine(high)
@@ -163,17 +165,21 @@ public struct Identifier<Kind: IdentifierKind>: Hashable, Comparable, Sendable, 
     /// 32 lowercase hexadecimal digits.
     public var description: String { raw.hex }
 
+    /// Orders identities by their 128 bits.
     @inlinable
     public static func < (lhs: Identifier, rhs: Identifier) -> Bool { lhs.raw < rhs.raw }
 
+    /// Whether two identities have the same 128 bits.
     @inlinable
     public static func == (lhs: Identifier, rhs: Identifier) -> Bool { lhs.raw == rhs.raw }
 
+    /// Feeds the identity's 128 bits to `hasher`.
     @inlinable
     public func hash(into hasher: inout Hasher) { raw.hash(into: &hasher) }
 
     // Inlinable so that each module's sets and dictionaries of identities specialize it (the hash
     // is on every lookup of a note). Public only because Hashable's witness must be.
+    /// The hash of the identity's bits with `seed`; part of `Hashable`, not meant to be called.
     @_documentation(visibility: internal)
     @inlinable
     public func _rawHashValue(seed: Int) -> Int { raw._rawHashValue(seed: seed) }
@@ -199,8 +205,10 @@ public struct OpID: Hashable, Comparable, Sendable, CustomStringConvertible {
         self.seq = seq
     }
 
+    /// The replica's first 8 hexadecimal digits and the seq, as `replica@seq`.
     public var description: String { "\(replica.raw.hex.prefix(8))@\(seq)" }
 
+    /// Orders by replica, then by seq.
     public static func < (lhs: OpID, rhs: OpID) -> Bool {
         (lhs.replica, lhs.seq) < (rhs.replica, rhs.seq)
     }

@@ -1,9 +1,14 @@
 /// A note as a reader sees it: the current value of every field and the body text.
 public struct Note: Hashable, Sendable, Identifiable {
+    /// The note's identity.
     public var id: NoteID
+    /// The title.
     public var title: String
+    /// The body text.
     public var body: String
+    /// Whether the note is pinned.
     public var pinned: Bool
+    /// Whether the note is archived.
     public var archived: Bool
     /// The color name, or nil when none is set.
     public var color: String?

@@ -16,6 +16,7 @@ public struct NoteConflict: Hashable, Sendable {
         /// One side deleted the note while the other edited it without having seen the delete.
         case deletedWhileEdited
 
+        /// `body`, the field's name, or `deletedWhileEdited`.
         public var description: String {
             switch self {
             case .body: "body"

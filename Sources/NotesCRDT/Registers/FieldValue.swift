@@ -1,8 +1,12 @@
 /// The value of a last-writer-wins field.
 public enum FieldValue: Hashable, Sendable, CustomStringConvertible {
+    /// No value (the field is unset).
     case null
+    /// A boolean.
     case bool(Bool)
+    /// A signed 64-bit integer.
     case int(Int64)
+    /// A string.
     case string(String)
 
     /// The string, when this is one.
@@ -12,6 +16,7 @@ public enum FieldValue: Hashable, Sendable, CustomStringConvertible {
     /// The integer, when this is one.
     public var intValue: Int64? { if case .int(let i) = self { return i } else { return nil } }
 
+    /// The value as text: `null`, the boolean or integer, or the string in double quotes.
     public var description: String {
         switch self {
         case .null: return "null"
@@ -35,11 +40,17 @@ public enum NoteLifecycle: String, Hashable, Sendable, CaseIterable {
 
 /// A field of a note. Each is its own last-writer-wins register.
 public enum NoteField: Hashable, Sendable, Comparable {
+    /// The note's title.
     case title
+    /// Whether the note is pinned.
     case pinned
+    /// Whether the note is archived.
     case archived
+    /// The note's color name.
     case color
+    /// The note's lifecycle state (`NoteLifecycle`).
     case state
+    /// When the note was created (wall-clock milliseconds of its creator).
     case createdAt
     /// Membership in the tag with this tag key (see `Notebook.tagKey(_:)`).
     case tag(String)
@@ -68,6 +79,7 @@ public enum NoteField: Hashable, Sendable, Comparable {
         }
     }
 
+    /// Orders fields by `code`, then by `key`.
     public static func < (lhs: NoteField, rhs: NoteField) -> Bool {
         (lhs.code, lhs.key) < (rhs.code, rhs.key)
     }
@@ -77,7 +89,9 @@ public enum NoteField: Hashable, Sendable, Comparable {
 public enum TagField: UInt8, Hashable, Sendable, Comparable, CaseIterable {
     /// The name as the user typed it (the tag's key is its lowercased form).
     case name = 0
+    /// The tag's color name.
     case color = 1
 
+    /// Orders tag fields by their raw value.
     public static func < (lhs: TagField, rhs: TagField) -> Bool { lhs.rawValue < rhs.rawValue }
 }
