@@ -5,9 +5,8 @@ import Glibc
 /// Process-wide SQLite settings for running many in-memory stores on several threads at once.
 ///
 /// SQLite keeps memory statistics (`sqlite3_memory_used`, `sqlite3_status`) by default, and every
-/// `sqlite3_malloc` and `sqlite3_free` of every connection then takes one process-wide mutex. With
-/// two simulations on two cores, a profile showed the threads queueing on that mutex (futex waits
-/// under `sqlite3Malloc`/`sqlite3_free`), so that two jobs took as long as one. Nothing in this
+/// `sqlite3_malloc` and `sqlite3_free` of every connection then takes one process-wide mutex, on
+/// which simulations running on several threads queue. Nothing in this
 /// project reads those statistics (nor does GRDB), so the simulator turns them off:
 /// `sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0)`. SQLite's results are the same either way.
 ///

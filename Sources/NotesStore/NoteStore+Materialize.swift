@@ -25,7 +25,7 @@ enum MaterializedNote {
 /// The index itself is not written in the transaction: it is brought up to date before it is
 /// read (`NoteStore.updateSearchIndex`). A keystroke then costs one small row here, or nothing
 /// when its chunk is already stale, instead of tokenizing the chunk's old and new text and
-/// writing an FTS5 segment at COMMIT (about a quarter of a simulation run's CPU time, measured).
+/// writing an FTS5 segment at COMMIT.
 struct StaleIndexRows {
     var entries: [(row: Int64, indexed: Bool, title: String, body: String)] = []
     /// The row's text changes, or the row goes: it was indexed with these values, unless a
@@ -362,7 +362,7 @@ extension NoteStore {
     /// One slice of the body's UTF-8: past the leading blank lines and whitespace, up to the
     /// line's end or 80 scalars. Walked over the bytes in place (a scalar's length is in its
     /// first byte; line ends are ASCII), with a scalar's properties read only for non-ASCII
-    /// leading whitespace: the string views' index arithmetic cost about 1% of a simulation run.
+    /// leading whitespace, so no string view's index arithmetic is paid.
     static func preview(ofUTF8 bytes: UnsafeBufferPointer<UInt8>) -> String {
         func length(_ byte: UInt8) -> Int { byte < 0x80 ? 1 : byte < 0xE0 ? 2 : byte < 0xF0 ? 3 : 4 }
         var start = 0

@@ -171,9 +171,8 @@ extension NoteStore {
 
     /// The materialized row of one note, with its body, or nil (read with `forEachRow`).
     ///
-    /// One statement for the row and the chunks (`noteWithBodySQL`): the simulator reads every
-    /// note a step touched this way, after every step, and two statements per note were a tenth
-    /// of all the statements of a run.
+    /// One statement for the row and the chunks (`noteWithBodySQL`), not two: the simulator reads
+    /// every note a step touched this way, after every step.
     func storedNote(_ id: NoteID, _ db: Database) throws -> StoredNote? {
         var note: StoredNote?
         var body = ""
@@ -190,7 +189,7 @@ extension NoteStore {
     ///
     /// With exclusive access this connection, which runs one thing at a time, is the database's
     /// only one: nothing can write between two of `body`'s queries, so they run without BEGIN and
-    /// COMMIT (which were about a tenth of reading a note's row and body).
+    /// COMMIT.
     func read<T>(_ what: @autoclosure () -> String, _ body: (Database) throws -> T) throws -> T {
         do {
             return try queue.inDatabase { db in
@@ -208,7 +207,7 @@ extension NoteStore {
     /// BEGIN and COMMIT run through the SQLite C API (`Statement.run`), like the statements
     /// between them. Through GRDB's `execute`, its per-statement bookkeeping (observation,
     /// suspension and cancellation checks, and a wall-clock read for `transactionDate` at every
-    /// BEGIN) cost about as much as SQLite's work on the two, which a keystroke pays. Nothing here
+    /// BEGIN) would be paid by every keystroke. Nothing here
     /// uses what that bookkeeping serves; `Database.isInsideTransaction`, which the rollback
     /// below and GRDB's own checks read, asks SQLite (`sqlite3_get_autocommit`). GRDB's own record
     /// of the transaction (`transactionDate`) is therefore not kept: nothing may read it.

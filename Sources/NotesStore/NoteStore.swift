@@ -130,8 +130,8 @@ public final class NoteStore: @unchecked Sendable {
     /// found by the address of their SQL literal (`statement(_:_:)`). Only used inside the
     /// queue's closures.
     var statements: [StatementKey: Statement] = [:]
-    /// Encodes log and pending rows, keeping its working storage from one row to the next (a keystroke's
-    /// row allocated about fifteen arrays for a few dozen bytes). Used under `lock`.
+    /// Encodes log and pending rows, keeping its working storage from one row to the next (a
+    /// keystroke's row is a few dozen bytes). Used under `lock`.
     var logEncoder = ChangeCodec.Encoder()
 
     deinit {
@@ -266,9 +266,8 @@ public final class NoteStore: @unchecked Sendable {
     /// each new in-memory store copies (SQLite's backup API, page by page).
     ///
     /// Running the migrations parses and executes the schema's statements (and FTS5 makes its
-    /// shadow tables) for every store: about a tenth of a simulation run of `partition.json`,
-    /// whose devices each open a store and make 60 edits. A copy holds the same rows and schema,
-    /// and is a plain in-memory database like one migrated in place.
+    /// shadow tables) for every store, a noticeable share of a simulation run's work. A copy holds
+    /// the same rows and schema, and is a plain in-memory database like one migrated in place.
     ///
     /// Its pages are 2 KiB (`inMemoryPageSize`), and so are its copies' (a backup into an
     /// in-memory database takes the source's page size).
@@ -283,9 +282,8 @@ public final class NoteStore: @unchecked Sendable {
 
     /// The page size of in-memory stores. The first write to a page in a transaction copies the
     /// whole page into the rollback journal; a keystroke writes a few rows in four or five
-    /// tables, one page each. At 2 KiB a simulation run spends about 5% less time in SQLite
-    /// statements than at SQLite's default 4 KiB (41.2 against 39.2 ms a run, measured around
-    /// every statement), and at 8 KiB 10% more. Files keep the default, the size of a disk block.
+    /// tables, one page each, so smaller pages copy less. Files keep the default, the size of a
+    /// disk block.
     static let inMemoryPageSize = 2048
 
     /// Where a database file is: its device and inode, which a copy, a restore from a backup or
@@ -538,8 +536,7 @@ public final class NoteStore: @unchecked Sendable {
     /// The statement for `sql`, compiled on this connection the first time.
     ///
     /// GRDB's `cachedStatement(sql:)` finds a statement by hashing its whole SQL text, at every
-    /// use: about 2% of a simulation run, which runs some 40,000 statements. A literal's address
-    /// hashes in a few instructions.
+    /// use; a literal's address hashes in a few instructions.
     func statement(_ sql: StaticString, _ db: Database) throws -> Statement {
         let key = StatementKey(sql)
         if let statement = statements[key] { return statement }

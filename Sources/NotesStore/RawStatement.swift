@@ -19,8 +19,8 @@ extension Statement {
     /// the store's BEGIN and COMMIT) with these values bound by position, through the SQLite C API.
     ///
     /// GRDB's `execute(arguments:)` turns each value into an existential, validates the arguments
-    /// against the statement, and notifies its observers before and after every statement: per
-    /// keystroke that cost about as much as SQLite's own work on the row. The store uses no GRDB
+    /// against the statement, and notifies its observers before and after every statement, work
+    /// a keystroke would pay on every row. The store uses no GRDB
     /// observation; only ROLLBACK still goes through GRDB (see `NoteStore.transaction`). The
     /// values must be as many as the statement's parameters (checked).
     ///

@@ -80,18 +80,14 @@ public struct SyncBundle: Hashable, Sendable {
     /// Flag bit 0: the body is compressed.
     static let deflatedFlag: UInt8 = 1
     /// Bodies shorter than this are sent as they are: compressing a few dozen edits saves a few
-    /// hundred bytes and costs a compressor's setup and a Huffman table. (On a simulation run's
-    /// bodies: at 512, about half of them were compressed for 8% of the bytes saved, at a quarter
-    /// of the time spent; the 84 of 1 to 2 KiB, 120 of the 488 KB, shrank by a third at level 1,
-    /// for 37% of the compression time, about 2.5% of a run.)
+    /// hundred bytes and costs a compressor's setup and a Huffman table.
     static let compressionThreshold = 2048
     /// zlib's level for a body: 1 (its fastest) below 64 KiB, 9 (its best) from there.
     ///
-    /// Below 64 KiB are the bodies of syncs: a few edits to a few thousand. On the 143 bodies of a
-    /// simulation run (1 to 25 KiB, 488 KB in all), level 1 writes 2.7% more bytes than 6 (249.7
-    /// against 243.0 KB, half the input either way) in a third less time; 6 and 9 gave the same
-    /// bytes. From 64 KiB are whole histories (a new device catching up, the editing traces),
-    /// where 9 is 0.2 to 0.8% smaller than 6 and the time matters less.
+    /// Below 64 KiB are the bodies of syncs (a few edits to a few thousand), where level 1 writes
+    /// barely more than the default in less time. From 64 KiB are whole histories (a new device
+    /// catching up, the editing traces), where 9 is a little smaller than the default and the
+    /// time matters less.
     static func compressionLevel(forLength length: Int) -> Int32 { length < 1 << 16 ? 1 : 9 }
     /// The length of the SHA-256 that ends every bundle.
     package static let checksumLength = 32
@@ -209,9 +205,8 @@ public struct SyncBundle: Hashable, Sendable {
         }
     }
 
-    /// The SHA-256 of a bundle's content, through swift-crypto (BoringSSL's assembly: the
-    /// checksum of every bundle written and read was about 2% of a simulation run with the
-    /// portable implementation in NotesCRDT, which gives the same bytes).
+    /// The SHA-256 of a bundle's content, through swift-crypto (BoringSSL's assembly, faster than
+    /// the portable implementation in NotesCRDT, which gives the same bytes).
     static func checksum(_ content: ArraySlice<UInt8>) -> Crypto.SHA256.Digest {
         content.withUnsafeBytes { Crypto.SHA256.hash(data: $0) }
     }

@@ -103,7 +103,7 @@ extension [DeleteRun] {
 
     /// Adds the deletes of `run`, one after another: the same runs as `appendDelete` of each of
     /// its targets in order, in a few steps whatever the run's length (a run from the wire may
-    /// stand for 2^31 - 1 deletes: one step per delete took minutes).
+    /// stand for 2^31 - 1 deletes).
     ///
     /// - Complexity: O(1).
     public mutating func appendDeletes(of run: DeleteRun) {

@@ -11,8 +11,8 @@ public struct BinaryWriter: Sendable {
 
     /// Appends an unsigned LEB128 varint.
     ///
-    /// One append of the whole varint (a byte at a time checked the array's uniqueness and
-    /// capacity for each: the writer's appends were about a third of encoding changes).
+    /// One append of the whole varint (a byte at a time would check the array's uniqueness and
+    /// capacity for each).
     public mutating func varint(_ value: UInt64) {
         if value < 0x80 {
             bytes.append(UInt8(truncatingIfNeeded: value))

@@ -133,8 +133,8 @@ public enum ChangeCodec {
     }
 
     /// An encoder that keeps its working storage (the tables, the columns, the predictor's
-    /// ranges) from one encoding to the next: an encoding allocated about fifteen arrays, most of
-    /// the cost of encoding one change (a keystroke's log row). The bytes are the same as
+    /// ranges) from one encoding to the next, so that encoding one change (a keystroke's log row)
+    /// does not pay for allocating them again. The bytes are the same as
     /// `ChangeCodec.encode`'s; nothing of one encoding carries into the next.
     public struct Encoder: Sendable {
         var replicaIndex = FirstUseIndex<ReplicaID>()
@@ -320,8 +320,8 @@ public enum ChangeCodec {
         return encoder.encode(changes)
     }
 
-    /// Room for the tables and a few bytes per operation (the text comes on top): growing the
-    /// array from nothing reallocated it several times for every change logged.
+    /// Room for the tables and a few bytes per operation (the text comes on top), so the array is
+    /// not reallocated as it grows for every change logged.
     static func expectedSize(of changes: [Change]) -> Int { 64 + 48 * min(changes.count, 1 << 14) }
 
     /// Decodes changes, checking every index and length against what is there, every sequence
@@ -602,8 +602,8 @@ public enum ChangeCodec {
 
     /// The next `count` scalars of the UTF-8 in `bytes` from `offset` on (advanced past them),
     /// checked as they are decoded: no overlong forms, surrogates or values past U+10FFFF. Decoded
-    /// straight into the insert's array (a string's scalar iterator is general and several times
-    /// slower, and a whole-column array of scalars would be copied again per insert).
+    /// straight into the insert's array (a string's scalar iterator is general and slower, and a
+    /// whole-column array of scalars would be copied again per insert).
     static func scalars(_ count: Int, from bytes: ArraySlice<UInt8>, at offset: inout Int) throws -> [Unicode.Scalar] {
         var failure: String?
         // Reserved and filled, not allocated uninitialized: `init(unsafeUninitializedCapacity:)`

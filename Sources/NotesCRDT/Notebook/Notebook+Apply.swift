@@ -574,13 +574,11 @@ extension Notebook {
 /// for, in the order of the seq they wait for (equal seqs in arrival order).
 ///
 /// Per replica a binary heap: filing a change and taking one out cost O(log *n*) whatever the
-/// order they come in (a sorted array cost O(*n*) for each change filed before the others, and
-/// for each taken from its front: a bundle of 65,535 changes waiting for seqs in decreasing
-/// order took 5 s to file).
+/// order they come in, so a bundle whose changes arrive in the worst order still files quickly.
 struct PendingChanges: Sendable {
     private var waiting: [ReplicaID: [Waiting]] = [:]
-    /// What is waiting, to drop a change that arrives twice in O(1) (a list scan per arrival was
-    /// quadratic in the number waiting).
+    /// What is waiting, to drop a change that arrives twice in O(1) (a list scan per arrival would
+    /// be quadratic in the number waiting).
     private var keys: Set<Key> = []
     /// How many changes have been filed: the arrival order of equal seqs.
     private var filed: UInt64 = 0

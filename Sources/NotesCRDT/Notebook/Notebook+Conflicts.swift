@@ -346,13 +346,13 @@ extension Notebook {
     /// authors editing one note concurrently): at most this many conflict points per note, this
     /// many concurrent operations gathered per change and note, and this many comparisons of the
     /// change's operations with them. The note is marked all the same; past a bound, which points
-    /// it lists may depend on the order changes arrived in. Without them, such a bundle took
-    /// minutes (Docs/Architecture.md, "Merges a person can see").
+    /// it lists may depend on the order changes arrived in. Without them, such a bundle's work
+    /// would have no bound (Docs/Architecture.md, "Merges a person can see").
     static let maxConflictPoints = 256
     static let maxConcurrentGathered = 4096
     static let maxConflictComparisons = 1 << 20
     /// At most this many replicas' concurrent operations are gathered per change and note (a
-    /// handful edit one note at once; at 1,024, a bundle of 32,768 authors took 9.5 s to import).
+    /// handful edit one note at once; a much larger bound makes a bundle from many authors slow to import).
     static let maxConcurrentAuthors = 64
 
     /// At most this many kept cursors (pairs of log replica and author); past it they are dropped.

@@ -37,7 +37,7 @@ public struct Notebook: Sendable {
     /// Where the conflict check last started reading a replica's log for changes from another
     /// (see `LogCursor`): a cache, found again by binary search whenever it is missing. One per
     /// pair of replicas that edit concurrently, a handful; bounded (`maxLogCursors`), as a bundle
-    /// from thousands of authors would keep one per pair of them (a list of them took minutes).
+    /// from thousands of authors would keep one per pair of them.
     var logCursors: [LogCursor.Key: LogCursor] = [:]
     /// The conflict check's working lists, kept to be reused (see `recordConflicts(of:)`).
     var conflictScratch = ConcurrentOperations()

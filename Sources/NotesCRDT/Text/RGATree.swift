@@ -491,8 +491,8 @@ struct RGATree: Sendable {
     }
 
     /// The visible text, written as UTF-8 straight into the string's storage: one pass to size it,
-    /// one to write it (several times faster than appending scalar by scalar to a
-    /// `String.UnicodeScalarView`, and no intermediate byte array).
+    /// one to write it (no scalar-by-scalar appends to a `String.UnicodeScalarView`, and no
+    /// intermediate byte array).
     var string: String {
         let length = utf8Count
         guard length > 0 else { return "" }
