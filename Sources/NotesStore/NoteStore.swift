@@ -336,15 +336,10 @@ public final class NoteStore: @unchecked Sendable {
     /// from the old one, the wall clock and `salt`, so a simulation replays it.
     static func retire(_ old: ReplicaID, _ db: Database, options: StoreOptions, salt: String, reason: String) throws -> ReplicaID {
         let now = options.wallClock.milliseconds()
-        var hasher = SHA256()
-        hasher.update(old.raw.bytes)
-        hasher.update(Array(String(now).utf8))
-        hasher.update(Array(salt.utf8))
         let count = try Int.fetchOne(db, sql: "SELECT count(*) FROM replica_history") ?? 0
-        hasher.update(Array(String(count).utf8))
-        let digest = hasher.finalize()
-        var seed: UInt64 = 0
-        for byte in digest.prefix(8) { seed = seed << 8 | UInt64(byte) }
+        // FNV-1a over what sets this move apart; SplitMix64 spreads it over the 128 bits.
+        var seed: UInt64 = 0xCBF2_9CE4_8422_2325
+        for byte in old.raw.bytes + Array("\(now) \(salt) \(count)".utf8) { seed = (seed ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
         var generator = SplitMix64(seed: seed)
         let fresh = ReplicaID.random(using: &generator)
         try db.execute(sql: "UPDATE replica SET replica_id = ? WHERE id = 1", arguments: [Data(fresh.raw.bytes)])
