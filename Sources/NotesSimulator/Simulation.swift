@@ -778,31 +778,43 @@ public final class Simulation: @unchecked Sendable {
         trace.add(elapsed, d, .copy, Int64(source))
     }
 
+    /// The seqs of `replica` that exist beyond its device: applied or waiting in `holders`' stores,
+    /// at the relays, or in `carried` bundle bytes (in flight, in folders).
+    private func seqsHeld(of replica: ReplicaID, by holders: [SimDevice], carried: [[UInt8]]) async throws -> [ClosedRange<UInt64>] {
+        var kept: [ClosedRange<UInt64>] = []
+        for other in holders {
+            let notebook = try other.store.notebook
+            if notebook.versionVector[replica] > 0 { kept.append(1 ... notebook.versionVector[replica]) }
+            for change in notebook.pendingChanges where change.replica == replica { kept.append(change.startSeq ... change.endSeq) }
+        }
+        for (_, relay) in relays.sorted(by: { $0.key < $1.key }) {
+            let held = try await relay.storage.status(space: SimRelayHub.space).version[replica]
+            if held > 0 { kept.append(1 ... held) }
+        }
+        for bytes in carried {
+            guard let bundle = try? SyncBundle.decode(bytes) else { continue }
+            for change in bundle.changes where change.replica == replica { kept.append(change.startSeq ... change.endSeq) }
+        }
+        return kept
+    }
+
+    /// Tells the reference that `replica`'s operations outside `kept` are legitimately gone.
+    private func forget(_ replica: ReplicaID, keeping kept: [ClosedRange<UInt64>]) {
+        let forgottenBefore = reference.forgottenOperations
+        reference.forget(replica: replica, keeping: kept)
+        stats.forgottenOperations += reference.forgottenOperations - forgottenBefore
+    }
+
     /// Forgets what the device made that never left it, then puts the store `open` makes in
     /// place of its own (its folder views and transports start over).
     private func replaceStore(of d: Int, _ open: (SimDevice) throws -> NoteStore) async {
         let device = devices[d]
         let old = device.replicaID
-        var kept: [ClosedRange<UInt64>] = []
         do {
-            for other in devices where other.index != d {
-                let notebook = try other.store.notebook
-                if notebook.versionVector[old] > 0 { kept.append(1 ... notebook.versionVector[old]) }
-                for change in notebook.pendingChanges where change.replica == old { kept.append(change.startSeq ... change.endSeq) }
-            }
-            for (_, relay) in relays.sorted(by: { $0.key < $1.key }) {
-                let held = try await relay.storage.status(space: SimRelayHub.space).version[old]
-                if held > 0 { kept.append(1 ... held) }
-            }
             var carried: [[UInt8]] = inFlight.map(\.request.body)
             for folder in folders.values { carried += folder.everyBundleBytes(excluding: d) }
-            for bytes in carried {
-                guard let bundle = try? SyncBundle.decode(bytes) else { continue }
-                for change in bundle.changes where change.replica == old { kept.append(change.startSeq ... change.endSeq) }
-            }
-            let forgottenBefore = reference.forgottenOperations
-            reference.forget(replica: old, keeping: kept)
-            stats.forgottenOperations += reference.forgottenOperations - forgottenBefore
+            let kept = try await seqsHeld(of: old, by: devices.filter { $0.index != d }, carried: carried)
+            forget(old, keeping: kept)
             device.incarnation += 1
             try? device.store.close()
             device.store = try open(device)
@@ -829,25 +841,11 @@ public final class Simulation: @unchecked Sendable {
         let replica = device.replicaID
         var kept: [ClosedRange<UInt64>] = []
         do {
-            for other in liveDevices where other.index != d {
-                let notebook = try other.store.notebook
-                if notebook.versionVector[replica] > 0 { kept.append(1 ... notebook.versionVector[replica]) }
-                for change in notebook.pendingChanges where change.replica == replica { kept.append(change.startSeq ... change.endSeq) }
-            }
-            for (_, relay) in relays.sorted(by: { $0.key < $1.key }) {
-                let held = try await relay.storage.status(space: SimRelayHub.space).version[replica]
-                if held > 0 { kept.append(1 ... held) }
-            }
-            for item in inFlight {
-                guard let bundle = try? SyncBundle.decode(item.request.body) else { continue }
-                for change in bundle.changes where change.replica == replica { kept.append(change.startSeq ... change.endSeq) }
-            }
+            kept = try await seqsHeld(of: replica, by: liveDevices.filter { $0.index != d }, carried: inFlight.map(\.request.body))
         } catch {
             violation("device \(d): cannot account for its edits at its death: \(error)")
         }
-        let forgottenBefore = reference.forgottenOperations
-        reference.forget(replica: replica, keeping: kept)
-        stats.forgottenOperations += reference.forgottenOperations - forgottenBefore
+        forget(replica, keeping: kept)
         dead.insert(d)
         stats.deaths += 1
         for folder in folders.values where folder.members.contains(d) {
