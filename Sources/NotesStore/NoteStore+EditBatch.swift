@@ -84,7 +84,7 @@ extension NoteStore {
     ///   `.invalidArgument` for an edit that does not fit.
     public func edit(_ note: NoteID, _ edits: [NoteEdit]) throws {
         guard !edits.isEmpty else { return }
-        try edit(requiring: note) { notebook in
+        try edit(requiring: note, allowingDeleted: false, onlyOn: note) { notebook in
             var length = notebook.body(of: note)?.count ?? 0
             for (index, edit) in edits.enumerated() {
                 do {

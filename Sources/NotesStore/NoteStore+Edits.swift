@@ -1,3 +1,4 @@
+import Foundation
 import GRDB
 import NotesCRDT
 
@@ -22,46 +23,134 @@ extension NoteStore {
 
     /// `edit(_:)`, refused with `.notFound` unless `note` exists, live or deleted.
     func edit<T>(requiringKnown note: NoteID, _ body: (inout Notebook) throws -> T) throws -> T {
-        try edit(requiring: note, allowingDeleted: true, body)
+        try edit(requiring: note, allowingDeleted: true, onlyOn: note, body)
     }
 
-    private func edit<T>(requiring note: NoteID?, allowingDeleted: Bool, _ body: (inout Notebook) throws -> T) throws -> T {
+    /// A one-note edit needs the whole replica (see `editOneNote`).
+    struct NeedsWholeReplica: Error {}
+
+    func edit<T>(requiring note: NoteID?, allowingDeleted: Bool, onlyOn oneNote: NoteID? = nil,
+                         _ body: (inout Notebook) throws -> T) throws -> T {
         lock.lock(); defer { lock.unlock() }
-        let result = try writeTransaction("cannot save the edit") { db -> T in
-            if let note, try materializedRow(note, db) == nil {
-                let deleted = try Int.fetchOne(db, sql: "SELECT 1 FROM deleted_notes WHERE id = ?", arguments: [note.description]) != nil
-                if !deleted { throw StoreError(.notFound, "there is no note \(note)") }
-                if !allowingDeleted {
-                    throw StoreError(.notFound, "note \(note) is deleted (`crdt-sync restore \(note.description.prefix(8))` brings it back)")
-                }
-            }
-            let before = loaded!.notebook.versionVector[replicaID]
-            let result: T
+        // An edit of one note, with nothing loaded yet (the command line, an app's first write),
+        // runs on that note's stored state alone; without a stored state, the whole replica is
+        // loaded and every note's state written, once.
+        var recordStates = false
+        if loaded == nil, let oneNote {
             do {
-                result = try body(&loaded!.notebook)
-            } catch {
-                if loaded!.notebook.versionVector[replicaID] != before { dirty = true }
-                throw error
+                return try editOneNote(oneNote, requiring: note, allowingDeleted: allowingDeleted, body)
+            } catch is NeedsWholeReplica {
+                recordStates = true
             }
-            let after = loaded!.notebook.versionVector[replicaID]
-            guard after > before else { return result }
-            dirty = true
-            var known = loaded!.notebook.versionVector
-            known[replicaID] = before
-            let changes = loaded!.notebook.changes(since: known)
-            try log(changes, db)
-            try materialize(changes, db)
-            try bumpRevision(db)
+        }
+        let result = try writeTransaction("cannot save the edit") { db -> T in
+            let result = try changeAndRecord(requiring: note, allowingDeleted: allowingDeleted, body, db)
+            if recordStates { try recordOneNoteStates(db) }
             return result
         }
         compactIfDue()
         return result
     }
 
+    /// Runs `body` on `loaded`, then logs and materializes the changes it made (in the caller's
+    /// transaction). `note`, when given, must exist (and not be deleted unless `allowingDeleted`).
+    private func changeAndRecord<T>(requiring note: NoteID?, allowingDeleted: Bool, _ body: (inout Notebook) throws -> T,
+                                    _ db: Database) throws -> T {
+        if let note, try materializedRow(note, db) == nil {
+            let deleted = try Int.fetchOne(db, sql: "SELECT 1 FROM deleted_notes WHERE id = ?", arguments: [note.description]) != nil
+            if !deleted { throw StoreError(.notFound, "there is no note \(note)") }
+            if !allowingDeleted {
+                throw StoreError(.notFound, "note \(note) is deleted (`crdt-sync restore \(note.description.prefix(8))` brings it back)")
+            }
+        }
+        let before = loaded!.notebook.versionVector[replicaID]
+        let result: T
+        do {
+            result = try body(&loaded!.notebook)
+        } catch {
+            if loaded!.notebook.versionVector[replicaID] != before { dirty = true }
+            throw error
+        }
+        let after = loaded!.notebook.versionVector[replicaID]
+        guard after > before else { return result }
+        dirty = true
+        var known = loaded!.notebook.versionVector
+        known[replicaID] = before
+        let changes = loaded!.notebook.changes(since: known)
+        try log(changes, db)
+        try materialize(changes, db)
+        try bumpRevision(db)
+        return result
+    }
+
+    /// An edit of note `id` alone (or its creation) on a replica that holds only that note, the
+    /// clock, the version vector and the tags, read from what the last write stored
+    /// (`replica.replica_state`, `replica.tag_state`, `note_state`): its cost follows the note,
+    /// not the notebook. The changes are the ones the whole replica would make.
+    ///
+    /// - Throws: `NeedsWholeReplica` (with nothing written) when a state is missing or damaged,
+    ///   or the edit reaches beyond the note (a renamed tag's other notes).
+    private func editOneNote<T>(_ id: NoteID, requiring note: NoteID?, allowingDeleted: Bool,
+                                _ body: (inout Notebook) throws -> T) throws -> T {
+        defer { loaded = nil; dirty = false }
+        do {
+            return try queue.writeWithoutTransaction { db in
+                try self.transaction(db, begin: "BEGIN IMMEDIATE TRANSACTION") {
+                    guard let meta = try Row.fetchOne(db.cachedStatement(sql: """
+                        SELECT revision, snapshot_generation, replica_id, replica_state, tag_state FROM replica WHERE id = 1
+                        """)) else { throw StoreError(.corrupt, "the replica row is missing") }
+                    let storedID: Data = meta["replica_id"]
+                    guard let replicaState = meta["replica_state"] as Data?, let tagState = meta["tag_state"] as Data?,
+                          ReplicaID(blob: [UInt8](storedID)) == replicaID else { throw NeedsWholeReplica() }
+                    var states: [(NoteID, [UInt8])] = []
+                    let hex = id.description
+                    if let payload = try Data.fetchOne(db.cachedStatement(sql: "SELECT payload FROM note_state WHERE note = ?"), arguments: [hex]) {
+                        states.append((id, [UInt8](payload)))
+                    } else if try Bool.fetchOne(db.cachedStatement(sql: """
+                        SELECT EXISTS (SELECT 1 FROM notes WHERE id = ?1) OR EXISTS (SELECT 1 FROM deleted_notes WHERE id = ?1)
+                        """), arguments: [hex]) ?? false {
+                        throw NeedsWholeReplica()
+                    }
+                    let notebook: Notebook
+                    do {
+                        notebook = try Notebook(partialReplica: replicaID, wallClock: options.wallClock, replicaState: [UInt8](replicaState),
+                                                tags: [UInt8](tagState), notes: states)
+                    } catch is CRDTError {
+                        throw NeedsWholeReplica()  // damaged: written again from the whole replica
+                    }
+                    loaded = Loaded(notebook: notebook, lastLogRow: 0, revision: meta["revision"],
+                                    snapshotGeneration: meta["snapshot_generation"], changesSinceSnapshot: 0)
+                    let result = try changeAndRecord(requiring: note, allowingDeleted: allowingDeleted, body, db)
+                    oneNoteEditCount += 1
+                    return result
+                }
+            }
+        } catch let error as NeedsWholeReplica {
+            throw error
+        } catch {
+            throw StoreError.wrap(error, "cannot save the edit")
+        }
+    }
+
+    /// Writes the replica-wide state and the state of every note that has none (in the caller's
+    /// transaction, on the whole replica), so that the next one-note edits need not load it.
+    func recordOneNoteStates(_ db: Database) throws {
+        let notebook = loaded!.notebook
+        try statement("UPDATE replica SET replica_state = ?, tag_state = ? WHERE id = 1", db)
+            .run(.blob(notebook.encodedReplicaState()), .blob(notebook.encodedTagState()))
+        loaded!.tagStateStale = false
+        var recorded: Set<String> = []
+        try statement("SELECT note FROM note_state", db).forEachRow { recorded.insert(SQLColumn.text($0, 0)) }
+        let insert = try statement("INSERT INTO note_state (note, payload) VALUES (?, ?)", db)
+        for id in notebook.noteIDs where !recorded.contains(id.description) {
+            if let state = notebook.encodedNoteState(id) { try insert.run(.text(id.description), .blob(state)) }
+        }
+    }
+
     /// Creates a note and returns its identity.
     @discardableResult
     public func createNote(title: String, body: String = "", tags: [String] = [], id: NoteID = .random()) throws -> NoteID {
-        try edit { $0.createNote(id: id, title: title, body: body, tags: tags).id }
+        try edit(requiring: nil, allowingDeleted: false, onlyOn: id) { $0.createNote(id: id, title: title, body: body, tags: tags).id }
     }
 
     /// Sets a note's title.
@@ -159,6 +248,6 @@ extension NoteStore {
 
     /// An edit of a note that must exist and not be deleted.
     private func editLive<T>(_ note: NoteID, _ body: (inout Notebook) throws -> T) throws -> T {
-        try edit(requiring: note, body)
+        try edit(requiring: note, allowingDeleted: false, onlyOn: note, body)
     }
 }

@@ -55,6 +55,7 @@ extension NoteStore {
                 case .insertText(let note, _, _), .deleteText(let note, _), .deleteEach(let note, _):
                     touched[note] = true
                 case .setTagField(let tag, let field, _):
+                    loaded!.tagStateStale = true
                     if field == .name { renamedTags.insert(tag) }
                 }
             }
@@ -96,6 +97,14 @@ extension NoteStore {
     /// else read. Every statement is compiled once per connection.
     func materialize(_ id: NoteID, bodyTouched: Bool, _ stale: inout StaleIndexRows, _ db: Database) throws {
         let hex = id.description
+        // The note's state for one-note edits: written when this is one (the edit's replica holds
+        // the note), else dropped, so that a stored state is never behind the log.
+        if loaded!.notebook.isPartial {
+            guard let state = inLoadedNotebook({ $0.encodedNoteState(id) }) else { throw NeedsWholeReplica() }
+            try statement("INSERT OR REPLACE INTO note_state (note, payload) VALUES (?, ?)", db).run(.text(hex), .blob(state))
+        } else {
+            try statement("DELETE FROM note_state WHERE note = ?", db).run(.text(hex))
+        }
         guard let note = inLoadedNotebook({ $0.noteFields(id) }), note.state != .deleted else {
             try statement("DELETE FROM notes WHERE id = ?", db).run(.text(hex))
             try statement("DELETE FROM note_tags WHERE note = ?", db).run(.text(hex))

@@ -114,9 +114,14 @@ public final class NoteStore: @unchecked Sendable {
         /// The pending table's row ids by the change they hold, when known (see `writePending`);
         /// dropped with the rest of `Loaded`, and whenever another process has written.
         var pendingRows: [PendingKey: Int64]?
+        /// Whether `replica.tag_state` may differ from the notebook's tags: true until this state
+        /// first writes it, and after a change to a tag.
+        var tagStateStale = true
     }
 
     var loaded: Loaded?
+    /// How many edits ran on one note's stored state (`editOneNote`) since the store was opened.
+    var oneNoteEditCount = 0
     /// Set while a transaction has mutated `loaded`; a failed transaction then drops it.
     var dirty = false
     /// With exclusive access, the `note_text` rows that have a committed record in
@@ -575,9 +580,17 @@ public final class NoteStore: @unchecked Sendable {
     /// With exclusive access nobody else reads the revision, and nothing reads the stored clock
     /// back (the notebook's clock comes from its snapshot and log), so the row is not written.
     func bumpRevision(_ db: Database) throws {
+        // The replica-wide state a one-note edit starts from (`editOneNote`) moves with the log.
+        let state = loaded!.notebook.encodedReplicaState()
         if options.access == .shared {
-            try db.cachedStatement(sql: "UPDATE replica SET revision = revision + 1, clock = ? WHERE id = 1")
-                .run(.int(Int64(bitPattern: loaded!.notebook.clock.last.rawValue)))
+            try statement("UPDATE replica SET revision = revision + 1, clock = ?, replica_state = ? WHERE id = 1", db)
+                .run(.int(Int64(bitPattern: loaded!.notebook.clock.last.rawValue)), .blob(state))
+        } else {
+            try statement("UPDATE replica SET replica_state = ? WHERE id = 1", db).run(.blob(state))
+        }
+        if loaded!.tagStateStale {
+            try statement("UPDATE replica SET tag_state = ? WHERE id = 1", db).run(.blob(loaded!.notebook.encodedTagState()))
+            loaded!.tagStateStale = false
         }
         loaded!.revision += 1
     }

@@ -203,6 +203,21 @@ enum Schema {
                 );
                 """)
         }
+        // What a local edit of one note needs, kept per note and replica-wide, so that it runs
+        // without loading every note and the whole log (Docs/Storage.md, "Editing one note").
+        migrator.registerMigration("v7-note-states-for-one-note-edits") { db in
+            try db.execute(sql: """
+                ALTER TABLE replica ADD COLUMN replica_state BLOB;  -- Notebook.encodedReplicaState() as of the last write; NULL: not yet written
+                ALTER TABLE replica ADD COLUMN tag_state BLOB;      -- Notebook.encodedTagState() as of the last write; NULL: not yet written
+
+                -- Notebook.encodedNoteState(note) as of the last write that changed the note; a
+                -- write that changes a note without writing its state deletes its row.
+                CREATE TABLE note_state (
+                    note TEXT PRIMARY KEY,               -- 32 lowercase hex digits
+                    payload BLOB NOT NULL
+                );
+                """)
+        }
         return migrator
     }
 }

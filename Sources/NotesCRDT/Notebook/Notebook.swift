@@ -41,6 +41,9 @@ public struct Notebook: Sendable {
     var logCursors: [LogCursor.Key: LogCursor] = [:]
     /// The conflict check's working lists, kept to be reused (see `recordConflicts(of:)`).
     var conflictScratch = ConcurrentOperations()
+    /// Whether this replica holds only some notes and none of the log before its own new changes
+    /// (see `Notebook(partialReplica:tags:notes:)`).
+    package internal(set) var isPartial = false
     /// The note whose `logEntries` `recordLogEntry(of:)` last added a log entry to (a cache).
     var lastLogEntry: (replica: ReplicaID, entry: Int32, note: NoteID)?
 

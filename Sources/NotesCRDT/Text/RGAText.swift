@@ -41,6 +41,9 @@ public struct RGAText: @unchecked Sendable {  // a value with copy-on-write stor
     /// An empty text.
     public init() { box = Box.make(RGATree()) }
 
+    /// A text over a tree built elsewhere (a decoded note state).
+    init(tree: RGATree) { box = Box.make(tree) }
+
     /// An empty text shared by every user, to hold a record's place while its text is edited
     /// elsewhere (never written: a write would copy it first).
     static let placeholder = RGAText()
