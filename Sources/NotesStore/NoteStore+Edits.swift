@@ -83,47 +83,70 @@ extension NoteStore {
         return result
     }
 
-    /// An edit of note `id` alone (or its creation) on a replica that holds only that note, the
-    /// clock, the version vector and the tags, read from what the last write stored
-    /// (`replica.replica_state`, `replica.tag_state`, `note_state`): its cost follows the note,
-    /// not the notebook. The changes are the ones the whole replica would make.
+    /// An edit of note `id` alone (or its creation) on a replica that holds only the notes it
+    /// edits, the clock, the version vector and the tags, read from what the writes stored
+    /// (`replica.replica_state`, `replica.tag_state`, `note_state`) and kept between edits while
+    /// no other process writes (`OneNoteCache`): its cost follows the note, not the notebook. The
+    /// changes are the ones the whole replica would make.
     ///
     /// - Throws: `NeedsWholeReplica` (with nothing written) when a state is missing or damaged,
     ///   or the edit reaches beyond the note (a renamed tag's other notes).
     private func editOneNote<T>(_ id: NoteID, requiring note: NoteID?, allowingDeleted: Bool,
                                 _ body: (inout Notebook) throws -> T) throws -> T {
+        var cache = oneNoteCache
+        oneNoteCache = nil  // back only once the transaction commits
         defer { loaded = nil; dirty = false }
         do {
             return try queue.writeWithoutTransaction { db in
-                try self.transaction(db, begin: "BEGIN IMMEDIATE TRANSACTION") {
+                let result = try self.transaction(db, begin: "BEGIN IMMEDIATE TRANSACTION") {
                     guard let meta = try Row.fetchOne(db.cachedStatement(sql: """
                         SELECT revision, snapshot_generation, replica_id, replica_state, tag_state FROM replica WHERE id = 1
                         """)) else { throw StoreError(.corrupt, "the replica row is missing") }
-                    let storedID: Data = meta["replica_id"]
-                    guard let replicaState = meta["replica_state"] as Data?, let tagState = meta["tag_state"] as Data?,
-                          ReplicaID(blob: [UInt8](storedID)) == replicaID else { throw NeedsWholeReplica() }
-                    var states: [(NoteID, [UInt8])] = []
-                    let hex = id.description
-                    if let payload = try Data.fetchOne(db.cachedStatement(sql: "SELECT payload FROM note_state WHERE note = ?"), arguments: [hex]) {
-                        states.append((id, [UInt8](payload)))
-                    } else if try Bool.fetchOne(db.cachedStatement(sql: """
-                        SELECT EXISTS (SELECT 1 FROM notes WHERE id = ?1) OR EXISTS (SELECT 1 FROM deleted_notes WHERE id = ?1)
-                        """), arguments: [hex]) ?? false {
-                        throw NeedsWholeReplica()
+                    let revision: Int64 = meta["revision"]
+                    // Another process wrote: what this one kept may be behind.
+                    if options.access == .shared, cache?.revision != revision { cache = nil }
+                    if cache == nil {
+                        let storedID: Data = meta["replica_id"]
+                        guard let replicaState = meta["replica_state"] as Data?, let tagState = meta["tag_state"] as Data?,
+                              ReplicaID(blob: [UInt8](storedID)) == replicaID else { throw NeedsWholeReplica() }
+                        do {
+                            cache = OneNoteCache(notebook: try Notebook(partialReplica: replicaID, wallClock: options.wallClock,
+                                                                        replicaState: [UInt8](replicaState), tags: [UInt8](tagState), notes: []),
+                                                 revision: revision)
+                        } catch is CRDTError {
+                            throw NeedsWholeReplica()  // damaged: written again from the whole replica
+                        }
                     }
-                    let notebook: Notebook
-                    do {
-                        notebook = try Notebook(partialReplica: replicaID, wallClock: options.wallClock, replicaState: [UInt8](replicaState),
-                                                tags: [UInt8](tagState), notes: states)
-                    } catch is CRDTError {
-                        throw NeedsWholeReplica()  // damaged: written again from the whole replica
+                    if !cache!.notebook.holds(id) {
+                        let hex = id.description
+                        if let payload = try Data.fetchOne(db.cachedStatement(sql: "SELECT payload FROM note_state WHERE note = ?"), arguments: [hex]) {
+                            do {
+                                try cache!.notebook.insertNoteState(id, [UInt8](payload))
+                            } catch is CRDTError {
+                                throw NeedsWholeReplica()
+                            }
+                            cache!.stored.insert(id)
+                        } else if try Bool.fetchOne(db.cachedStatement(sql: """
+                            SELECT EXISTS (SELECT 1 FROM notes WHERE id = ?1) OR EXISTS (SELECT 1 FROM deleted_notes WHERE id = ?1)
+                            """), arguments: [hex]) ?? false {
+                            throw NeedsWholeReplica()
+                        }
                     }
-                    loaded = Loaded(notebook: notebook, lastLogRow: 0, revision: meta["revision"],
+                    loaded = Loaded(notebook: cache!.notebook, lastLogRow: 0, revision: revision,
                                     snapshotGeneration: meta["snapshot_generation"], changesSinceSnapshot: 0)
+                    cache!.notebook = Notebook(replicaID: replicaID)  // the one copy is in `loaded` meanwhile
+                    oneNoteWriting = cache
+                    defer { cache = oneNoteWriting; oneNoteWriting = nil }
                     let result = try changeAndRecord(requiring: note, allowingDeleted: allowingDeleted, body, db)
-                    oneNoteEditCount += 1
+                    // Moving on to another note: the states of those typed into are written now.
+                    try writeOneNoteStates(except: id, db)
                     return result
                 }
+                cache!.notebook = loaded!.notebook
+                cache!.revision = loaded!.revision
+                oneNoteEditCount += 1
+                oneNoteCache = cache
+                return result
             }
         } catch let error as NeedsWholeReplica {
             throw error
@@ -131,6 +154,56 @@ extension NoteStore {
             throw StoreError.wrap(error, "cannot save the edit")
         }
     }
+
+    /// Writes (in a one-note edit's transaction) the stored state of a note it changed: at its
+    /// first edit since it was read (all a command makes), and every `oneNoteStateInterval`
+    /// edits after; in between, the row goes (the next one-note edit that finds no row loads
+    /// the whole replica), and the state waits in `OneNoteCache` for the next write of it.
+    func recordOneNoteState(_ id: NoteID, _ db: Database) throws {
+        let count = oneNoteWriting?.edits[id] ?? 0
+        oneNoteWriting?.edits[id] = count + 1
+        if count % NoteStore.oneNoteStateInterval == 0 {
+            guard let state = inLoadedNotebook({ $0.encodedNoteState(id) }) else { throw NeedsWholeReplica() }
+            try statement("INSERT OR REPLACE INTO note_state (note, payload) VALUES (?, ?)", db).run(.text(id.description), .blob(state))
+            oneNoteWriting?.stored.insert(id)
+        } else if oneNoteWriting?.stored.remove(id) != nil {
+            try statement("DELETE FROM note_state WHERE note = ?", db).run(.text(id.description))
+        }
+    }
+
+    /// Writes the states the one-note replica holds and has not stored, but `except`'s.
+    func writeOneNoteStates(except: NoteID?, _ db: Database) throws {
+        guard let pending = oneNoteWriting?.edits.keys.filter({ $0 != except && !oneNoteWriting!.stored.contains($0) }),
+              !pending.isEmpty else { return }
+        let insert = try statement("INSERT OR REPLACE INTO note_state (note, payload) VALUES (?, ?)", db)
+        for id in pending {
+            guard let state = inLoadedNotebook({ $0.encodedNoteState(id) }) else { continue }
+            try insert.run(.text(id.description), .blob(state))
+            oneNoteWriting!.stored.insert(id)
+        }
+    }
+
+    /// Writes, before the store closes, the states one-note edits kept unwritten, if no other
+    /// process wrote since (they would be behind it).
+    func flushOneNoteStates() {
+        guard var cache = oneNoteCache, cache.edits.keys.contains(where: { !cache.stored.contains($0) }) else { return }
+        oneNoteCache = nil
+        try? queue.writeWithoutTransaction { db in
+            try self.transaction(db, begin: "BEGIN IMMEDIATE TRANSACTION") {
+                let revision = try Int64.fetchOne(db.cachedStatement(sql: "SELECT revision FROM replica WHERE id = 1"))
+                guard options.access == .exclusive || revision == cache.revision else { return }
+                loaded = Loaded(notebook: cache.notebook, lastLogRow: 0, revision: cache.revision, snapshotGeneration: 0, changesSinceSnapshot: 0)
+                defer { loaded = nil }
+                cache.notebook = Notebook(replicaID: replicaID)
+                oneNoteWriting = cache
+                defer { oneNoteWriting = nil }
+                try writeOneNoteStates(except: nil, db)
+            }
+        }
+    }
+
+    /// How often a note typed into through one-note edits has its state written (see `recordOneNoteState`).
+    static let oneNoteStateInterval = 64
 
     /// Writes the replica-wide state and the state of every note that has none (in the caller's
     /// transaction, on the whole replica), so that the next one-note edits need not load it.

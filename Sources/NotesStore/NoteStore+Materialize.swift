@@ -100,8 +100,7 @@ extension NoteStore {
         // The note's state for one-note edits: written when this is one (the edit's replica holds
         // the note), else dropped, so that a stored state is never behind the log.
         if loaded!.notebook.isPartial {
-            guard let state = inLoadedNotebook({ $0.encodedNoteState(id) }) else { throw NeedsWholeReplica() }
-            try statement("INSERT OR REPLACE INTO note_state (note, payload) VALUES (?, ?)", db).run(.text(hex), .blob(state))
+            try recordOneNoteState(id, db)
         } else {
             try statement("DELETE FROM note_state WHERE note = ?", db).run(.text(hex))
         }

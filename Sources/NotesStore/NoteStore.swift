@@ -122,6 +122,21 @@ public final class NoteStore: @unchecked Sendable {
     var loaded: Loaded?
     /// How many edits ran on one note's stored state (`editOneNote`) since the store was opened.
     var oneNoteEditCount = 0
+
+    /// The partial replica one-note edits run on, kept from one to the next (`editOneNote`).
+    struct OneNoteCache {
+        var notebook: Notebook
+        /// The database's revision as of the last edit: another process that writes moves it.
+        var revision: Int64
+        /// The edits of each note since the replica read it.
+        var edits: [NoteID: Int] = [:]
+        /// The notes whose `note_state` row holds the state the replica has.
+        var stored: Set<NoteID> = []
+    }
+
+    var oneNoteCache: OneNoteCache?
+    /// The cache's bookkeeping while a one-note edit's transaction runs (its replica is in `loaded`).
+    var oneNoteWriting: OneNoteCache?
     /// Set while a transaction has mutated `loaded`; a failed transaction then drops it.
     var dirty = false
     /// With exclusive access, the `note_text` rows that have a committed record in
@@ -367,6 +382,7 @@ public final class NoteStore: @unchecked Sendable {
     /// Closes the database. The store must not be used afterwards.
     public func close() throws {
         lock.lock(); defer { lock.unlock() }
+        flushOneNoteStates()
         do {
             // The store's own statements are finalized first: SQLite does not close a connection
             // that still has statements.
@@ -425,6 +441,7 @@ public final class NoteStore: @unchecked Sendable {
     public func reload() throws {
         lock.lock(); defer { lock.unlock() }
         loaded = nil
+        oneNoteCache = nil
         _ = try loadedState()
     }
 
@@ -441,6 +458,8 @@ public final class NoteStore: @unchecked Sendable {
 
     /// Reads the snapshot, then applies the log rows after it and the pending changes.
     func load(_ db: Database) throws -> Loaded {
+        // From here on edits run on the whole replica; what one-note edits kept is dropped.
+        oneNoteCache = nil
         guard let meta = try Row.fetchOne(db, sql: "SELECT revision, snapshot_generation, replica_id FROM replica WHERE id = 1") else {
             throw StoreError(.corrupt, "the replica row is missing")
         }

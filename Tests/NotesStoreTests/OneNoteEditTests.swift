@@ -186,4 +186,44 @@ struct OneNoteEditTests {
         #expect(try app.notebook.note(note)?.body == "hello one two three four five")
         #expect(try app.digest() == cli.digest())
     }
+
+    /// Typing into notes through one store keeps its partial replica between edits, writes the
+    /// states it kept back when it closes, and makes what the whole replica makes.
+    @Test(arguments: [StoreOptions.Access.shared, .exclusive])
+    func typingKeepsThePartialReplicaAndWritesItsStatesAtClose(access: StoreOptions.Access) throws {
+        var rng = SplitMix64(seed: 5)
+        let (base, notes) = try Self.seededDatabase(&rng)
+        let options = StoreOptions(wallClock: Self.clock, access: access)
+        let wholeDatabase = try InMemoryDatabase(copying: base, label: "replica")
+        let oneDatabase = try InMemoryDatabase(copying: base, label: "replica")
+        let whole = try NoteStore.open(wholeDatabase, options: options)
+        _ = try whole.notebook
+        var one = try NoteStore.open(oneDatabase, options: options)
+        try one.appendText(notes[0], "")  // no states yet: the whole replica, once, and every state written
+        #expect(one.oneNoteEditCount == 0)
+        try one.close()
+        one = try NoteStore.open(oneDatabase, options: options)
+        for index in 0 ..< 300 {
+            let note = notes[[0, 1, 2][index % 97 == 0 ? 1 : (index / 100)]]
+            let offset = Int(rng.next() % 5)
+            #expect(Self.run(.insert(offset, "k"), on: note, whole) == Self.run(.insert(offset, "k"), on: note, one))
+        }
+        #expect(one.oneNoteEditCount == 300)
+        #expect(one.loaded == nil)
+        try one.close()
+        let log = "SELECT replica, start_seq, end_seq, timestamp, local, payload FROM changes ORDER BY row"
+        #expect(try Self.rows(oneDatabase, log) == Self.rows(wholeDatabase, log))
+        let wholeNotebook = try whole.notebook
+        let states = try Self.rows(oneDatabase, "SELECT note, hex(payload) FROM note_state ORDER BY note")
+        #expect(states.count == 5)
+        for row in states {
+            let expected = wholeNotebook.encodedNoteState(NoteID(hex: row[0])!)!.map { String(format: "%02X", $0) }.joined()
+            #expect(row[1] == expected, "note \(row[0])")
+        }
+        one = try NoteStore.open(oneDatabase, options: options)
+        try one.appendText(notes[2], "!")
+        try whole.appendText(notes[2], "!")
+        #expect(one.oneNoteEditCount == 1)
+        #expect(try one.digest() == whole.digest())
+    }
 }

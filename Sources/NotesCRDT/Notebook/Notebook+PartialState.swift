@@ -111,6 +111,15 @@ extension Notebook {
         isPartial = true
     }
 
+    /// Adds a note, as `encodedNoteState` wrote it, to a partial replica.
+    package mutating func insertNoteState(_ id: NoteID, _ bytes: [UInt8]) throws {
+        precondition(isPartial, "only a partial replica takes notes one at a time")
+        notes[id] = try Notebook.decodeNoteState(bytes)
+    }
+
+    /// Whether the replica holds this note.
+    package func holds(_ id: NoteID) -> Bool { notes[id] != nil }
+
     static func decodeNoteState(_ bytes: [UInt8]) throws -> NoteRecord {
         guard bytes.count > 9 else { throw CRDTError(.malformedEncoding, "a note state is truncated") }
         var stored: UInt64 = 0
