@@ -213,8 +213,11 @@ struct RGABulkList {
 
     /// The tree again: the runs in document order packed into leaves three quarters full, the
     /// inner levels over them, and the ID index pointing at the leaves.
-    consuming func finish() -> RGATree {
-        var tree = self.tree
+    mutating func finish() -> RGATree {
+        // Taken out, not copied: a copy shared the ID index with `self`, and rewriting it below
+        // copied all of it first.
+        var tree = RGATree()
+        swap(&tree, &self.tree)
         let perLeaf = RGATree.leafCapacity * 3 / 4
         let perInner = RGATree.innerCapacity * 3 / 4
         tree.leaves = []
