@@ -104,7 +104,9 @@ public enum Deflate {
                 consumed += slice
             }
             if written == output.count {
-                let target = min(length + 1, written + min(room, inputSlice))
+                // At most one byte past `length` (written this way, `length + 1` cannot overflow).
+                let step = min(room, inputSlice)
+                let target = written + (length - written < step ? length - written + 1 : step)
                 output.reserveCapacity(target)
                 output.append(contentsOf: repeatElement(0, count: target - written))
                 room = max(outputStep, written)  // the next growth doubles the result
