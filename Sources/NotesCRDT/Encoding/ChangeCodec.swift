@@ -402,7 +402,7 @@ public enum ChangeCodec {
         var deleteModes = TwoBitReader(try column("delete modes"))
         var lengths = try column("lengths")
         var explicit = try column("explicit values")
-        // The text column is read in place, insert by insert (see `scalars(_:from:at:scratch:)`).
+        // The text column is read in place, insert by insert (see `scalars(_:from:at:)`).
         let textBytes = try reader.raw(try reader.count(max: reader.remaining, "the length of the text column"))
         var textOffset = 0  // from the column's start
         var totalScalars = 0
@@ -422,7 +422,6 @@ public enum ChangeCodec {
         }
 
         var predictor = Predictor()
-        var scratch: [Unicode.Scalar] = []  // each insert's text is decoded here first
         var changes: [Change] = []
         changes.reserveCapacity(changeCount)
         for header in headers {
@@ -476,7 +475,7 @@ public enum ChangeCodec {
                     guard totalScalars <= limits.maxScalars else {
                         throw CRDTError(.limitExceeded, "the inserts hold more than \(limits.maxScalars) characters in all")
                     }
-                    let text = try scalars(count, from: textBytes, at: &textOffset, scratch: &scratch)
+                    let text = try scalars(count, from: textBytes, at: &textOffset)
                     let start = seq
                     try take(UInt64(count))
                     predictor.inserted(OpID(replica: header.author, seq: start), count: UInt64(count))
@@ -606,32 +605,31 @@ public enum ChangeCodec {
     }
 
     /// The next `count` scalars of the UTF-8 in `bytes` from `offset` on (advanced past them),
-    /// checked as they are decoded: no overlong forms, surrogates or values past U+10FFFF.
-    ///
-    /// Decoded into `scratch` (kept from one insert to the next), then copied into the insert's
-    /// array at once: a string's scalar iterator is general and slower, a whole-column array of
-    /// scalars would be one more large allocation, and an array filled with zeros to be written
-    /// over, or allocated uninitialized (an unspecialized path that looks the array's type up at
-    /// run time), cost more than the copy.
-    static func scalars(_ count: Int, from bytes: ArraySlice<UInt8>, at offset: inout Int,
-                        scratch: inout [Unicode.Scalar]) throws -> [Unicode.Scalar] {
+    /// checked as they are decoded: no overlong forms, surrogates or values past U+10FFFF. Decoded
+    /// straight into the insert's array (a string's scalar iterator is general and slower, and a
+    /// whole-column array of scalars would be copied again per insert).
+    static func scalars(_ count: Int, from bytes: ArraySlice<UInt8>, at offset: inout Int) throws -> [Unicode.Scalar] {
         var failure: String?
-        if scratch.count < count { scratch = Array(repeating: Unicode.Scalar(0), count: max(count, 2 * scratch.count, 256)) }
+        // Reserved and filled, not allocated uninitialized: `init(unsafeUninitializedCapacity:)`
+        // (and `init(repeating:count:)`) go through an unspecialized allocation that looks the
+        // array's type up at run time, on every insert.
+        var result = [Unicode.Scalar]()
+        result.reserveCapacity(count)
+        result.append(contentsOf: repeatElement(Unicode.Scalar(0), count: count))
         var decoded = 0
         bytes.withUnsafeBufferPointer { utf8 in
-            scratch.withUnsafeMutableBufferPointer { out in
+            result.withUnsafeMutableBufferPointer { out in
                 var i = offset
                 var n = 0
                 let end = utf8.count
                 let base = utf8.baseAddress!
-                let target = out.baseAddress!
                 while n < count {
                     // Eight ASCII bytes at a time, the usual case.
                     while n + 8 <= count, i + 8 <= end {
                         let word = UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self)
                         guard word & 0x8080_8080_8080_8080 == 0 else { break }
                         for k in 0 ..< 8 {
-                            (target + n + k).initialize(to: Unicode.Scalar(UInt8(truncatingIfNeeded: word >> (8 * UInt64(k)))))
+                            (out.baseAddress! + n + k).initialize(to: Unicode.Scalar(UInt8(truncatingIfNeeded: word >> (8 * UInt64(k)))))
                         }
                         i += 8
                         n += 8
@@ -639,7 +637,7 @@ public enum ChangeCodec {
                     guard n < count, i < end else { break }
                     let lead = utf8[i]
                     if lead < 0x80 {
-                        (target + n).initialize(to: Unicode.Scalar(lead))
+                        (out.baseAddress! + n).initialize(to: Unicode.Scalar(lead))
                         i += 1
                         n += 1
                         continue
@@ -648,7 +646,7 @@ public enum ChangeCodec {
                         failure = "inserted text is not valid UTF-8"
                         break
                     }
-                    (target + n).initialize(to: Unicode.Scalar(value)!)
+                    (out.baseAddress! + n).initialize(to: Unicode.Scalar(value)!)
                     i += width
                     n += 1
                 }
@@ -658,7 +656,7 @@ public enum ChangeCodec {
         }
         if let failure { throw CRDTError(.malformedEncoding, failure) }
         guard decoded == count else { throw CRDTError(.malformedEncoding, "the inserts claim more text than there is") }
-        return Array(scratch[0 ..< count])
+        return result
     }
 
     /// The scalar value of the multi-byte UTF-8 sequence at `i` and its length in bytes, or nil
