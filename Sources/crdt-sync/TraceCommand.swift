@@ -19,10 +19,10 @@ struct TraceCommand: AsyncParsableCommand {
             fresh replica. Exits non-zero when the final text differs from endContent.
 
             Timing: the first local replay and the first merge of the process are cold (reported \
-            apart, as local_cold and merge_cold); then each is done --repeat more times in the same, \
-            now warm process, each on fresh replicas, and 'local replay' and 'merge' are the medians \
-            of those. JSON keys: localReplayMs and mergeMs (warm medians), localReplayColdMs and \
-            mergeColdMs, mergeWarmMs (every warm merge), repeats.
+            apart, as 'cold'); then each is done --repeat more times in the same, now warm process, \
+            each on fresh replicas, and 'local replay' and 'merge' are the medians of those. JSON \
+            keys: localReplayMs and mergeMs (warm medians), localReplayColdMs and mergeColdMs, \
+            mergeWarmMs (every warm merge), repeats.
             """
         )
 
