@@ -65,10 +65,11 @@ public enum Deflate {
     /// Inflates `input`, which must hold exactly one raw deflate stream that inflates to exactly
     /// `length` bytes.
     ///
-    /// The output is produced in steps of 64 KiB and grows as it comes, so memory follows what
-    /// the stream really inflates to, never what `length` claims: a stream that would pass
-    /// `length` is stopped (and refused) within one step of it. Inputs and outputs of any size
-    /// go through zlib's 32-bit counters in slices.
+    /// zlib writes straight into the result, which grows as the stream really inflates (first to
+    /// what the input could plausibly give, then doubling), so memory follows what the stream
+    /// inflates to, never what `length` claims: a stream that would pass `length` is stopped (and
+    /// refused) at the first byte past it. Inputs and outputs of any size go through zlib's
+    /// 32-bit counters in slices.
     ///
     /// - Complexity: O(input + `length`) time; O(`length`) memory at most.
     public static func decompress(_ input: some Collection<UInt8>, length: Int) throws -> [UInt8] {
@@ -79,7 +80,7 @@ public enum Deflate {
 
     /// How much zlib is handed at a time (its counters are 32 bits).
     static let inputSlice = 1 << 30
-    /// How much is inflated at a time.
+    /// The least the result grows by at a time.
     static let outputStep = 1 << 16
 
     private static func inflate(_ input: UnsafeBufferPointer<UInt8>, length: Int) throws -> [UInt8] {
@@ -88,44 +89,55 @@ public enum Deflate {
             throw Failure(message: "zlib could not start an inflate stream")
         }
         defer { inflateEnd(&stream) }
+        // Inflated in place (a step buffer copied into the result cost a copy of every byte).
+        // One byte of room past `length`, so a stream that passes it is seen to.
         var output: [UInt8] = []
-        // Room for what the input could plausibly give, grown as it really does.
-        output.reserveCapacity(min(length, max(outputStep, input.count &* 4)))
-        var step = [UInt8](repeating: 0, count: outputStep)
+        var written = 0
+        var room = min(length, max(outputStep, input.count &* 4)) + 1
         var consumed = 0
         var status: Int32 = Z_OK
-        try step.withUnsafeMutableBufferPointer { buffer in
-            while true {
-                if stream.avail_in == 0, consumed < input.count {
-                    let slice = min(input.count - consumed, inputSlice)
-                    stream.next_in = UnsafeMutablePointer(mutating: input.baseAddress! + consumed)
-                    stream.avail_in = uInt(slice)
-                    consumed += slice
-                }
-                stream.next_out = buffer.baseAddress
-                stream.avail_out = uInt(buffer.count)
-                status = zlibInflate(&stream, Z_NO_FLUSH)
-                let produced = buffer.count - Int(stream.avail_out)
-                guard produced <= length - output.count else {
-                    throw Failure(message: "the compressed data inflates to more than the \(length) bytes declared")
-                }
-                output.append(contentsOf: UnsafeBufferPointer(rebasing: buffer[..<produced]))
-                switch status {
-                case Z_OK:
-                    continue
-                case Z_STREAM_END:
-                    return
-                case Z_BUF_ERROR where stream.avail_in == 0 && consumed == input.count:
-                    throw Failure(message: "the compressed data is truncated")
-                case Z_BUF_ERROR:
-                    continue
-                default:
-                    throw Failure(message: "the compressed data is corrupt (zlib status \(status))")
-                }
+        while true {
+            if stream.avail_in == 0, consumed < input.count {
+                let slice = min(input.count - consumed, inputSlice)
+                stream.next_in = UnsafeMutablePointer(mutating: input.baseAddress! + consumed)
+                stream.avail_in = uInt(slice)
+                consumed += slice
             }
+            if written == output.count {
+                // At most one byte past `length` (written this way, `length + 1` cannot overflow).
+                let step = min(room, inputSlice)
+                let target = written + (length - written < step ? length - written + 1 : step)
+                output.reserveCapacity(target)
+                output.append(contentsOf: repeatElement(0, count: target - written))
+                room = max(outputStep, written)  // the next growth doubles the result
+            }
+            status = output.withUnsafeMutableBufferPointer { buffer in
+                stream.next_out = buffer.baseAddress! + written
+                stream.avail_out = uInt(buffer.count - written)
+                let status = zlibInflate(&stream, Z_NO_FLUSH)
+                written = buffer.count - Int(stream.avail_out)
+                return status
+            }
+            guard written <= length else {
+                throw Failure(message: "the compressed data inflates to more than the \(length) bytes declared")
+            }
+            switch status {
+            case Z_OK:
+                continue
+            case Z_STREAM_END:
+                break
+            case Z_BUF_ERROR where stream.avail_in == 0 && consumed == input.count:
+                throw Failure(message: "the compressed data is truncated")
+            case Z_BUF_ERROR:
+                continue
+            default:
+                throw Failure(message: "the compressed data is corrupt (zlib status \(status))")
+            }
+            break
         }
-        guard output.count == length else {
-            throw Failure(message: "the compressed data inflates to \(output.count) bytes, not the \(length) declared")
+        output.removeSubrange(written...)
+        guard written == length else {
+            throw Failure(message: "the compressed data inflates to \(written) bytes, not the \(length) declared")
         }
         let leftover = Int(stream.avail_in) + (input.count - consumed)
         guard leftover == 0 else { throw Failure(message: "\(leftover) bytes follow the compressed data") }

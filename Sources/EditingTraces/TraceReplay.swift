@@ -13,13 +13,24 @@ public struct TraceReplayResult: Sendable, Codable {
     public var expectedLength: Int
     public var transactions: Int
     public var patches: Int
+    /// How many warm local replays and merges the medians below are taken over (each after a
+    /// first, cold one, reported apart).
+    public var repeats: Int
     /// Milliseconds to replay every patch as local edits through the public API: one
     /// `Notebook.editBody` batch for a sequential trace (as the peers replay it in one transaction),
-    /// one per transaction of a concurrent trace.
+    /// one per transaction of a concurrent trace. The median of `repeats` warm replays, each on
+    /// fresh replicas (the cold one when `repeats` is 0).
     public var localReplayMs: Double
+    /// The first local replay of the process, cold (the one `peakMemoryMB` measures).
+    public var localReplayColdMs: Double
     /// Milliseconds to decompress and decode the whole history (one bundle body) and apply it to
-    /// a fresh replica, up to reading its text.
+    /// a fresh replica, up to reading its text. The median of `repeats` warm merges, each into a
+    /// fresh replica (the cold one when `repeats` is 0).
     public var mergeMs: Double
+    /// The first merge of the process, cold (code, allocator and caches not yet warm).
+    public var mergeColdMs: Double
+    /// Every warm merge, in the order run.
+    public var mergeWarmMs: [Double]
     /// Bytes of the whole history as a bundle body carries it (the change encoding, compressed).
     public var encodedBytes: Int
     /// Bytes of the change encoding before compression.
@@ -56,80 +67,95 @@ public struct TraceReplayer {
 
     public init(_ trace: EditingTrace) { self.trace = trace }
 
-    public func run() throws -> TraceReplayResult {
+    /// Replays the trace, then merges its whole history into a fresh replica.
+    ///
+    /// - Parameter repeats: how many more times, after the first (cold) local replay and merge,
+    ///   to replay and to merge in this process, each on fresh replicas; the figures are the
+    ///   medians of those warm runs, the cold ones reported apart. 0: only the cold runs.
+    public func run(repeats: Int = 1) throws -> TraceReplayResult {
+        precondition(repeats >= 0, "a negative number of repeats")
         let clock = FixedWallClock(1_600_000_000_000)
         var setupRNG = SplitMix64(seed: 0x5EED)
         let noteID = NoteID.random(using: &setupRNG)
         var setup = Notebook(replicaID: ReplicaID.random(using: &setupRNG), wallClock: clock)
         setup.createNote(id: noteID, title: trace.name, body: trace.startContent)
         let base = setup.changes(since: VersionVector())
-
-        var replicas: [Notebook] = (0 ..< trace.numAgents).map { _ in
-            Notebook(replicaID: ReplicaID.random(using: &setupRNG), wallClock: clock)
-        }
-        for i in replicas.indices { try replicas[i].applyStored(contentsOf: base) }
-        let baseVersion = replicas[0].versionVector
-
-        // Per agent: the changes of each of its transactions, with the version after it.
-        var versionAfter: [VersionVector] = []
-        versionAfter.reserveCapacity(trace.transactions.count)
-        var authored: [[Change]] = Array(repeating: [], count: trace.numAgents)
-        var consumed = Array(repeating: Array(repeating: 0, count: trace.numAgents), count: trace.numAgents)
-        var patchCount = 0
+        // The same identities in every replay, so each does the same work.
+        let agentIDs = (0 ..< trace.numAgents).map { _ in ReplicaID.random(using: &setupRNG) }
+        let mergeID = ReplicaID.random(using: &setupRNG)
 
         // The patches of a sequential trace in one list, as the peers' replay takes them.
         let patches = trace.kind == .sequential ? trace.transactions.flatMap(\.patches) : []
-        #if os(Linux)
-        _ = glibcMallocTrim(0)  // give back what parsing the trace freed, so the growth below is the replay's
-        #endif
-        let memoryBefore = peakResidentMB()
-        let start = DispatchTime.now().uptimeNanoseconds
-        /// Applies one transaction's patches to `body`, checking each against the text first.
-        func edit(_ body: inout BodyEditor, _ txn: EditingTrace.Transaction, _ index: Int) throws {
-            patchCount += txn.patches.count
-            for patch in txn.patches {
-                guard patch.position + patch.deleteCount <= body.count else {
-                    throw TraceError("transaction \(index): patch at \(patch.position) deleting \(patch.deleteCount) is past the end of the text (\(body.count))")
-                }
-                if patch.deleteCount > 0 { try body.delete(patch.position ..< patch.position + patch.deleteCount) }
-                if !patch.insert.isEmpty { try body.insert(patch.insert, at: patch.position) }
-            }
-        }
-        if trace.kind == .sequential {
-            // One batch, as the peers replay it in one transaction.
-            try replicas[0].editBody(noteID) { body in
-                for index in patches.indices {
-                    let patch = patches[index]
+
+        /// Replays every patch as local edits on fresh replicas: the replicas, the patches
+        /// applied, and the nanoseconds the edits took.
+        func replayLocally() throws -> (replicas: [Notebook], patches: Int, nanos: UInt64) {
+            var replicas: [Notebook] = agentIDs.map { Notebook(replicaID: $0, wallClock: clock) }
+            for i in replicas.indices { try replicas[i].applyStored(contentsOf: base) }
+            let baseVersion = replicas[0].versionVector
+
+            // Per agent: the changes of each of its transactions, with the version after it.
+            var versionAfter: [VersionVector] = []
+            versionAfter.reserveCapacity(trace.transactions.count)
+            var authored: [[Change]] = Array(repeating: [], count: trace.numAgents)
+            var consumed = Array(repeating: Array(repeating: 0, count: trace.numAgents), count: trace.numAgents)
+            var patchCount = 0
+            let start = DispatchTime.now().uptimeNanoseconds
+            /// Applies one transaction's patches to `body`, checking each against the text first.
+            func edit(_ body: inout BodyEditor, _ txn: EditingTrace.Transaction, _ index: Int) throws {
+                patchCount += txn.patches.count
+                for patch in txn.patches {
                     guard patch.position + patch.deleteCount <= body.count else {
-                        throw TraceError("patch \(index) at \(patch.position) deleting \(patch.deleteCount) is past the end of the text (\(body.count))")
+                        throw TraceError("transaction \(index): patch at \(patch.position) deleting \(patch.deleteCount) is past the end of the text (\(body.count))")
                     }
                     if patch.deleteCount > 0 { try body.delete(patch.position ..< patch.position + patch.deleteCount) }
                     if !patch.insert.isEmpty { try body.insert(patch.insert, at: patch.position) }
                 }
             }
-            patchCount = patches.count
-        } else {
-            for (index, txn) in trace.transactions.enumerated() {
-                let a = txn.agent
-                var target = baseVersion
-                for parent in txn.parents { target.merge(versionAfter[parent]) }
-                for b in 0 ..< trace.numAgents where b != a {
-                    let limit = target[replicas[b].replicaID]
-                    while consumed[a][b] < authored[b].count, authored[b][consumed[a][b]].endSeq <= limit {
-                        try replicas[a].applyStored(contentsOf: CollectionOfOne(authored[b][consumed[a][b]]))
-                        consumed[a][b] += 1
+            if trace.kind == .sequential {
+                // One batch, as the peers replay it in one transaction.
+                try replicas[0].editBody(noteID) { body in
+                    for index in patches.indices {
+                        let patch = patches[index]
+                        guard patch.position + patch.deleteCount <= body.count else {
+                            throw TraceError("patch \(index) at \(patch.position) deleting \(patch.deleteCount) is past the end of the text (\(body.count))")
+                        }
+                        if patch.deleteCount > 0 { try body.delete(patch.position ..< patch.position + patch.deleteCount) }
+                        if !patch.insert.isEmpty { try body.insert(patch.insert, at: patch.position) }
                     }
                 }
-                guard replicas[a].versionVector == target else {
-                    throw TraceError("transaction \(index) of agent \(a) cannot be replayed: the agent has seen history outside its parents")
+                patchCount = patches.count
+            } else {
+                for (index, txn) in trace.transactions.enumerated() {
+                    let a = txn.agent
+                    var target = baseVersion
+                    for parent in txn.parents { target.merge(versionAfter[parent]) }
+                    for b in 0 ..< trace.numAgents where b != a {
+                        let limit = target[replicas[b].replicaID]
+                        while consumed[a][b] < authored[b].count, authored[b][consumed[a][b]].endSeq <= limit {
+                            try replicas[a].applyStored(contentsOf: CollectionOfOne(authored[b][consumed[a][b]]))
+                            consumed[a][b] += 1
+                        }
+                    }
+                    guard replicas[a].versionVector == target else {
+                        throw TraceError("transaction \(index) of agent \(a) cannot be replayed: the agent has seen history outside its parents")
+                    }
+                    // Each transaction is one batch, whose changes the other agents receive later.
+                    authored[a] += try replicas[a].editBody(noteID) { body in try edit(&body, txn, index) }
+                    versionAfter.append(replicas[a].versionVector)
                 }
-                // Each transaction is one batch, whose changes the other agents receive later.
-                authored[a] += try replicas[a].editBody(noteID) { body in try edit(&body, txn, index) }
-                versionAfter.append(replicas[a].versionVector)
             }
+            return (replicas, patchCount, DispatchTime.now().uptimeNanoseconds - start)
         }
-        let localNanos = DispatchTime.now().uptimeNanoseconds - start
+
+        #if os(Linux)
+        _ = glibcMallocTrim(0)  // give back what parsing the trace freed, so the growth below is the replay's
+        #endif
+        let memoryBefore = peakResidentMB()
+        let (replicas, patchCount, localColdNanos) = try replayLocally()
         let peakMemory = peakResidentMB() - memoryBefore
+        var localWarm: [Double] = []
+        for _ in 0 ..< repeats { localWarm.append(Double(try replayLocally().nanos) / 1e6) }
 
         // The whole history: what every replica made, in causal order.
         var everything = setup
@@ -138,11 +164,22 @@ public struct TraceReplayer {
         let encoding = ChangeCodec.encode(history)
         let (flags, body) = SyncBundle.packBody(encoding)
 
-        let mergeStart = DispatchTime.now().uptimeNanoseconds
-        var fresh = Notebook(replicaID: ReplicaID.random(using: &setupRNG), wallClock: clock)
-        try fresh.applyStored(contentsOf: ChangeCodec.decode(SyncBundle.unpackBody(flags: flags, body)))
-        let text = fresh.body(of: noteID)!.string
-        let mergeNanos = DispatchTime.now().uptimeNanoseconds - mergeStart
+        /// Inflates, decodes and applies the whole history to a fresh replica until its text is
+        /// readable: the replica, the text and the nanoseconds that took.
+        func merge() throws -> (replica: Notebook, text: String, nanos: UInt64) {
+            let mergeStart = DispatchTime.now().uptimeNanoseconds
+            var fresh = Notebook(replicaID: mergeID, wallClock: clock)
+            try fresh.applyStored(contentsOf: ChangeCodec.decode(SyncBundle.unpackBody(flags: flags, body)))
+            let text = fresh.body(of: noteID)!.string
+            return (fresh, text, DispatchTime.now().uptimeNanoseconds - mergeStart)
+        }
+        let (fresh, text, mergeColdNanos) = try merge()
+        var mergeWarm: [Double] = []
+        for _ in 0 ..< repeats {
+            let (_, warmText, nanos) = try merge()
+            guard warmText == text else { throw TraceError("a repeated merge gave another text") }
+            mergeWarm.append(Double(nanos) / 1e6)
+        }
 
         let snapshot = fresh.snapshot()
         let loadStart = DispatchTime.now().uptimeNanoseconds
@@ -162,16 +199,27 @@ public struct TraceReplayer {
             firstDifference = zip(text.unicodeScalars, expected.unicodeScalars).enumerated().first { $0.element.0 != $0.element.1 }?.offset
                 ?? min(text.unicodeScalars.count, expected.unicodeScalars.count)
         }
+        let localColdMs = Double(localColdNanos) / 1e6
+        let mergeColdMs = Double(mergeColdNanos) / 1e6
         return TraceReplayResult(
             trace: trace.name, kind: trace.kind.rawValue, matches: matches,
             length: text.unicodeScalars.count, expectedLength: expected.unicodeScalars.count,
-            transactions: trace.transactions.count, patches: patchCount,
-            localReplayMs: Double(localNanos) / 1e6, mergeMs: Double(mergeNanos) / 1e6,
+            transactions: trace.transactions.count, patches: patchCount, repeats: repeats,
+            localReplayMs: median(localWarm) ?? localColdMs, localReplayColdMs: localColdMs,
+            mergeMs: median(mergeWarm) ?? mergeColdMs, mergeColdMs: mergeColdMs, mergeWarmMs: mergeWarm,
             encodedBytes: body.count, uncompressedBytes: encoding.count, loadMs: Double(loadNanos) / 1e6,
             materializeMs: Double(materializeNanos) / 1e6, snapshotBytes: snapshot.count,
             peakMemoryMB: peakMemory, changes: history.count,
             runs: fresh.body(of: noteID)!.runCount, firstDifference: firstDifference)
     }
+}
+
+/// The median of `values` (the mean of the middle two for an even count), or nil when empty.
+func median(_ values: [Double]) -> Double? {
+    guard !values.isEmpty else { return nil }
+    let sorted = values.sorted()
+    let middle = sorted.count / 2
+    return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
 }
 
 #if os(Linux)

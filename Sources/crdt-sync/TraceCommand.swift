@@ -17,19 +17,34 @@ struct TraceCommand: AsyncParsableCommand {
             concurrent), replays every patch as local edits through the public API (one replica per \
             agent for a concurrent trace), then decodes the whole history as one encoded batch into a \
             fresh replica. Exits non-zero when the final text differs from endContent.
+
+            Timing: the first local replay and the first merge of the process are cold (reported \
+            apart, as 'cold'); then each is done --repeat more times in the same, now warm process, \
+            each on fresh replicas, and 'local replay' and 'merge' are the medians of those. JSON \
+            keys: localReplayMs and mergeMs (warm medians), localReplayColdMs and mergeColdMs, \
+            mergeWarmMs (every warm merge), repeats.
             """
         )
 
         @Argument(help: "The trace file (.json or .json.gz).")
         var file: String
 
+        @Option(name: .customLong("repeat"), help: ArgumentHelp(
+            "Warm local replays and merges after the first, cold ones; the medians are reported.",
+            valueName: "N"))
+        var repeats = 1
+
         @Flag(help: "Print one JSON object instead of text.")
         var json = false
+
+        func validate() throws {
+            guard repeats >= 1 else { throw ValidationError("--repeat must be at least 1 (got \(repeats))") }
+        }
 
         func run() async throws {
             let result: TraceReplayResult
             do {
-                result = try TraceReplayer(EditingTrace.load(path: file)).run()
+                result = try TraceReplayer(EditingTrace.load(path: file)).run(repeats: repeats)
             } catch let error as TraceError {
                 throw CLIError(error.message)
             }
@@ -41,8 +56,8 @@ struct TraceCommand: AsyncParsableCommand {
                 print("trace        \(result.trace) (\(result.kind), \(result.transactions) transactions, \(result.patches) patches)")
                 print("matches      \(result.matches ? "yes" : "NO")\(result.firstDifference.map { ", first difference at scalar \($0)" } ?? "")")
                 print("length       \(result.length) scalars (expected \(result.expectedLength))")
-                print("local replay \(String(format: "%.1f", result.localReplayMs)) ms")
-                print("merge        \(String(format: "%.1f", result.mergeMs)) ms (decode + apply to a fresh replica)")
+                print("local replay \(String(format: "%.1f", result.localReplayMs)) ms (median of \(result.repeats) warm; cold \(String(format: "%.1f", result.localReplayColdMs)) ms)")
+                print("merge        \(String(format: "%.2f", result.mergeMs)) ms (inflate + decode + apply to a fresh replica; median of \(result.repeats) warm; cold \(String(format: "%.2f", result.mergeColdMs)) ms)")
                 print("encoded      \(result.encodedBytes) bytes in \(result.changes) changes; body held in \(result.runs) runs")
                 print("load         \(String(format: "%.2f", result.loadMs)) ms from a \(result.snapshotBytes)-byte snapshot")
                 print("memory       \(String(format: "%.1f", result.peakMemoryMB)) MB resident growth across the replay")

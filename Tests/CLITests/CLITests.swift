@@ -227,4 +227,31 @@ struct CLITests {
         let edit = try CLI.run(["edit", "--help"])
         #expect(edit.stdout.contains("minimal splice"))
     }
+
+    @Test func traceReplayRepeatsTheMergeWarm() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("cli-trace-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        let trace = dir.appendingPathComponent("small.json").path
+        try Data(#"{"endContent":"hello","txns":[{"patches":[[0,0,"help"],[3,1,"lo"]]}]}"#.utf8).write(to: URL(fileURLWithPath: trace))
+
+        let result = try CLI.run(["trace", "replay", trace, "--repeat", "4", "--json"])
+        #expect(result.status == 0, "\(result.stderr)")
+        let json = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any] ?? [:]
+        #expect(json["repeats"] as? Int == 4)
+        #expect((json["mergeWarmMs"] as? [Double])?.count == 4)
+        #expect(json["mergeColdMs"] is Double)
+        #expect(json["localReplayColdMs"] is Double)
+        #expect(json["matches"] as? Bool == true)
+
+        let text = try CLI.run(["trace", "replay", trace, "--repeat", "2"])
+        #expect(text.stdout.contains("median of 2 warm"))
+        #expect(text.stdout.contains("cold"))
+
+        let zero = try CLI.run(["trace", "replay", trace, "--repeat", "0"])
+        #expect(zero.status != 0)
+        #expect(zero.stderr.contains("--repeat must be at least 1"))
+        let help = try CLI.run(["trace", "replay", "--help"])
+        #expect(help.stdout.contains("--repeat <N>"))
+    }
 }

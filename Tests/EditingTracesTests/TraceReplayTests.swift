@@ -15,11 +15,30 @@ struct TraceReplayTests {
     func traceReproducesEndContent(name: String) throws {
         let path = TraceReplayTests.tracesFolder.appendingPathComponent("\(name).json.gz").path
         let trace = try EditingTrace.load(path: path)
-        let result = try TraceReplayer(trace).run()
+        let result = try TraceReplayer(trace).run(repeats: 0)
         #expect(result.matches, "\(name) differs from endContent at scalar \(result.firstDifference ?? -1)")
         #expect(result.length == trace.endContent.unicodeScalars.count)
         #expect(result.patches == trace.transactions.reduce(0) { $0 + $1.patches.count })
         #expect(result.encodedBytes > 0)
+    }
+
+    @Test func repeatMergesWarmOnFreshReplicasAndReportsTheColdOneApart() throws {
+        let path = TraceReplayTests.tracesFolder.appendingPathComponent("sveltecomponent.json.gz").path
+        let trace = try EditingTrace.load(path: path)
+        let result = try TraceReplayer(trace).run(repeats: 3)
+        #expect(result.matches)
+        #expect(result.repeats == 3)
+        #expect(result.mergeWarmMs.count == 3)
+        #expect(result.mergeWarmMs.allSatisfy { $0 > 0 })
+        #expect(result.mergeMs == result.mergeWarmMs.sorted()[1], "the median of the warm merges")
+        #expect(result.mergeColdMs > 0)
+        #expect(result.localReplayColdMs > 0)
+        // With no repeats, the figures are the cold ones.
+        let once = try TraceReplayer(trace).run(repeats: 0)
+        #expect(once.mergeWarmMs.isEmpty)
+        #expect(once.mergeMs == once.mergeColdMs)
+        #expect(once.localReplayMs == once.localReplayColdMs)
+        #expect(once.encodedBytes == result.encodedBytes)
     }
 
     @Test func concurrentTraceUsesOneReplicaPerAgent() throws {

@@ -120,6 +120,11 @@ public struct BinaryReader: Sendable {
 
     /// Reads an unsigned LEB128 varint.
     public mutating func varint() throws -> UInt64 {
+        // One byte, the usual case (counts, indexes, small differences), without the loop.
+        if offset < end, bytes[offset] < 0x80 {
+            offset += 1
+            return UInt64(bytes[offset - 1])
+        }
         var result: UInt64 = 0
         var shift: UInt64 = 0
         while true {

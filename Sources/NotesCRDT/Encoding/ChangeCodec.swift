@@ -535,9 +535,8 @@ public enum ChangeCodec {
                         guard totalOps <= limits.maxOperations else {
                             throw CRDTError(.limitExceeded, "more than \(limits.maxOperations) operations and delete targets in all")
                         }
-                        var targets: [OpIDRange] = []
-                        targets.reserveCapacity(targetCount)
-                        for _ in 0 ..< targetCount {
+                        /// The next explicit target.
+                        func target() throws -> OpIDRange {
                             let r = try replica(&explicit)
                             let targetSeq = try checkedSeq(seq &- UInt64(bitPattern: try explicit.signedVarint()), "a delete's target")
                             let count = try explicit.varint()
@@ -545,16 +544,21 @@ public enum ChangeCodec {
                                 throw CRDTError(.malformedEncoding, "a delete of \(count) characters from seq \(targetSeq) is empty or passes 2^53 - 1")
                             }
                             try deleting(count)
-                            targets.append(OpIDRange(replica: r, seq: targetSeq, count: count))
+                            return OpIDRange(replica: r, seq: targetSeq, count: count)
                         }
-                        guard targets.count == 1 else {
-                            if let first = targets.first { predictor.lastDeleted = OpID(replica: first.replica, seq: first.seq) }
+                        // A lone target (the usual explicit delete) is gathered as it is: an array
+                        // for it was allocated and dropped at every such delete.
+                        guard targetCount == 1 else {
+                            var targets: [OpIDRange] = []
+                            targets.reserveCapacity(targetCount)
+                            for _ in 0 ..< targetCount { targets.append(try target()) }
+                            predictor.lastDeleted = OpID(replica: targets[0].replica, seq: targets[0].seq)
                             if let deletes = gathered.take() { change.appendJoining(deletes) }
                             try take(1)
                             change.appendJoining(.deleteText(note: n, targets: targets))
                             continue
                         }
-                        single = targets[0]
+                        single = try target()
                     case 1:
                         guard let last = predictor.lastInsertEnd else { throw CRDTError(.malformedEncoding, "a delete refers to an insert that is not there") }
                         single = OpIDRange(replica: last.replica, seq: last.seq, count: 1)

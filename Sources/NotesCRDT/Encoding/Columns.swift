@@ -18,14 +18,30 @@ struct TwoBitColumn {
 struct TwoBitReader {
     /// The column's bytes, read in place.
     private let bytes: ArraySlice<UInt8>
-    private var index = 0
+    /// The next byte to load.
+    private var position: Int
+    /// The values of the byte loaded last that are not read yet, the next in the low bits.
+    private var current: UInt8 = 0
+    private var left = 0
 
-    init(_ reader: BinaryReader) { bytes = reader.rest }
+    init(_ reader: BinaryReader) {
+        bytes = reader.rest
+        position = bytes.startIndex
+    }
 
+    /// One byte loaded per four values (an index divided and a byte loaded per value cost
+    /// several times more, for every operation decoded).
     mutating func next() throws -> UInt8 {
-        guard index / 4 < bytes.count else { throw CRDTError(.malformedEncoding, "a 2-bit column ends early") }
-        defer { index += 1 }
-        return (bytes[bytes.startIndex + index / 4] >> UInt8(2 * (index % 4))) & 3
+        if left == 0 {
+            guard position < bytes.endIndex else { throw CRDTError(.malformedEncoding, "a 2-bit column ends early") }
+            current = bytes[position]
+            position += 1
+            left = 4
+        }
+        let value = current & 3
+        current >>= 2
+        left -= 1
+        return value
     }
 }
 

@@ -444,43 +444,56 @@ extension Notebook {
             if lastEdit > 0 { record.edits.raise(change.replica, to: lastEdit) }
             if lastTouch > 0 { record.touched.raise(change.replica, to: lastTouch) }
         }
-        while index < operations.count, operations[index].note == note {
+        // One switch per operation, binding its payload once: each further read of the operation
+        // (its note, its seq count) copied it out of the buffer, retaining and releasing its array.
+        while index < operations.count {
             let timestamp = change.timestamp(ofSeq: seq)
             let id = OpID(replica: change.replica, seq: seq)
-            let end = seq + operations[index].seqCount - 1
             switch operations[index] {
-            case .setNoteField(_, let field, let value):
+            case .setNoteField(let n, let field, let value):
+                guard n == note else { return }
                 let won = Notebook.write(&record.fields, field, value, timestamp, id)
                 switch field {
                 case .state:
                     if won { record.deleteContext = value == NoteLifecycle.deletedValue ? change.context(ofSeq: seq) : nil }
-                    lastTouch = end
+                    lastTouch = seq
                 case .extra(let key) where key.hasPrefix(Notebook.reservedExtraPrefix):
                     if field == .resolution { record.resolveConflicts(seenBy: change, atSeq: seq) }
                 default:
-                    lastEdit = end
-                    lastTouch = end
+                    lastEdit = seq
+                    lastTouch = seq
                 }
                 record.touch(timestamp)
-            case .insertText(_, let origin, let scalars):
+                seq += 1
+            case .insertText(let n, let origin, let scalars):
+                guard n == note else { return }
+                let count = UInt64(scalars.count)
                 text.place(id: id, origin: origin, key: timestamp.rawValue, scalars: scalars)
-                record.touch(timestamp.advanced(by: UInt64(scalars.count) - 1))
-                lastEdit = end
-                lastTouch = end
-            case .deleteText(_, let targets):
+                record.touch(timestamp.advanced(by: count - 1))
+                seq += count
+                lastEdit = seq - 1
+                lastTouch = seq - 1
+            case .deleteText(let n, let targets):
+                guard n == note else { return }
                 for target in targets { delete(target) }
                 record.touch(timestamp)
-                lastEdit = end
-                lastTouch = end
-            case .deleteEach(_, let runs):
-                for i in runs.indices { delete(runs[i].range) }
-                record.touch(timestamp.advanced(by: runs.operationCount - 1))
-                lastEdit = end
-                lastTouch = end
+                lastEdit = seq
+                lastTouch = seq
+                seq += 1
+            case .deleteEach(let n, let runs):
+                guard n == note else { return }
+                var count: UInt64 = 0
+                for i in runs.indices {
+                    delete(runs[i].range)
+                    count += runs[i].operationCount
+                }
+                record.touch(timestamp.advanced(by: count - 1))
+                seq += count
+                lastEdit = seq - 1
+                lastTouch = seq - 1
             case .setTagField:
-                preconditionFailure("a tag operation has no note")
+                return  // no note: the group ends
             }
-            seq += operations[index].seqCount
             index += 1
         }
     }

@@ -14,8 +14,14 @@ struct RGABulkList {
     /// The agents, the arena and the ID index of the text; its nodes are rebuilt by `finish()`.
     fileprivate var tree: RGATree
     private var runs: [RGATree.Run] = []
-    private var next: [Int32] = []
-    private var previous: [Int32] = []
+    /// Per run, the runs after and before it in document order (-1: none), in one array: two
+    /// arrays cost more uniqueness and bounds checks (about 2% more instructions in a merge).
+    private var links: [Link] = []
+
+    struct Link {
+        var next: Int32
+        var previous: Int32
+    }
     private var head: Int32 = -1
     /// Whether the batch's references are checked as it is integrated (see
     /// `RGAText.withCheckedBulkList`), instead of by `Notebook.validate` before.
@@ -23,6 +29,18 @@ struct RGABulkList {
     /// The first reference found to a character the text does not hold (when checking); nothing
     /// more is integrated after it.
     private(set) var missing: MissingReference?
+    /// Recent ID index pages, (agent, page) → where the page starts in `tree.leafMap`: edits
+    /// come back to the characters just typed or deleted, and a page, once made, stays where it is
+    /// in `leafMap`, so most lookups skip the search of the agent's page table.
+    private var pageCache = [CachedPage](repeating: CachedPage(agent: -1, start: 0, page: 0), count: RGABulkList.pageCacheSize)
+
+    struct CachedPage {
+        var agent: Int32
+        var start: Int32
+        var page: UInt64
+    }
+
+    static let pageCacheSize = 64
 
     enum MissingReference: Equatable {
         case origin(OpID)
@@ -46,7 +64,42 @@ struct RGABulkList {
     /// Points the ID index entries of every character of run `index` at it.
     private mutating func pointIndex(at index: Int32) {
         let run = runs[Int(index)]
-        tree.assignIndex(agent: run.agent, from: run.seq, to: run.seq + UInt64(run.length), leaf: index)
+        assignIndex(agent: run.agent, from: run.seq, to: run.seq + UInt64(run.length), run: index)
+    }
+
+    /// Where the ID index page `page` of `agent` starts in `tree.leafMap`; nil when the agent has
+    /// no such page (and `creating` is false: then it is made).
+    @inline(__always)
+    private mutating func pageStart(agent: Int32, page: UInt64, creating: Bool) -> Int32? {
+        let slot = Int((page ^ UInt64(truncatingIfNeeded: agent) &* 0x9E37_79B9) & UInt64(RGABulkList.pageCacheSize - 1))
+        let cached = pageCache[slot]
+        if cached.page == page, cached.agent == agent { return cached.start }
+        let (index, found) = tree.pageSlot(agent: agent, page: page)
+        let start: Int32
+        if found {
+            start = tree.pageTables[Int(agent)][index].start
+        } else {
+            guard creating else { return nil }
+            start = tree.addPage(agent: agent, page: page, at: index)
+        }
+        pageCache[slot] = CachedPage(agent: agent, start: start, page: page)
+        return start
+    }
+
+    /// Points the ID index entries of `agent`'s seqs `from ..< to` at run `run`.
+    private mutating func assignIndex(agent: Int32, from: UInt64, to: UInt64, run: Int32) {
+        var seq = from
+        while seq < to {
+            let page = seq >> RGATree.pageShift
+            let base = Int(pageStart(agent: agent, page: page, creating: true)!)
+            let end = min(to, (page + 1) << RGATree.pageShift)
+            let lo = base + Int(seq & UInt64(RGATree.pageSize - 1))
+            let hi = lo + Int(end - seq)
+            tree.leafMap.withUnsafeMutableBufferPointer { map in
+                for i in lo ..< hi { map[i] = run }
+            }
+            seq = end
+        }
     }
 
     /// Appends `run` to the list after `after` (-1: at the head) and returns its index.
@@ -54,17 +107,18 @@ struct RGABulkList {
     private mutating func link(_ run: RGATree.Run, after: Int32) -> Int32 {
         let index = Int32(runs.count)
         runs.append(run)
-        let following = after < 0 ? head : next[Int(after)]
-        next.append(following)
-        previous.append(after)
-        if after < 0 { head = index } else { next[Int(after)] = index }
-        if following >= 0 { previous[Int(following)] = index }
+        let following = after < 0 ? head : links[Int(after)].next
+        links.append(Link(next: following, previous: after))
+        if after < 0 { head = index } else { links[Int(after)].next = index }
+        if following >= 0 { links[Int(following)].previous = index }
         return index
     }
 
     /// The run holding `(agent, seq)` and the offset in it, or nil when the text does not hold it.
-    private func find(agent: Int32, seq: UInt64) -> (run: Int32, offset: Int)? {
-        guard let index = tree.leafHolding(agent: agent, seq: seq) else { return nil }
+    private mutating func find(agent: Int32, seq: UInt64) -> (run: Int32, offset: Int)? {
+        guard let start = pageStart(agent: agent, page: seq >> RGATree.pageShift, creating: false) else { return nil }
+        let index = tree.leafMap[Int(start) + Int(seq & UInt64(RGATree.pageSize - 1))]
+        guard index >= 0 else { return nil }
         return (index, Int(seq - runs[Int(index)].seq))
     }
 
@@ -74,7 +128,7 @@ struct RGABulkList {
         let (first, second) = runs[Int(index)].split(at: offset)
         if first.length <= second.length {
             runs[Int(index)] = second
-            let new = link(first, after: previous[Int(index)])
+            let new = link(first, after: links[Int(index)].previous)
             pointIndex(at: new)
             return (new, index)
         }
@@ -101,14 +155,14 @@ struct RGABulkList {
                 offset = origin.offset + 1
             } else {
                 before = origin.run
-                candidate = next[Int(origin.run)]
+                candidate = links[Int(origin.run)].next
             }
         }
         while candidate >= 0 {
             let item = runs[Int(candidate)]
             guard tree.precedes(item.key + UInt64(offset), item.agent, key, agent) else { break }
             before = candidate
-            candidate = next[Int(candidate)]
+            candidate = links[Int(candidate)].next
             offset = 0
         }
         if offset > 0 { before = split(candidate, at: offset).head }
@@ -122,13 +176,13 @@ struct RGABulkList {
                prev.content + Int(prev.length) == contentStart,
                originAgent == agent, originSeq == seq - 1, Int(prev.length) + length < Int(Int32.max) {
                 runs[Int(before)].length += Int32(length)
-                tree.assignIndex(agent: agent, from: seq, to: seq + UInt64(length), leaf: before)
+                assignIndex(agent: agent, from: seq, to: seq + UInt64(length), run: before)
                 return true
             }
         }
         let new = link(RGATree.Run(seq: seq, key: key, originSeq: originSeq, content: contentStart, agent: agent,
                                    originAgent: originAgent, length: Int32(length), deleted: false), after: before)
-        tree.assignIndex(agent: agent, from: seq, to: seq + UInt64(length), leaf: new)
+        assignIndex(agent: agent, from: seq, to: seq + UInt64(length), run: new)
         return true
     }
 
@@ -158,14 +212,16 @@ struct RGABulkList {
     mutating func reserve(characters: Int, seqSpan: UInt64) {
         tree.reserve(characters: characters, seqSpan: seqSpan)
         runs.reserveCapacity(runs.count + characters / 8)
-        next.reserveCapacity(runs.count + characters / 8)
-        previous.reserveCapacity(runs.count + characters / 8)
+        links.reserveCapacity(runs.count + characters / 8)
     }
 
     /// The tree again: the runs in document order packed into leaves three quarters full, the
     /// inner levels over them, and the ID index pointing at the leaves.
-    consuming func finish() -> RGATree {
-        var tree = self.tree
+    mutating func finish() -> RGATree {
+        // Taken out, not copied: a copy shared the ID index with `self`, and rewriting it below
+        // copied all of it first.
+        var tree = RGATree()
+        swap(&tree, &self.tree)
         let perLeaf = RGATree.leafCapacity * 3 / 4
         let perInner = RGATree.innerCapacity * 3 / 4
         tree.leaves = []
@@ -189,7 +245,7 @@ struct RGABulkList {
             if !run.deleted { leaf.visible += Int(run.length) }
             leaf.runs.append(run)
             leafOfRun[Int(index)] = Int32(tree.leaves.count)
-            index = next[Int(index)]
+            index = links[Int(index)].next
         }
         leafOfRun.withUnsafeBufferPointer { leafOfRun in
             tree.leafMap.withUnsafeMutableBufferPointer { map in

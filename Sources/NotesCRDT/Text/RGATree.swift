@@ -147,8 +147,10 @@ struct RGATree: Sendable {
             // its edits of other notes), so the guess is near, and the search stays in a few
             // cache lines instead of halving the whole table.
             if let first = table.first, let last = table.last, page > first.page, page < last.page {
-                let product = (page - first.page).multipliedFullWidth(by: UInt64(table.count - 1))
-                let guess = Int((last.page - first.page).dividingFullWidth(product).quotient)
+                // In floating point: a 128-bit division was a visible part of every lookup, and
+                // the guess need not be exact (it is clamped, then searched from).
+                let fraction = Double(page - first.page) / Double(last.page - first.page)
+                let guess = min(max(Int(fraction * Double(table.count - 1)), 0), table.count - 1)
                 var step = 1
                 if table[guess].page < page {
                     low = guess + 1
@@ -572,11 +574,7 @@ struct RGATree: Sendable {
         while seq < to {
             let page = seq >> RGATree.pageShift
             let (slot, found) = pageSlot(agent: agent, page: page, hint: hint)
-            if !found {
-                let start = Int32(leafMap.count)
-                leafMap.append(contentsOf: repeatElement(-1, count: RGATree.pageSize))
-                pageTables[Int(agent)].insert(PageEntry(page: page, start: start), at: slot)
-            }
+            if !found { addPage(agent: agent, page: page, at: slot) }
             let base = Int(pageTables[Int(agent)][slot].start)
             let pageEnd = (page + 1) << RGATree.pageShift
             let end = min(to, pageEnd)
@@ -589,6 +587,21 @@ struct RGATree: Sendable {
             hint = end < to ? slot + 1 : slot
         }
         return hint
+    }
+
+    /// Allocates the ID index page `page` of `agent`, empty, at `slot` of its page table, and
+    /// returns where its entries start in `leafMap`.
+    @discardableResult
+    mutating func addPage(agent: Int32, page: UInt64, at slot: Int) -> Int32 {
+        let start = Int32(leafMap.count)
+        leafMap.append(contentsOf: repeatElement(-1, count: RGATree.pageSize))
+        // New pages mostly come last (seqs grow): an append, not the general insertion.
+        if slot == pageTables[Int(agent)].count {
+            pageTables[Int(agent)].append(PageEntry(page: page, start: start))
+        } else {
+            pageTables[Int(agent)].insert(PageEntry(page: page, start: start), at: slot)
+        }
+        return start
     }
 
     private mutating func recountLeaf(_ leaf: Int32) {
