@@ -32,9 +32,11 @@ struct ScaleCommand: ParsableCommand {
         first write after opening (it loads the CRDT state); durable keystrokes (--keystrokes, \
         each one committed; half typed on at one place, half at random places) in one note.
 
-        bootstrap: a second notebook of --bundle-notes notes with a few operations each is built \
-        once, exported with `crdt-sync export` and pushed to a relay store (`crdt-sync sync`). \
-        Then, --bootstrap-runs times after one untimed run: `crdt-sync import` of that bundle into \
+        bootstrap: a second notebook of --bundle-notes notes with about ten operations each is \
+        generated once, its changes written as bundle files (SyncBundle.pieces) and pushed to a \
+        relay store through `crdt-sync serve` (a store that imported them cannot export them: it \
+        joins one author's run of changes into one, larger than a bundle may hold). Then, \
+        --bootstrap-runs times after one untimed run: `crdt-sync import` of that bundle into \
         a fresh replica, and a fresh replica pulling the same from `crdt-sync serve` (a separate \
         process on a loopback port) with `crdt-sync sync --url`. Shown: the wall time and peak \
         RSS of each client, and the relay's peak RSS over its whole life (all the pulls).
@@ -287,26 +289,30 @@ struct ScaleCommand: ParsableCommand {
         try FileManager.default.createDirectory(atPath: folder + "/bundle", withIntermediateDirectories: true)
         let start = ChildProcess.now()
         var manifest = wanted
-        let source = folder + "/source.db"
-        // Another seed than the big notebook's, so that the two never share a note or a replica.
-        manifest.changes = try workspace.build(source, notes: bundleNotes, operations: bundleOperations, seed: seed &+ 1, what: "bundle's notebook")
-        progress("  exporting it with crdt-sync export...")
-        try cli.run(["export", "--db", source, "--out", folder + "/bundle/notebook.crdtb", "--json"], keepOutput: true)
-        let exported = try cli.jsonOutput()
-        let written = exported["files"] as? [String] ?? []
-        manifest.bundleChanges = exported["changes"] as? Int ?? 0
-        manifest.bundleFiles = written.map { String($0.dropFirst(folder.count + 1)) }
-        progress("  \(written.count) file(s); pushing the same to a relay store with crdt-sync sync...")
+        // The bundle is written with SyncBundle.pieces and the relay filled by a sync from the
+        // workload's own changes, in a child process: `crdt-sync export` and `sync` of a replica
+        // that imported them fail, since the store joins one author's consecutive changes into
+        // one change larger than a bundle may hold (issue 20's first full-size run).
         let relay = try cli.startRelay(store: folder + "/relay.sqlite", space: ScaleWorkspace.space, token: ScaleWorkspace.token)
-        let pushed = Result<Void, any Error> {
-            try cli.run(["sync", "--db", source, "--url", relay.url, "--space", ScaleWorkspace.space],
-                        environment: ["CRDT_SYNC_TOKEN": ScaleWorkspace.token])
+        let output = cli.scratch + "/bootstrap-build.json"
+        // Another seed than the big notebook's, so that the two never share a note or a replica.
+        let built = Result<ChildRun, any Error> {
+            try ChildProcess.run(workspace.bench, ["scale-build", "--notes", "\(bundleNotes)", "--operations", "\(bundleOperations)",
+                                                   "--seed", "\(seed &+ 1)", "--what", "bundle's notebook", "--bundle", folder + "/bundle",
+                                                   "--push-url", relay.url],
+                                 stdout: .file(output), stderr: .inherit)
         }
         _ = try cli.stopRelay(relay)
-        try pushed.get()
+        guard try built.get().status == 0, let data = FileManager.default.contents(atPath: output),
+              let made = try? JSONDecoder().decode(ScaleBuild.Output.self, from: data) else {
+            throw ChildProcessError(description: "building the bootstrap bundle and relay failed (see above)")
+        }
+        manifest.changes = made.changes
+        manifest.bundleChanges = made.changes
+        manifest.bundleFiles = made.files.map { String($0.dropFirst(folder.count + 1)) }
         manifest.buildSeconds = Double(ChildProcess.now() - start) / 1e9
         manifest.builtAt = ISO8601DateFormatter().string(from: Date())
-        manifest.databaseBytes = ScaleWorkspace.fileSize(source)
+        manifest.databaseBytes = ScaleWorkspace.fileSize(folder + "/relay.sqlite")
         try ScaleWorkspace.writeManifest(manifest, folder)
         progress(String(format: "built %@ in %.1f s", folder, manifest.buildSeconds))
         return manifest

@@ -2,6 +2,8 @@ import ArgumentParser
 import Foundation
 import NotesCRDT
 import NotesStore
+import NotesSync
+import NotesSyncHTTP
 import NotesTestSupport
 
 /// The databases `scale` measures, built once per set of parameters in the work folder and reused
@@ -140,25 +142,88 @@ struct ScaleWorkspace {
     }
 }
 
-/// `crdt-sync-bench scale-build`: builds one of `scale`'s databases in its own process.
-struct ScaleBuild: ParsableCommand {
+/// `crdt-sync-bench scale-build`: builds one of `scale`'s databases, or its bootstrap bundle and
+/// relay, in its own process (run by `scale`).
+struct ScaleBuild: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "scale-build", abstract: "Build a notebook database for `scale` (run by it).", shouldDisplay: false)
 
-    struct Output: Codable { var changes: Int }
+    struct Output: Codable {
+        var changes: Int
+        /// The bundle files written (with --bundle).
+        var files: [String] = []
+    }
 
-    @Option var path: String
+    @Option var path: String?
     @Option var notes: Int
     @Option var operations: Int
     @Option var seed: UInt64
     @Option var what = "notebook"
+    @Option(help: "Write the workload's changes as bundle files (FOLDER/notebook-N.crdtb).") var bundle: String?
+    @Option(help: "Push the workload's changes to this relay.") var pushURL: String?
+    @Option var space = ScaleWorkspace.space
+    @Option var token = ScaleWorkspace.token
 
-    func run() throws {
-        try runReporting {
-            let changes = try ScaleWorkspace.buildInProcess(path, notes: notes, operations: operations, seed: seed, what: what) { message in
-                FileHandle.standardError.write(Data("scale: \(message)\n".utf8))
+    func progress(_ message: String) {
+        FileHandle.standardError.write(Data("scale: \(message)\n".utf8))
+    }
+
+    func run() async throws {
+        try await runReportingAsync {
+            if let path {
+                let changes = try ScaleWorkspace.buildInProcess(path, notes: notes, operations: operations, seed: seed, what: what, log: progress)
+                try printJSON(Output(changes: changes))
+                return
             }
-            try printJSON(Output(changes: changes))
+            // The bootstrap: the changes as their author made them, one per edit. (A store joins
+            // one author's consecutive changes into one, which may be more than a bundle holds.)
+            let start = ChildProcess.now()
+            progress("generating the \(what): \(notes) notes, \(operations) operations, seed \(seed)...")
+            let (notebook, changes) = SyntheticWorkload.notebook(seed: seed, notes: notes, operations: operations)
+            progress(String(format: "  %d changes in %.1f s", changes.count, Double(ChildProcess.now() - start) / 1e9))
+            var output = Output(changes: changes.count)
+            if let bundle {
+                let pieces = try SyncBundle.pieces(sender: notebook.replicaID, senderVersion: notebook.versionVector, changes: changes)
+                for (index, piece) in pieces.enumerated() {
+                    let file = bundle + "/notebook-\(index + 1).crdtb"
+                    try AtomicFile.write(piece.encoded(), toPath: file)
+                    output.files.append(file)
+                }
+                progress("  wrote \(pieces.count) bundle file(s) with SyncBundle.pieces")
+            }
+            if let pushURL {
+                let client = HTTPRelayClient(maxConnections: 2)
+                let outcome: Result<SyncReport, any Error>
+                do {
+                    let transport = try client.transport(url: pushURL, space: space, token: token)
+                    let author = PushingReplica(id: notebook.replicaID, version: notebook.versionVector, changes: changes)
+                    outcome = .success(try await SyncEngine(retry: RetryPolicy(maxAttempts: 1)).sync(author, over: transport))
+                } catch {
+                    outcome = .failure(error)
+                }
+                try? await client.shutdown()
+                let report = try outcome.get()
+                progress("  pushed \(report.sentChanges) changes to the relay")
+            }
+            try printJSON(output)
         }
     }
+}
+
+/// The bootstrap's author as a sync replica: the changes it made, nothing else; it takes nothing in.
+final class PushingReplica: SyncReplica, @unchecked Sendable {
+    let replicaID: ReplicaID
+    let version: VersionVector
+    let all: [Change]
+
+    init(id: ReplicaID, version: VersionVector, changes: [Change]) {
+        replicaID = id
+        self.version = version
+        all = changes
+    }
+
+    func currentVersion() throws -> VersionVector { version }
+    func changes(since other: VersionVector) throws -> [Change] { all.filter { $0.endSeq > other[$0.replica] } }
+    func integrate(_ changes: [Change]) throws -> IntegrationReport { IntegrationReport(duplicates: changes.count) }
+    func recordPeer(_ replica: ReplicaID, version: VersionVector) throws {}
 }
