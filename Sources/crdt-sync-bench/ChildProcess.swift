@@ -11,8 +11,8 @@ import Darwin
 /// On Linux the child's `ru_maxrss` is never below the spawning process's own peak: posix_spawn
 /// starts the child in the parent's memory (vfork), and exec records that memory's high-water
 /// mark in the child's before replacing it. So whatever spawns the commands must stay small:
-/// `scale` builds its databases and runs its in-process figures in child processes of their own.
-struct ChildRun: Sendable {
+/// `scale` spawns them through `ScaleLauncher`, started before it has done anything.
+struct ChildRun: Sendable, Codable {
     /// Wall time from spawn to reap, in nanoseconds.
     var nanoseconds: UInt64
     /// The child's peak resident set size, in bytes (`ru_maxrss`; never below the parent's, above).
@@ -25,7 +25,7 @@ struct ChildRun: Sendable {
 }
 
 /// A child process still running (a relay), to be stopped and reaped.
-struct RunningChild: Sendable {
+struct RunningChild: Sendable, Codable {
     var pid: pid_t
     var started: UInt64
 }
@@ -37,11 +37,13 @@ struct ChildProcessError: Error, CustomStringConvertible {
 
 enum ChildProcess {
     /// Where a child's standard output or error goes.
-    enum Sink {
+    enum Sink: Codable {
         case discard
         case file(String)
         /// This process's own.
         case inherit
+        /// A descriptor of this process (a pipe's end).
+        case descriptor(Int32)
     }
 
     /// This process's own peak resident set size, in megabytes.
@@ -64,17 +66,22 @@ enum ChildProcess {
     }
 
     /// Starts `executable` with `arguments` and returns without waiting.
-    static func spawn(_ executable: String, _ arguments: [String], stdout: Sink = .discard, stderr: Sink = .discard,
+    static func spawn(_ executable: String, _ arguments: [String], stdin: Int32? = nil, stdout: Sink = .discard, stderr: Sink = .discard,
                       environment extra: [String: String] = [:]) throws -> RunningChild {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        if let stdin {
+            posix_spawn_file_actions_adddup2(&actions, stdin, 0)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        }
         for (descriptor, sink) in [(Int32(1), stdout), (Int32(2), stderr)] {
             switch sink {
             case .discard: posix_spawn_file_actions_addopen(&actions, descriptor, "/dev/null", O_WRONLY, 0)
             case .file(let path): posix_spawn_file_actions_addopen(&actions, descriptor, path, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
             case .inherit: break
+            case .descriptor(let source): posix_spawn_file_actions_adddup2(&actions, source, descriptor)
             }
         }
         var environment = ProcessInfo.processInfo.environment

@@ -10,6 +10,8 @@ import Darwin
 struct ScaleCLI {
     let binary: String
     let scratch: String
+    /// What spawns and reaps the commands (so that their peak RSS is theirs).
+    let launcher: Launcher
 
     /// This program's own binary.
     static func thisProgram() -> String {
@@ -37,7 +39,7 @@ struct ScaleCLI {
     /// - Parameter keepOutput: write stdout to `stdoutFile` (else it is discarded).
     @discardableResult
     func run(_ arguments: [String], keepOutput: Bool = false, environment: [String: String] = [:]) throws -> ChildRun {
-        let result = try ChildProcess.run(binary, arguments, stdout: keepOutput ? .file(stdoutFile) : .discard,
+        let result = try launcher.run(binary, arguments, stdout: keepOutput ? .file(stdoutFile) : .discard,
                                           stderr: .file(stderrFile), environment: environment)
         guard result.status == 0 else {
             let said = (try? String(contentsOfFile: stderrFile, encoding: .utf8)) ?? ""
@@ -65,7 +67,7 @@ struct ScaleCLI {
     /// Starts `crdt-sync serve` and returns once it listens (it logs its address at start).
     func startRelay(store: String, space: String, token: String) throws -> Relay {
         let log = scratch + "/relay-\(UInt64.random(in: 0 ... .max)).log"
-        let child = try ChildProcess.spawn(binary, ["serve", "--port", "0", "--store", store, "--token", "\(space)=\(token)",
+        let child = try launcher.spawn(binary, ["serve", "--port", "0", "--store", store, "--token", "\(space)=\(token)",
                                                     "--log-level", "notice"],
                                            stderr: .file(log))
         let deadline = ChildProcess.now() + 60_000_000_000
@@ -75,7 +77,7 @@ struct ScaleCLI {
                 let url = said[range.upperBound...].prefix { $0 != "," && !$0.isWhitespace }
                 return Relay(child: child, url: String(url), log: log)
             }
-            if let ended = try ChildProcess.poll(child) {
+            if let ended = try launcher.poll(child) {
                 throw ChildProcessError(description: "`crdt-sync serve` exited with status \(ended.status) before listening: \(said)")
             }
             usleep(20_000)
@@ -89,10 +91,10 @@ struct ScaleCLI {
         kill(relay.child.pid, SIGTERM)
         let deadline = ChildProcess.now() + 20_000_000_000
         while ChildProcess.now() < deadline {
-            if let ended = try ChildProcess.poll(relay.child) { return ended }
+            if let ended = try launcher.poll(relay.child) { return ended }
             usleep(20_000)
         }
         kill(relay.child.pid, SIGKILL)
-        return try ChildProcess.wait(relay.child)
+        return try launcher.wait(relay.child)
     }
 }

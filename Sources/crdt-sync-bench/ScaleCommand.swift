@@ -81,6 +81,9 @@ struct ScaleCommand: ParsableCommand {
             let scratch = root + "/scratch-\(getpid())"
             try FileManager.default.createDirectory(atPath: scratch, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(atPath: scratch) }
+            // First, while this process is small: it spawns the commands (see ScaleLauncher).
+            let launcher = try Launcher(bench: ScaleCLI.thisProgram())
+            defer { launcher.finish() }
             let workspace = ScaleWorkspace(root: root, bench: ScaleCLI.thisProgram(), log: progress)
             let binary = cliBinary ?? ScaleCLI.besideThisProgram()
             let needsCLI = groups.contains(.cli) || groups.contains(.bootstrap)
@@ -94,7 +97,7 @@ struct ScaleCommand: ParsableCommand {
             if ScaleCLI.benchIsDebugBuild {
                 progress("warning: this is a debug build of crdt-sync-bench; the figures are not the release build's")
             }
-            let cli = ScaleCLI(binary: binary, scratch: scratch)
+            let cli = ScaleCLI(binary: binary, scratch: scratch, launcher: launcher)
             var report = ScaleReport(parameters: .init(notes: notes, operations: operations, seed: seed, runs: runs,
                                                        bundleNotes: bundleNotes, bootstrapRuns: bootstrapRuns, keystrokes: keystrokes,
                                                        groups: groups.map(\.rawValue), workdir: root),
@@ -114,7 +117,7 @@ struct ScaleCommand: ParsableCommand {
             if groups.contains(.bootstrap) {
                 report.figures += try measureBootstrap(cli, workspace, &report)
             }
-            report.conditions.benchPeakRSSMegabytes = ChildProcess.ownPeakRSSMegabytes()
+            report.conditions.spawnerPeakRSSMegabytes = launcher.floorMegabytes
             if json {
                 try printJSON(report)
             } else {

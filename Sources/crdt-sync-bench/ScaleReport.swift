@@ -73,9 +73,10 @@ struct ScaleReport: Encodable {
         var loadAverage: [Double]
         var crdtSync: String
         var benchBuild: String
-        /// This program's own peak RSS: on Linux a child's peak RSS is never reported below the
-        /// spawning process's (see `ChildProcess`), so child figures at or under this are a floor.
-        var benchPeakRSSMegabytes: Double = 0
+        /// The peak RSS of the process that spawned the commands (`scale-launcher`): on Linux a
+        /// child's peak RSS is never reported below it (see `ChildRun`), so a figure at or under
+        /// it is that floor, not the child's own.
+        var spawnerPeakRSSMegabytes: Double = 0
 
         static func current(binary: String) -> Conditions {
             var load = [Double](repeating: 0, count: 3)
@@ -98,8 +99,8 @@ struct ScaleReport: Encodable {
         out += "\(conditions.date), \(conditions.cores) cores, load average \(conditions.loadAverage.map { String(format: "%.2f", $0) }.joined(separator: " ")) at start"
         out += conditions.benchBuild == "debug" ? ", DEBUG BUILD of the bench\n" : "\n"
         out += "crdt-sync: \(conditions.crdtSync)\n"
-        out += "A child's peak RSS is never reported below this program's own, "
-            + String(format: "%.1f MB (Linux, posix_spawn): \"<= N MB\" is such a floor, not the child's figure.\n", conditions.benchPeakRSSMegabytes)
+        out += "A child's peak RSS is never reported below its spawner's, "
+            + String(format: "%.1f MB (Linux, posix_spawn): \"<= N MB\" is such a floor, not the child's figure.\n", conditions.spawnerPeakRSSMegabytes)
         let sections: [(String, String)] = [
             ("cli", "The crdt-sync process, spawn to exit, warm page cache: median of \(parameters.runs) runs (range); peak RSS, largest of the runs"),
             ("inprocess", "In process (NoteStore): medians, keystrokes over \(parameters.keystrokes) inserts"),
@@ -120,7 +121,7 @@ struct ScaleReport: Encodable {
                     range,
                     figure.peakRSSMegabytes.map {
                         // At or under the floor, the child's own peak is not known: at most this.
-                        $0 <= conditions.benchPeakRSSMegabytes + 0.05 ? String(format: "<= %.1f MB", $0) : String(format: "%.1f MB", $0)
+                        $0 <= conditions.spawnerPeakRSSMegabytes + 0.05 ? String(format: "<= %.1f MB", $0) : String(format: "%.1f MB", $0)
                     } ?? "",
                     figure.target.map { "<= " + ScaleReport.number($0) + " " + figure.unit } ?? "-",
                     figure.met.map { $0 ? "met" : "NOT MET" } ?? "",
