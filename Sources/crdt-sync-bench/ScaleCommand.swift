@@ -41,8 +41,11 @@ struct ScaleCommand: ParsableCommand {
         process on a loopback port) with `crdt-sync sync --url`. Shown: the wall time and peak \
         RSS of each client, and the relay's peak RSS over its whole life (all the pulls).
 
-        The edits stay in the cached notebook: each run adds a few dozen changes to its 1,000,000 \
-        operations. Build both programs in release first: \
+        The edits stay in the cached notebook: a run adds about 1,100 changes (the commands' and \
+        the keystrokes), so some later run's write pays for refreshing the snapshot (every 4,096). \
+        A child's peak RSS is its own: the commands are spawned from a small launcher process, \
+        since on Linux a child's ru_maxrss starts at its spawner's peak. Build both programs in \
+        release first: \
         `swift build -c release --product crdt-sync-bench --product crdt-sync`.
         """
     )
@@ -197,8 +200,8 @@ struct ScaleCommand: ParsableCommand {
 
     // MARK: In process
 
-    /// The inprocess group, run in a child process (`scale-inprocess`): the CRDT state it loads
-    /// would otherwise count in the peak RSS of every command spawned after it.
+    /// The inprocess group, run in a child process (`scale-inprocess`): a fresh process opens
+    /// the store as an app that starts would, and the CRDT state it loads is given back after.
     func measureInProcess(_ bench: String, _ db: String, scratch: String) throws -> [Figure] {
         let output = scratch + "/inprocess.json"
         let result = try ChildProcess.run(bench, ["scale-inprocess", "--db", db, "--runs", "\(runs)", "--keystrokes", "\(keystrokes)",

@@ -40,8 +40,7 @@ struct ScaleWorkspace {
 
     let root: String
     /// This program's binary: the building runs in a child process (`scale-build`), so that the
-    /// memory it takes does not count in the peak RSS of the commands spawned later (see
-    /// `ChildProcess`).
+    /// hundreds of megabytes it takes are given back before anything is measured.
     let bench: String
     let log: (String) -> Void
 
