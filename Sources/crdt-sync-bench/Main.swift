@@ -8,7 +8,8 @@ struct CRDTSyncBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "crdt-sync-bench",
         abstract: "Benchmarks and stress tools for crdt-sync (build with -c release for figures).",
-        subcommands: [StoreStress.self, StoreBench.self, RelayBenchCommand.self]
+        subcommands: [StoreStress.self, StoreBench.self, RelayBenchCommand.self, ScaleCommand.self,
+                      ScaleBuild.self, ScaleInProcess.self, ScaleLauncher.self]
     )
 }
 
