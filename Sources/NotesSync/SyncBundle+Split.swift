@@ -8,7 +8,10 @@ extension SyncBundle {
     /// 32,768 changes, or 16 MiB). Each piece is checked by the reader itself (encoded, then decoded
     /// within the limits), and halved until it passes.
     ///
-    /// - Throws: `SyncError` `.tooLarge` when one change alone is larger than a bundle may hold.
+    /// A change too large for one bundle is cut between its operations into consecutive changes
+    /// (what it was joined from, as far as a reader can tell).
+    ///
+    /// - Throws: `SyncError` `.tooLarge` when one operation alone is larger than a bundle may hold.
     public static func pieces(sender: ReplicaID, senderVersion: VersionVector, changes: [Change],
                               maxChanges: Int = SyncBundle.changeLimits.maxChanges / 2) throws -> [SyncBundle] {
         var result: [SyncBundle] = []
@@ -44,9 +47,29 @@ extension SyncBundle {
             let middle = changes.startIndex + changes.count / 2
             try append(changes[..<middle], sender: sender, senderVersion: senderVersion, into: &result, encoder: &encoder)
             try append(changes[middle...], sender: sender, senderVersion: senderVersion, into: &result, encoder: &encoder)
+        } else if let (head, tail) = changes[changes.startIndex].halved() {
+            // One change too large: a log joins an author's consecutive changes into one (a
+            // device that created 80,000 notes in a row holds a single change), cut back here.
+            try append([head], sender: sender, senderVersion: senderVersion, into: &result, encoder: &encoder)
+            try append([tail], sender: sender, senderVersion: senderVersion, into: &result, encoder: &encoder)
         } else {
             let change = changes[changes.startIndex]
             throw SyncError(.tooLarge, "the change of \(change.replica) at seqs \(change.startSeq)-\(change.endSeq) is larger than a bundle may hold (\(maxBytes) bytes, or a limit of Docs/BundleFormat.md)")
         }
+    }
+}
+
+extension Change {
+    /// The change cut in two between its operations, at the middle: the first half, then the
+    /// rest as the change that directly follows it (next seqs, next timestamps, same
+    /// dependencies); nil for a change of one operation.
+    func halved() -> (Change, Change)? {
+        guard operations.count > 1 else { return nil }
+        let middle = operations.count / 2
+        let head = Change(replica: replica, startSeq: startSeq, timestamp: timestamp, dependencies: dependencies,
+                          operations: Array(operations[..<middle]))
+        let tail = Change(replica: replica, startSeq: startSeq + head.seqCount, timestamp: timestamp.advanced(by: head.seqCount),
+                          dependencies: dependencies, operations: Array(operations[middle...]))
+        return (head, tail)
     }
 }

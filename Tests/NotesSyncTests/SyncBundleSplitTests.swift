@@ -12,6 +12,26 @@ final class SteppingClock: WallClock {
 
 /// Writers never write a bundle that readers refuse: a history past the limits goes in pieces.
 struct SyncBundleSplitTests {
+    /// A log joins an author's consecutive changes into one: a change past a bundle's operation
+    /// limit is cut between its operations, and the pieces rebuild the same replica.
+    @Test func aChangeTooLargeForABundleIsCutBetweenItsOperations() throws {
+        var a = Notebook(replicaID: ReplicaID(Identifier128(high: 9, low: 9)), wallClock: FixedWallClock(1_700_000_000_000))
+        let (note, _) = a.createNote(title: "t")
+        let count = SyncBundle.changeLimits.maxOperations + 1000
+        let ops = (0 ..< count).map { Operation.setNoteField(note: note, field: .pinned, value: .bool($0 % 2 == 0)) }
+        let big = Change(replica: a.replicaID, startSeq: a.versionVector[a.replicaID] + 1,
+                         timestamp: Timestamp(rawValue: a.clock.last.rawValue + 1), dependencies: VersionVector(), operations: ops)
+        #expect(a.apply(big) == .applied(released: 0))
+        let changes = a.changes(since: VersionVector())
+        #expect(changes.map(\.operations.count).max()! > SyncBundle.changeLimits.maxOperations)
+        let pieces = try SyncBundle.pieces(sender: a.replicaID, senderVersion: a.versionVector, changes: changes)
+        #expect(pieces.count >= 2)
+        var b = Notebook(replicaID: ReplicaID(Identifier128(high: 10, low: 10)), wallClock: FixedWallClock(1_700_000_000_000))
+        for piece in pieces { b.apply(contentsOf: try SyncBundle.decode(piece.encoded()).changes) }
+        #expect(b.versionVector == a.versionVector)
+        #expect(b.digest() == a.digest())
+    }
+
     @Test func aHistoryPastTheChangeLimitIsWrittenInPiecesThatEachDecode() throws {
         var a = Notebook(replicaID: ReplicaID(Identifier128(high: 7, low: 7)), wallClock: SteppingClock())
         let (note, _) = a.createNote(title: "t")

@@ -173,7 +173,8 @@ extension Notebook {
         // One leaf with every run, packed into a proper tree (and the ID index built) by the list form.
         tree.leaves = [RGATree.Leaf(runs: runs)]
         tree.totalCharacters = content
-        record.body = RGAText(tree: RGABulkList(tree).finish())
+        var list = RGABulkList(tree)
+        record.body = RGAText(tree: list.finish())
         return record
     }
 }
