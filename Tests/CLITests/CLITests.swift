@@ -255,3 +255,27 @@ struct CLITests {
         #expect(help.stdout.contains("--repeat <N>"))
     }
 }
+
+/// `--json` dates are worked out by hand (a formatter per date was most of `list --json`'s time):
+/// they must be what ISO8601DateFormatter writes, across leap days, year ends and centuries.
+struct JSONDateTests {
+    @Test(arguments: ["1970-03-01T00:00:00.000Z", "2000-02-29T12:34:56.789Z", "2024-12-31T23:59:58.000Z",
+                      "2100-03-01T00:00:00.000Z", "9999-12-30T23:00:00.000Z"])
+    func datesAreWhatAnISO8601FormatterWrites(target: String) throws {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        let wanted = formatter.date(from: target)!
+        let skew = Int64((wanted.timeIntervalSince1970 - Date().timeIntervalSince1970) * 1000)
+        let scratch = Scratch()
+        let db = scratch.db
+        let env = ["CRDT_SYNC_CLOCK_SKEW_MS": String(skew)]
+        #expect(try CLI.run(["init"], db: db, environment: env).status == 0)
+        #expect(try CLI.run(["new", "--title", "t"], db: db, environment: env).status == 0)
+        let listed = try CLI.run(["list", "--json"], db: db, environment: env)
+        let notes = try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as! [[String: Any]]
+        let written = try #require(notes.first?["createdAt"] as? String)
+        let date = try #require(formatter.date(from: written), "\(written) is not an ISO 8601 date")
+        #expect(formatter.string(from: date) == written)
+        #expect(abs(date.timeIntervalSince(wanted)) < 30, "\(written) for \(target)")
+    }
+}
