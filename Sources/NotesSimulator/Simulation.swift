@@ -1088,6 +1088,22 @@ public final class Simulation: @unchecked Sendable {
                 violation("device \(device.index): note \(note.id): the materialized \(difference) differs from the CRDT")
             }
         }
+        // What another process reads without loading the replica: the digest and version vector
+        // the writes stored, and each note's stored state.
+        let reader = try NoteStore.open(device.database, options: storeOptions(device.index))
+        defer { try? reader.close() }
+        let status = try reader.status()
+        if status.digest != notebook.digest() {
+            violation("device \(device.index): the stored digest \(status.digest.prefix(12)) differs from the CRDT's \(notebook.digest().prefix(12))")
+        }
+        if status.versionVector != notebook.versionVector {
+            violation("device \(device.index): the stored version vector \(status.versionVector) differs from the CRDT's \(notebook.versionVector)")
+        }
+        for (id, state) in try reader.storedNoteStates() {
+            if let difference = notebook.noteStateDifference(id, state) {
+                violation("device \(device.index): the stored state of note \(id) differs from the CRDT's: \(difference)")
+            }
+        }
     }
 
     /// What differs between a materialized row and the CRDT's note (its fields, `note.body`

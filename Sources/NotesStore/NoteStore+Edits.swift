@@ -45,7 +45,7 @@ extension NoteStore {
         }
         let result = try writeTransaction("cannot save the edit") { db -> T in
             let result = try changeAndRecord(requiring: note, allowingDeleted: allowingDeleted, body, db)
-            if recordStates { try recordOneNoteStates(db) }
+            if recordStates { try recordStoredStates(db) }
             return result
         }
         compactIfDue()
@@ -205,9 +205,10 @@ extension NoteStore {
     /// How often a note typed into through one-note edits has its state written (see `recordOneNoteState`).
     static let oneNoteStateInterval = 64
 
-    /// Writes the replica-wide state and the state of every note that has none (in the caller's
-    /// transaction, on the whole replica), so that the next one-note edits need not load it.
-    func recordOneNoteStates(_ db: Database) throws {
+    /// Writes the replica-wide state, the state of every note that has none and every note's
+    /// digest (in the caller's transaction, on the whole replica), so that the next one-note
+    /// edits and readers of the digest need not load it.
+    func recordStoredStates(_ db: Database) throws {
         let notebook = loaded!.notebook
         try statement("UPDATE replica SET replica_state = ?, tag_state = ? WHERE id = 1", db)
             .run(.blob(notebook.encodedReplicaState()), .blob(notebook.encodedTagState()))
@@ -218,6 +219,7 @@ extension NoteStore {
         for id in notebook.noteIDs where !recorded.contains(id.description) {
             if let state = notebook.encodedNoteState(id) { try insert.run(.text(id.description), .blob(state)) }
         }
+        try recordAllDigests(db)
     }
 
     /// Creates a note and returns its identity.

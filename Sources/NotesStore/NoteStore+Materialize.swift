@@ -104,6 +104,7 @@ extension NoteStore {
         } else {
             try statement("DELETE FROM note_state WHERE note = ?", db).run(.text(hex))
         }
+        try recordDigest(id, db)
         guard let note = inLoadedNotebook({ $0.noteFields(id) }), note.state != .deleted else {
             try statement("DELETE FROM notes WHERE id = ?", db).run(.text(hex))
             try statement("DELETE FROM note_tags WHERE note = ?", db).run(.text(hex))

@@ -379,7 +379,18 @@ extension NoteStore {
 
     /// The replica's identity, version vector, counts, peers and digest.
     public func status() throws -> StoreStatus {
-        let notebook = try self.notebook
+        let (stored, wasLoaded) = try lock.withLock { (try storedStatus(), loaded != nil) }
+        if var status = stored {
+            status.peers = try peers()
+            return status
+        }
+        let notebook = try lock.withLock {
+            let notebook = try loadedState().notebook
+            // Stored, so that the next status need not load the replica (a read-only database
+            // still gets its status).
+            if !wasLoaded { try? writeTransaction("cannot record the stored states") { db in try recordStoredStates(db) } }
+            return notebook
+        }
         let (notes, logRows, through) = try read("cannot read the status") { db in
             (try Int.fetchOne(db, sql: "SELECT count(*) FROM notes") ?? 0,
              try Int.fetchOne(db, sql: "SELECT count(*) FROM changes") ?? 0,
@@ -387,7 +398,7 @@ extension NoteStore {
         }
         return StoreStatus(replica: replicaID, path: path, versionVector: notebook.versionVector, notes: notes,
                            pendingChanges: notebook.pendingCount, logRows: logRows, snapshotThroughRow: through,
-                           peers: try peers(), digest: notebook.digest())
+                           peers: try peers(), digest: try digest())
     }
 
     /// The number of notes that are not deleted (from the materialized table).

@@ -420,7 +420,12 @@ public final class NoteStore: @unchecked Sendable {
     }
 
     /// Notebook.digest() of the state: equal on two replicas exactly when their visible states are.
-    public func digest() throws -> String { try notebook.digest() }
+    ///
+    /// Read from the digests the writes keep per note, without loading the replica.
+    public func digest() throws -> String {
+        lock.lock(); defer { lock.unlock() }
+        return try digestLocked()
+    }
 
     /// Re-reads what other processes committed since this store last looked.
     public func refresh() throws {

@@ -204,7 +204,8 @@ enum Schema {
                 """)
         }
         // What a local edit of one note needs, kept per note and replica-wide, so that it runs
-        // without loading every note and the whole log (Docs/Storage.md, "Editing one note").
+        // without loading every note and the whole log, and each note's part of the digest
+        // (Docs/Storage.md, "Editing one note").
         migrator.registerMigration("v7-note-states-for-one-note-edits") { db in
             try db.execute(sql: """
                 ALTER TABLE replica ADD COLUMN replica_state BLOB;  -- Notebook.encodedReplicaState() as of the last write; NULL: not yet written
@@ -216,6 +217,15 @@ enum Schema {
                     note TEXT PRIMARY KEY,               -- 32 lowercase hex digits
                     payload BLOB NOT NULL
                 );
+
+                -- Notebook.noteDigest(note) of every note the replica knows (deleted ones too), so
+                -- that the digest is read without loading them; NULL: not worked out yet (a long
+                -- body being typed into). Complete once digests_complete is 1.
+                CREATE TABLE note_digest (
+                    note TEXT PRIMARY KEY,               -- 32 lowercase hex digits
+                    digest BLOB
+                ) WITHOUT ROWID;
+                ALTER TABLE replica ADD COLUMN digests_complete INTEGER NOT NULL DEFAULT 0;
                 """)
         }
         return migrator

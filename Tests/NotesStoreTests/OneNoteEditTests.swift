@@ -21,6 +21,8 @@ struct OneNoteEditTests {
             notes.append(try store.createNote(title: "note \(index)", body: String(repeating: "abc ", count: 3 + index),
                                               tags: index % 2 == 0 ? ["work"] : ["home", "Work"], id: NoteID.random(using: &rng)))
         }
+        // A body past the length whose digest is worked out at every write.
+        notes.append(try store.createNote(title: "long", body: String(repeating: "long text ", count: 2000), id: NoteID.random(using: &rng)))
         var other = Notebook(replicaID: remote, wallClock: clock)
         other.apply(contentsOf: try store.changes(since: VersionVector()))
         _ = try other.insertText(notes[0], at: 2, "REMOTE")
@@ -121,6 +123,16 @@ struct OneNoteEditTests {
             let query = table == "note_text" ? "SELECT note, ord, title, body FROM note_text ORDER BY 1, 2" : sql
             #expect(try Self.rows(oneDatabase, query) == Self.rows(wholeDatabase, query), "table \(table)")
         }
+        // A reader that loads nothing: the digest and status from what the writes stored.
+        try one.close()
+        let reader = try NoteStore.open(oneDatabase, options: StoreOptions(wallClock: Self.clock))
+        let status = try reader.status()
+        #expect(reader.loaded == nil, "the status loaded the replica")
+        #expect(status.digest == (try whole.digest()))
+        #expect(status.versionVector == (try whole.notebook.versionVector))
+        #expect(status.pendingChanges == (try whole.notebook.pendingCount))
+        #expect(status.notes == (try whole.status().notes))
+        one = try NoteStore.open(oneDatabase, options: StoreOptions(wallClock: Self.clock))
         #expect(try one.digest() == whole.digest())
         #expect(try one.notebook.versionVector == whole.notebook.versionVector)
         // Every stored note state is what the whole replica holds for the note.
@@ -128,10 +140,8 @@ struct OneNoteEditTests {
         for row in try Self.rows(oneDatabase, "SELECT note FROM note_state") {
             let id = NoteID(hex: row[0])!
             let stored = try Self.rows(oneDatabase, "SELECT hex(payload) FROM note_state WHERE note = '\(row[0])'")[0][0]
-            let state = wholeNotebook.encodedNoteState(id)
-            #expect(state != nil, "note \(id) has a stored state but the replica does not know it (deferred: \(wholeNotebook.isLogDeferred))")
-            let expected = (state ?? []).map { String(format: "%02X", $0) }.joined()
-            #expect(stored == expected, "note \(id)")
+            let bytes = stride(from: 0, to: stored.count, by: 2).map { UInt8(stored.dropFirst($0).prefix(2), radix: 16)! }
+            #expect(wholeNotebook.noteStateDifference(id, bytes) == nil, "note \(id)")
         }
     }
 
@@ -141,7 +151,7 @@ struct OneNoteEditTests {
         let (database, notes) = try Self.seededDatabase(&rng)
         var store = try NoteStore.open(database, options: StoreOptions(wallClock: Self.clock))
         try store.appendText(notes[0], "!")  // records every note's state
-        #expect(try Self.rows(database, "SELECT count(*) FROM note_state")[0][0] == "5")
+        #expect(try Self.rows(database, "SELECT count(*) FROM note_state")[0][0] == "6")
         try store.close()
         let queue = try DatabaseQueue(path: database.uri)
         try queue.write { try $0.execute(sql: "UPDATE note_state SET payload = x'0102030405060708090a' WHERE note = ?", arguments: [notes[1].description]) }
@@ -215,15 +225,46 @@ struct OneNoteEditTests {
         #expect(try Self.rows(oneDatabase, log) == Self.rows(wholeDatabase, log))
         let wholeNotebook = try whole.notebook
         let states = try Self.rows(oneDatabase, "SELECT note, hex(payload) FROM note_state ORDER BY note")
-        #expect(states.count == 5)
+        #expect(states.count == 6)
         for row in states {
-            let expected = wholeNotebook.encodedNoteState(NoteID(hex: row[0])!)!.map { String(format: "%02X", $0) }.joined()
-            #expect(row[1] == expected, "note \(row[0])")
+            let bytes = stride(from: 0, to: row[1].count, by: 2).map { UInt8(row[1].dropFirst($0).prefix(2), radix: 16)! }
+            #expect(wholeNotebook.noteStateDifference(NoteID(hex: row[0])!, bytes) == nil, "note \(row[0])")
         }
         one = try NoteStore.open(oneDatabase, options: options)
         try one.appendText(notes[2], "!")
         try whole.appendText(notes[2], "!")
         #expect(one.oneNoteEditCount == 1)
         #expect(try one.digest() == whole.digest())
+    }
+
+    final class MovableClock: WallClock, @unchecked Sendable {
+        var now: UInt64 = 1_700_000_000_000
+        func milliseconds() -> UInt64 { now }
+    }
+
+    /// After a change from a clock years ahead, the wall clock moves on: an edit of one note
+    /// stamps what the whole replica (which observes every change again when it loads) stamps.
+    @Test func theClockIsTheWholeReplicasAfterAFarFutureChange() throws {
+        let clock = MovableClock()
+        let database = try InMemoryDatabase(label: "replica")
+        var store = try NoteStore.open(database, options: StoreOptions(wallClock: clock), replicaID: Self.local)
+        let note = try store.createNote(title: "t", id: NoteID(Identifier128(high: 1, low: 1)))
+        var fast = Notebook(replicaID: Self.remote, wallClock: FixedWallClock(clock.now + 10 * 365 * 86_400_000))
+        fast.apply(contentsOf: try store.changes(since: VersionVector()))
+        _ = try fast.setTitle(note, "from the future")
+        _ = try store.apply(fast.changes(since: try store.versionVector))
+        try store.appendText(note, "x")  // every state stored
+        try store.close()
+        clock.now += 30_000
+        let copy = try InMemoryDatabase(copying: database, label: "replica")
+        store = try NoteStore.open(database, options: StoreOptions(wallClock: clock))
+        let whole = try NoteStore.open(copy, options: StoreOptions(wallClock: clock))
+        _ = try whole.notebook
+        let id = NoteID(Identifier128(high: 2, low: 2))
+        try store.createNote(title: "new", id: id)
+        try whole.createNote(title: "new", id: id)
+        #expect(store.oneNoteEditCount == 1)
+        #expect(try store.note(id)?.updatedAt == whole.note(id)?.updatedAt)
+        #expect(try store.changes(since: VersionVector()) == whole.changes(since: VersionVector()))
     }
 }

@@ -397,6 +397,7 @@ extension Notebook {
         versionVector[change.replica] = change.endSeq
         if change.replica != replicaID { cachedDependencies = nil }
         let last = change.timestamp(ofSeq: change.endSeq)
+        if last > latestTimestamp { latestTimestamp = last }
         // Our own changes too move the clock no further than the drift bound: a write that took a
         // timestamp just past a far-future one (see `commitLocal`) does not drag the writes after it.
         // (A local change the clock stamped is not past it: no wall-clock read then.)

@@ -17,6 +17,7 @@ extension Notebook {
         writer.byte(Notebook.partialStateVersion)
         writer.varint(clock.last.rawValue)
         writer.varint(clock.maxForwardDrift)
+        writer.varint(latestTimestamp.rawValue)
         writer.versionVector(versionVector)
         return writer.bytes
     }
@@ -88,10 +89,15 @@ extension Notebook {
         }
         let last = Timestamp(rawValue: try reader.varint())
         let drift = try reader.varint()
+        let latest = Timestamp(rawValue: try reader.varint())
         self.init(replicaID: replicaID, wallClock: wallClock, maxForwardDrift: drift)
         versionVector = try reader.versionVector()
         guard reader.isAtEnd else { throw CRDTError(.malformedEncoding, "unexpected bytes after the replica state") }
+        // The clock the whole replica would have: loading it replays every change, observing
+        // each timestamp against the wall clock now.
+        latestTimestamp = latest
         clock.witnessLocal(last)
+        if latest > clock.last { clock.observe(latest, wallMilliseconds: wallClock.milliseconds()) }
 
         reader = BinaryReader(tagState)
         guard try reader.byte() == Notebook.partialStateVersion else {
@@ -115,6 +121,21 @@ extension Notebook {
     package mutating func insertNoteState(_ id: NoteID, _ bytes: [UInt8]) throws {
         precondition(isPartial, "only a partial replica takes notes one at a time")
         notes[id] = try Notebook.decodeNoteState(bytes)
+    }
+
+    /// What differs between this replica's state of a note and a stored one (`encodedNoteState`
+    /// bytes), as CRDT state: fields, rule state, every character; nil when nothing does. (Two
+    /// equal states may cut the text into runs differently, so their bytes may differ.)
+    package func noteStateDifference(_ id: NoteID, _ bytes: [UInt8]) -> String? {
+        guard let mine = notes[id] else { return "the replica does not know the note" }
+        let theirs: NoteRecord
+        do { theirs = try Notebook.decodeNoteState(bytes) } catch { return "the stored state cannot be read: \(error)" }
+        if mine.fields != theirs.fields { return "fields" }
+        if mine.updatedAt != theirs.updatedAt { return "last change" }
+        if mine.edits != theirs.edits || mine.touched != theirs.touched { return "edit vectors" }
+        if mine.deleteContext != theirs.deleteContext { return "delete context" }
+        if mine.conflicts.sorted() != theirs.conflicts.sorted() { return "conflicts" }
+        return mine.body.structureDifference(from: theirs.body).map { "body: \($0)" }
     }
 
     /// Whether the replica holds this note.

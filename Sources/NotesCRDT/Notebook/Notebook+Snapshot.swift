@@ -288,26 +288,23 @@ extension Notebook {
     /// replicas have the same digest exactly when their visible states are equal (up to SHA-256
     /// collisions), however they got there.
     ///
+    /// It is a SHA-256 over the note count, each note's identity and `noteDigest` in identity
+    /// order, and every tag: a store keeps each note's digest beside the note, so that it can
+    /// give the digest without loading every note (`digest(noteDigests:)`).
+    ///
     /// - Complexity: O(size of the state).
     public func digest() -> String {
+        return digest(noteDigests: notes.keys.sorted().map { ($0, Notebook.noteDigest(notes[$0]!)) })
+    }
+
+    /// The digest of a replica whose notes have these digests (`noteDigest`), sorted by identity,
+    /// and whose tags are this replica's.
+    package func digest(noteDigests: some Collection<(NoteID, [UInt8])>) -> String {
         var writer = BinaryWriter()
-        writer.varint(UInt64(notes.count))
-        for id in notes.keys.sorted() {
-            let record = notes[id]!
+        writer.varint(UInt64(noteDigests.count))
+        for (id, digest) in noteDigests {
             writer.raw(id.raw.bytes)
-            let fields = record.fields.filter { $0.value.value != .null }.sorted { $0.key < $1.key }
-            writer.varint(UInt64(fields.count))
-            for (field, register) in fields {
-                ChangeCodec.encode(field, &writer)
-                ChangeCodec.encode(register.value, &writer)
-            }
-            writer.string(record.body.string)
-            // What a reader sees beyond the fields: a delete that an edit did not see, and the
-            // merges no device has resolved.
-            writer.byte(record.isRestoredByConcurrentEdit ? 1 : 0)
-            let conflicts = record.conflicts.sorted()
-            writer.varint(UInt64(conflicts.count))
-            for point in conflicts { Notebook.encode(point, &writer) }
+            writer.raw(digest)
         }
         writer.varint(UInt64(tagRecords.count))
         for key in tagRecords.keys.sorted() {
@@ -320,5 +317,30 @@ extension Notebook {
             }
         }
         return SHA256.hex(writer.bytes)
+    }
+
+    /// One note's part of `digest()`: a SHA-256 over its fields that are set, its text, whether
+    /// a delete stands against an edit that did not see it, and its unresolved merges; nil for
+    /// an unknown note.
+    package func noteDigest(_ id: NoteID) -> [UInt8]? {
+        return notes[id].map(Notebook.noteDigest)
+    }
+
+    static func noteDigest(_ record: NoteRecord) -> [UInt8] {
+        var writer = BinaryWriter()
+        let fields = record.fields.filter { $0.value.value != .null }.sorted { $0.key < $1.key }
+        writer.varint(UInt64(fields.count))
+        for (field, register) in fields {
+            ChangeCodec.encode(field, &writer)
+            ChangeCodec.encode(register.value, &writer)
+        }
+        writer.string(record.body.string)
+        // What a reader sees beyond the fields: a delete that an edit did not see, and the
+        // merges no device has resolved.
+        writer.byte(record.isRestoredByConcurrentEdit ? 1 : 0)
+        let conflicts = record.conflicts.sorted()
+        writer.varint(UInt64(conflicts.count))
+        for point in conflicts { Notebook.encode(point, &writer) }
+        return SHA256.digest(writer.bytes)
     }
 }

@@ -41,6 +41,9 @@ public struct Notebook: Sendable {
     var logCursors: [LogCursor.Key: LogCursor] = [:]
     /// The conflict check's working lists, kept to be reused (see `recordConflicts(of:)`).
     var conflictScratch = ConcurrentOperations()
+    /// The latest timestamp of any change applied (a replica that replays its log observes it
+    /// again, so a partial replica does too: see `Notebook(partialReplica:tags:notes:)`).
+    package internal(set) var latestTimestamp = Timestamp.zero
     /// Whether this replica holds only some notes and none of the log before its own new changes
     /// (see `Notebook(partialReplica:tags:notes:)`).
     package internal(set) var isPartial = false
