@@ -26,16 +26,7 @@ extension Notebook {
     package func encodedTagState() -> [UInt8] {
         var writer = BinaryWriter()
         writer.byte(Notebook.partialStateVersion)
-        writer.varint(UInt64(tagRecords.count))
-        for key in tagRecords.keys.sorted() {
-            writer.string(key)
-            let fields = tagRecords[key]!.sorted { $0.key.rawValue < $1.key.rawValue }
-            writer.varint(UInt64(fields.count))
-            for (field, register) in fields {
-                writer.byte(field.rawValue)
-                Notebook.encode(register, &writer)
-            }
-        }
+        Notebook.encode(tagRecords, &writer)
         return writer.bytes
     }
 
@@ -47,12 +38,7 @@ extension Notebook {
         var writer = BinaryWriter()
         writer.byte(Notebook.partialStateVersion)
         writer.varint(record.updatedAt.rawValue)
-        let fields = record.fields.sorted { $0.key < $1.key }
-        writer.varint(UInt64(fields.count))
-        for (field, register) in fields {
-            ChangeCodec.encode(field, &writer)
-            Notebook.encode(register, &writer)
-        }
+        Notebook.encodeFields(record, &writer)
         Notebook.encodeHistoryState(record, &writer)
         let tree = record.body.tree
         writer.varint(UInt64(tree.agents.count))
@@ -103,15 +89,7 @@ extension Notebook {
         guard try reader.byte() == Notebook.partialStateVersion else {
             throw CRDTError(.malformedEncoding, "the tag state has an unknown version")
         }
-        for _ in 0 ..< (try reader.count(max: reader.remaining / 4, "the tag count")) {
-            let key = try reader.string()
-            var fields: [TagField: LWWRegister<FieldValue>] = [:]
-            for _ in 0 ..< (try reader.count(max: reader.remaining / 20, "a tag's field count")) {
-                guard let field = TagField(rawValue: try reader.byte()) else { throw CRDTError(.malformedEncoding, "unknown tag field") }
-                fields[field] = try Notebook.decodeRegister(&reader)
-            }
-            tagRecords[key] = fields
-        }
+        tagRecords = try Notebook.decodeTags(&reader)
         guard reader.isAtEnd else { throw CRDTError(.malformedEncoding, "unexpected bytes after the tag state") }
         for (id, bytes) in noteStates { notes[id] = try Notebook.decodeNoteState(bytes) }
         isPartial = true
@@ -154,10 +132,7 @@ extension Notebook {
         }
         var record = NoteRecord()
         record.updatedAt = Timestamp(rawValue: try reader.varint())
-        for _ in 0 ..< (try reader.count(max: reader.remaining / 20, "a note's field count")) {
-            let field = try ChangeCodec.decodeField(&reader)
-            record.fields[field] = try Notebook.decodeRegister(&reader)
-        }
+        try Notebook.decodeFields(into: &record, &reader)
         try Notebook.decodeHistoryState(into: &record, &reader)
         var tree = RGATree()
         for _ in 0 ..< (try reader.count(max: reader.remaining / 16, "a body's agent count")) {

@@ -39,26 +39,12 @@ extension Notebook {
             let record = notes[id]!
             writer.raw(id.raw.bytes)
             writer.varint(record.updatedAt.rawValue)
-            let fields = record.fields.sorted { $0.key < $1.key }
-            writer.varint(UInt64(fields.count))
-            for (field, register) in fields {
-                ChangeCodec.encode(field, &writer)
-                Notebook.encode(register, &writer)
-            }
+            Notebook.encodeFields(record, &writer)
             writer.string(record.body.string)
             writer.varint(UInt64(record.body.count))
             Notebook.encodeHistoryState(record, &writer)
         }
-        writer.varint(UInt64(tagRecords.count))
-        for key in tagRecords.keys.sorted() {
-            writer.string(key)
-            let fields = tagRecords[key]!.sorted { $0.key.rawValue < $1.key.rawValue }
-            writer.varint(UInt64(fields.count))
-            for (field, register) in fields {
-                writer.byte(field.rawValue)
-                Notebook.encode(register, &writer)
-            }
-        }
+        Notebook.encode(tagRecords, &writer)
         let log = ChangeCodec.encode(history)
         writer.varint(UInt64(log.count))
         writer.raw(log)
@@ -125,10 +111,7 @@ extension Notebook {
             let id = NoteID(Identifier128(bytes: try reader.raw(16))!)
             var record = NoteRecord()
             record.updatedAt = Timestamp(rawValue: try reader.varint())
-            for _ in 0 ..< (try reader.count(max: reader.remaining / 20, "a note's field count")) {
-                let field = try ChangeCodec.decodeField(&reader)
-                record.fields[field] = try Notebook.decodeRegister(&reader)
-            }
+            try Notebook.decodeFields(into: &record, &reader)
             let text = try reader.string()
             let count = try reader.varint()
             guard count == UInt64(text.unicodeScalars.count) else {
@@ -138,16 +121,7 @@ extension Notebook {
             if version >= 3 { try Notebook.decodeHistoryState(into: &record, &reader) }
             notes[id] = record
         }
-        var tags: [String: [TagField: LWWRegister<FieldValue>]] = [:]
-        for _ in 0 ..< (try reader.count(max: reader.remaining / 4, "the tag count")) {
-            let key = try reader.string()
-            var fields: [TagField: LWWRegister<FieldValue>] = [:]
-            for _ in 0 ..< (try reader.count(max: reader.remaining / 20, "a tag's field count")) {
-                guard let field = TagField(rawValue: try reader.byte()) else { throw CRDTError(.malformedEncoding, "unknown tag field") }
-                fields[field] = try Notebook.decodeRegister(&reader)
-            }
-            tags[key] = fields
-        }
+        let tags = try Notebook.decodeTags(&reader)
         let historyBytes = Array(try reader.raw(try reader.count(max: reader.remaining, "the log's byte length")))
         let pendingBytes = Array(try reader.raw(try reader.count(max: reader.remaining, "the waiting changes' byte length")))
         guard reader.isAtEnd else { throw CRDTError(.malformedEncoding, "\(reader.remaining) unexpected bytes after the snapshot") }
@@ -185,6 +159,51 @@ extension Notebook {
         fresh.clock.witnessLocal(clock.last)
         precondition(fresh.versionVector == versionVector, "the log of a snapshot does not reach its version vector")
         self = fresh
+    }
+
+    /// A note's field registers, in field order (a snapshot's and a stored note state's).
+    static func encodeFields(_ record: NoteRecord, _ writer: inout BinaryWriter) {
+        let fields = record.fields.sorted { $0.key < $1.key }
+        writer.varint(UInt64(fields.count))
+        for (field, register) in fields {
+            ChangeCodec.encode(field, &writer)
+            Notebook.encode(register, &writer)
+        }
+    }
+
+    static func decodeFields(into record: inout NoteRecord, _ reader: inout BinaryReader) throws {
+        for _ in 0 ..< (try reader.count(max: reader.remaining / 20, "a note's field count")) {
+            let field = try ChangeCodec.decodeField(&reader)
+            record.fields[field] = try Notebook.decodeRegister(&reader)
+        }
+    }
+
+    /// Every tag entity's fields, by key (a snapshot's and a stored tag state's).
+    static func encode(_ tags: [String: [TagField: LWWRegister<FieldValue>]], _ writer: inout BinaryWriter) {
+        writer.varint(UInt64(tags.count))
+        for key in tags.keys.sorted() {
+            writer.string(key)
+            let fields = tags[key]!.sorted { $0.key.rawValue < $1.key.rawValue }
+            writer.varint(UInt64(fields.count))
+            for (field, register) in fields {
+                writer.byte(field.rawValue)
+                Notebook.encode(register, &writer)
+            }
+        }
+    }
+
+    static func decodeTags(_ reader: inout BinaryReader) throws -> [String: [TagField: LWWRegister<FieldValue>]] {
+        var tags: [String: [TagField: LWWRegister<FieldValue>]] = [:]
+        for _ in 0 ..< (try reader.count(max: reader.remaining / 4, "the tag count")) {
+            let key = try reader.string()
+            var fields: [TagField: LWWRegister<FieldValue>] = [:]
+            for _ in 0 ..< (try reader.count(max: reader.remaining / 20, "a tag's field count")) {
+                guard let field = TagField(rawValue: try reader.byte()) else { throw CRDTError(.malformedEncoding, "unknown tag field") }
+                fields[field] = try Notebook.decodeRegister(&reader)
+            }
+            tags[key] = fields
+        }
+        return tags
     }
 
     static func encode(_ register: LWWRegister<FieldValue>, _ writer: inout BinaryWriter) {
