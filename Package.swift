@@ -99,6 +99,7 @@ let package = Package(
                 "NotesCRDT", "NotesStore", "NotesSync", "NotesSyncHTTP", "NotesRelay", "NotesRelayServer", "NotesTestSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: swiftSettings
         ),

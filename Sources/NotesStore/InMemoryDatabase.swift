@@ -22,6 +22,7 @@ public final class InMemoryDatabase: Sendable {
         self.label = label ?? name
         var configuration = Configuration()
         configuration.label = "InMemoryDatabase"
+        configuration.prepareDatabase { db in UnsegmentedScriptTokenizer.register(db) }
         holder = try DatabaseQueue(path: InMemoryDatabase.uri(name), configuration: configuration)
         // The pages of an empty migrated database, copied in: opening a store then finds the
         // migrations done (it still runs the migrator, as for a file).
@@ -34,6 +35,7 @@ public final class InMemoryDatabase: Sendable {
         self.label = label
         var configuration = Configuration()
         configuration.label = "InMemoryDatabase"
+        configuration.prepareDatabase { db in UnsegmentedScriptTokenizer.register(db) }
         holder = try DatabaseQueue(path: InMemoryDatabase.uri(name), configuration: configuration)
         try other.holder.backup(to: holder)
     }

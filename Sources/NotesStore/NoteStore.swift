@@ -205,6 +205,7 @@ public final class NoteStore: @unchecked Sendable {
         let synchronous = options.durability == .powerLoss ? "FULL" : "NORMAL"
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
+            UnsegmentedScriptTokenizer.register(db)
         }
         let queue: DatabaseQueue
         do {
@@ -272,6 +273,7 @@ public final class NoteStore: @unchecked Sendable {
             var configuration = Configuration()
             configuration.label = "NoteStore.memory"
             configuration.busyMode = .timeout(options.busyTimeout)
+            configuration.prepareDatabase { db in UnsegmentedScriptTokenizer.register(db) }
             let queue = try DatabaseQueue(path: database.uri, configuration: configuration)
             let store = try finishOpening(queue, path: nil, options: options, newReplica: replicaID,
                                           fileIdentity: "memory:\(database.label)")
@@ -294,6 +296,7 @@ public final class NoteStore: @unchecked Sendable {
     static let emptyDatabase = Result<DatabaseQueue, any Error> {
         var configuration = Configuration()
         configuration.label = "NoteStore.memory.empty"
+        configuration.prepareDatabase { db in UnsegmentedScriptTokenizer.register(db) }
         let queue = try DatabaseQueue(configuration: configuration)
         try queue.inDatabase { try $0.execute(sql: "PRAGMA page_size = \(inMemoryPageSize)") }
         try Schema.migrator.migrate(queue)

@@ -228,6 +228,36 @@ enum Schema {
                 ALTER TABLE replica ADD COLUMN digests_complete INTEGER NOT NULL DEFAULT 0;
                 """)
         }
+        // Search finds substrings of scripts written without spaces (search 東京 in "東京で会議"):
+        // the index is made again with a tokenizer that makes each of their characters a token
+        // (`UnsegmentedScriptTokenizer`); Latin text is tokenized as before.
+        migrator.registerMigration("v8-fts-unsegmented-scripts") { db in
+            try db.execute(sql: """
+                DROP TABLE note_fts;
+                CREATE VIRTUAL TABLE note_fts USING fts5(
+                    title, body, content = 'note_text', content_rowid = 'id',
+                    tokenize = '\(UnsegmentedScriptTokenizer.name)', prefix = '2 3'
+                );
+                INSERT INTO note_fts (note_fts) VALUES ('rebuild');
+                DELETE FROM note_fts_stale;
+                """)
+        }
+        // The places `crdt-sync sync` syncs with when it is given none (Docs/CLI.md, "Remotes").
+        migrator.registerMigration("v9-remotes") { db in
+            try db.execute(sql: """
+                CREATE TABLE remotes (
+                    name TEXT PRIMARY KEY,
+                    kind TEXT NOT NULL CHECK (kind IN ('folder', 'relay')),
+                    location TEXT NOT NULL,              -- the folder's absolute path, or the relay's URL
+                    space TEXT,                          -- the relay's space; NULL for a folder
+                    token TEXT,                          -- the relay's bearer token; NULL for a folder
+                    added_at INTEGER NOT NULL,           -- wall-clock ms
+                    last_sync_at INTEGER,                -- wall-clock ms when the last sync ended
+                    last_result TEXT,                    -- what it did, or its error, in a line
+                    last_failed INTEGER NOT NULL DEFAULT 0
+                ) WITHOUT ROWID;
+                """)
+        }
         return migrator
     }
 }
