@@ -37,6 +37,7 @@ struct CRDTSync: AsyncParsableCommand {
             ExportBundle.self,
             ImportBundles.self,
             SyncCommand.self,
+            RemoteCommand.self,
             ServeCommand.self,
             Demo.self,
             TraceCommand.self,

@@ -157,6 +157,10 @@ struct SyncCommand: AsyncParsableCommand {
         commandName: "sync",
         abstract: "Exchange changes with other replicas through a shared folder or a relay.",
         discussion: """
+        With no flags, syncs with every remote added by `crdt-sync remote add`, one line each; \
+        `crdt-sync sync NAME` syncs with one. A remote that fails is reported and the others are \
+        still synced (the exit status is then 1).
+
         --dir FOLDER: a folder every machine can reach (a USB stick, a Syncthing or cloud-drive \
         folder). This replica writes its new changes as write-once files in its own subfolder and \
         applies everything new from the others. Files still being copied in are skipped and taken on \
@@ -171,6 +175,9 @@ struct SyncCommand: AsyncParsableCommand {
     )
 
     @OptionGroup var replica: ReplicaOptions
+
+    @Argument(help: ArgumentHelp("A remote's name (`crdt-sync remote list`); every remote when omitted.", valueName: "REMOTE"))
+    var remote: String?
 
     @Option(name: .long, help: ArgumentHelp("The shared folder (it must exist).", valueName: "FOLDER"))
     var dir: String?
@@ -187,12 +194,13 @@ struct SyncCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Attempts in all when the relay cannot be reached.", valueName: "N"))
     var attempts: Int = 5
 
-    @Flag(help: "Print one JSON object.")
+    @Flag(help: "Print one JSON object (with remotes: an array, one object per remote).")
     var json = false
 
     func validate() throws {
         switch (dir, url) {
-        case (nil, nil): throw ValidationError("give --dir FOLDER or --url URL")
+        case (nil, nil):
+            if space != nil || token != nil { throw ValidationError("--space and --token go with --url") }
         case (.some, .some): throw ValidationError("give --dir or --url, not both")
         case (.some, nil):
             if space != nil || token != nil { throw ValidationError("--space and --token go with --url") }
@@ -200,6 +208,7 @@ struct SyncCommand: AsyncParsableCommand {
             if space == nil { throw ValidationError("--url needs --space SPACE") }
             if relayToken == nil { throw ValidationError("--url needs a token: --token TOKEN or $CRDT_SYNC_TOKEN") }
         }
+        if remote != nil, dir != nil || url != nil { throw ValidationError("give a remote's name or --dir/--url, not both") }
         if attempts < 1 { throw ValidationError("--attempts must be at least 1") }
     }
 
@@ -212,26 +221,88 @@ struct SyncCommand: AsyncParsableCommand {
 
     func run() async throws {
         if let url, let space, let relayToken {
-            try await runReportingAsync { try await syncWithRelay(url: url, space: space, token: relayToken) }
+            try await runReportingAsync {
+                let store = try replica.open()
+                let report = try await syncWithRelay(store, url: url, space: space, token: relayToken)
+                if json { try printJSON(report) } else { print(relayLine(report, url: url, space: space)) }
+            }
             return
         }
-        guard let dir else { throw ValidationError("give --dir FOLDER or --url URL") }
-        try await runReportingAsync {
-            let store = try replica.open()
-            let transport = FolderTransport(folder: dir)
-            let report = try await SyncEngine(retry: RetryPolicy(maxAttempts: 1)).sync(store, over: transport)
-            _ = try? transport.compact(writer: store.replicaID)
-            if json {
-                try printJSON(report)
-            } else {
-                print("sent \(report.sentChanges) change(s) (\(report.sentOperations) operations); received \(report.receivedChanges) change(s) from \(report.receivedBundles) file(s): \(report.applied) applied, \(report.duplicates) already here, \(report.pending) waiting" + setAside(report))
-                for skipped in report.skipped { print("skipped (will retry next time): \(skipped)") }
+        if let dir {
+            try await runReportingAsync {
+                let store = try replica.open()
+                let report = try await syncWithFolder(store, dir: dir)
+                if json { try printJSON(report) } else { printFolderLines(report) }
             }
+            return
         }
+        try await syncWithRemotes()
     }
 
-    private func syncWithRelay(url: String, space: String, token: String) async throws {
-        let store = try replica.open()
+    /// Syncs with the named remote, or with every remote, each in turn; one that fails does not
+    /// stop the others.
+    private func syncWithRemotes() async throws {
+        var failures = 0
+        try await runReportingAsync {
+            let store = try replica.open()
+            let remotes = try remote.map { [try store.remote(named: $0)] } ?? store.remotes()
+            if remotes.isEmpty {
+                throw NoteCommandError("no remotes to sync with: give --dir FOLDER or --url URL --space SPACE, or add one (`crdt-sync remote add NAME --dir FOLDER | --url URL --space SPACE`)")
+            }
+            struct Outcome: Encodable { var remote: String; var ok: Bool; var report: SyncReport?; var error: String? }
+            var outcomes: [Outcome] = []
+            for remote in remotes {
+                do {
+                    let report: SyncReport
+                    let line: String
+                    switch remote.target {
+                    case .folder(let path):
+                        report = try await syncWithFolder(store, dir: path)
+                        line = folderLine(report)
+                    case .relay(let url, let space):
+                        guard let token = try store.token(forRemote: remote.name) else {
+                            throw NoteCommandError("the remote \(remote.name) has no token (`crdt-sync remote set-token \(remote.name)`)")
+                        }
+                        report = try await syncWithRelay(store, url: url, space: space, token: token)
+                        line = relayLine(report, url: url, space: space)
+                    }
+                    try store.recordRemoteSync(remote.name, result: line, failed: false)
+                    outcomes.append(Outcome(remote: remote.name, ok: true, report: report))
+                    if !json { print("\(remote.name): \(line)") }
+                } catch {
+                    let message = describeFailure(error)
+                    failures += 1
+                    try? store.recordRemoteSync(remote.name, result: message, failed: true)
+                    outcomes.append(Outcome(remote: remote.name, ok: false, error: message))
+                    printError("\(remote.name): \(message)")
+                }
+            }
+            if json { try printJSON(outcomes) }
+        }
+        if failures > 0 { throw ExitCode(1) }
+    }
+
+    private func syncWithFolder(_ store: NoteStore, dir: String) async throws -> SyncReport {
+        let transport = FolderTransport(folder: dir)
+        let report = try await SyncEngine(retry: RetryPolicy(maxAttempts: 1)).sync(store, over: transport)
+        _ = try? transport.compact(writer: store.replicaID)
+        return report
+    }
+
+    private func folderLine(_ report: SyncReport) -> String {
+        "sent \(report.sentChanges) change(s) (\(report.sentOperations) operations); received \(report.receivedChanges) change(s) from \(report.receivedBundles) file(s): \(report.applied) applied, \(report.duplicates) already here, \(report.pending) waiting" + setAside(report)
+    }
+
+    private func printFolderLines(_ report: SyncReport) {
+        print(folderLine(report))
+        for skipped in report.skipped { print("skipped (will retry next time): \(skipped)") }
+    }
+
+    private func relayLine(_ report: SyncReport, url: String, space: String) -> String {
+        "sent \(report.sentChanges) change(s) (\(report.sentOperations) operations) to \(url) space \(space); received \(report.receivedChanges) change(s): \(report.applied) applied, \(report.duplicates) already here, \(report.pending) waiting" + setAside(report) + (report.retries > 0 ? " (after \(report.retries) retr\(report.retries == 1 ? "y" : "ies"))" : "")
+    }
+
+    private func syncWithRelay(_ store: NoteStore, url: String, space: String, token: String) async throws -> SyncReport {
         let client = HTTPRelayClient(maxConnections: 2)
         let outcome: Result<SyncReport, any Error>
         do {
@@ -245,12 +316,18 @@ struct SyncCommand: AsyncParsableCommand {
             outcome = .failure(error)
         }
         try? await client.shutdown()
-        let report = try outcome.get()
-        if json {
-            try printJSON(report)
-        } else {
-            print("sent \(report.sentChanges) change(s) (\(report.sentOperations) operations) to \(url) space \(space); received \(report.receivedChanges) change(s): \(report.applied) applied, \(report.duplicates) already here, \(report.pending) waiting" + setAside(report) + (report.retries > 0 ? " (after \(report.retries) retr\(report.retries == 1 ? "y" : "ies"))" : ""))
-        }
+        return try outcome.get()
+    }
+}
+
+/// The sentence an error from a sync says.
+func describeFailure(_ error: any Error) -> String {
+    switch error {
+    case let error as SyncError: return error.message
+    case let error as CRDTError: return error.message
+    case let error as StoreError: return error.description
+    case let error as NoteCommandError: return error.message
+    default: return "\(error)"
     }
 }
 
