@@ -48,6 +48,14 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("log-level"), help: ArgumentHelp("trace, debug, info, notice, warning, error or critical.", valueName: "LEVEL"))
     var logLevel: String = "info"
 
+    @Option(name: .customLong("max-connections-per-address"), help: ArgumentHelp(
+        "At most this many open connections from one client address; more are closed at once (raise it behind a proxy or NAT, or for a load test from one machine).",
+        valueName: "N"))
+    var maxConnectionsPerAddress: Int = 64
+
+    @Option(name: .customLong("max-connections"), help: ArgumentHelp("At most this many open connections in all; more wait in the listen backlog.", valueName: "N"))
+    var maxConnections: Int = 512
+
     @Flag(name: .customLong("power-loss-durable"), help: "fsync at every commit, so a power cut loses nothing either (slower).")
     var powerLossDurable = false
 
@@ -55,6 +63,7 @@ struct ServeCommand: AsyncParsableCommand {
         if tokens.isEmpty, tokensFile == nil { throw ValidationError("give at least one --token SPACE=TOKEN or a --tokens-file") }
         if !(0 ... 65535).contains(port) { throw ValidationError("--port must be between 0 and 65535") }
         if maxBodyBytes < 1024 { throw ValidationError("--max-body-bytes must be at least 1024") }
+        if maxConnectionsPerAddress < 1 || maxConnections < 1 { throw ValidationError("--max-connections-per-address and --max-connections must be positive") }
         if pageChanges < 1 || pageBytes < 1 { throw ValidationError("--page-changes and --page-bytes must be positive") }
         if Logger.Level(rawValue: logLevel) == nil { throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical") }
     }
@@ -89,7 +98,8 @@ struct ServeCommand: AsyncParsableCommand {
             }
             let service = RelayService(storage: storage, tokens: relayTokens, limits: RelayLimits(
                 maxRequestBytes: maxBodyBytes, page: RelayPageLimits(maxChanges: pageChanges, maxBytes: pageBytes)))
-            let server = RelayServer(service: service, configuration: RelayServerConfiguration(host: host, port: port), logger: logger)
+            let server = RelayServer(service: service, configuration: RelayServerConfiguration(
+                host: host, port: port, maxConnectionsPerAddress: maxConnectionsPerAddress, maxConnections: maxConnections), logger: logger)
             RelayServer.raiseOpenFileLimit()
             let spaces = relayTokens.spaces
             let startLogger = logger
