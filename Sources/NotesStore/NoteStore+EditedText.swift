@@ -52,6 +52,11 @@ public struct TagCount: Hashable, Sendable {
     public var name: String
     /// The notes in it that are not trashed or deleted.
     public var notes: Int
+
+    public init(name: String, notes: Int) {
+        self.name = name
+        self.notes = notes
+    }
 }
 
 extension NoteStore {
