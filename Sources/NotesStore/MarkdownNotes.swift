@@ -25,11 +25,15 @@ import NotesCRDT
 public struct MarkdownNote: Hashable, Sendable {
     /// The note's identity (nil: a file from elsewhere, imported as a new note).
     public var id: NoteID?
+    /// The title: the `title:` field, else a first `# heading`, else the file's name.
     public var title: String
+    /// The body: everything after the front matter, exactly.
     public var body: String
     /// Each field is nil when the file does not give it (an import leaves it as it is).
     public var tags: [String]?
+    /// Whether the note is pinned.
     public var pinned: Bool?
+    /// Whether the note is archived.
     public var archived: Bool?
     /// `.some(nil)`: `color: null`, no color.
     public var color: String??
@@ -221,8 +225,11 @@ public struct MarkdownExportResult: Hashable, Sendable {
 
 /// What `importMarkdown` did.
 public struct MarkdownImportResult: Hashable, Sendable {
+    /// Files that became new notes.
     public var created: Int
+    /// Files whose note changed.
     public var updated: Int
+    /// Files whose note already read as the file does (nothing recorded).
     public var unchanged: Int
 }
 

@@ -6,7 +6,9 @@ import NotesCRDT
 /// (most editors add one at the end of a file; it is not part of the body). A title's line breaks
 /// are written as spaces, so the first line is always the whole title.
 public struct NoteText: Hashable, Sendable {
+    /// The title (one line in the file).
     public var title: String
+    /// The body, exactly.
     public var body: String
 
     public init(title: String, body: String) {
