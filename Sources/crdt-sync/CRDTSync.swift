@@ -10,6 +10,9 @@ struct CRDTSync: AsyncParsableCommand {
         so concurrent edits on different devices always merge. Every command that works on a replica \
         takes --db PATH (default: $CRDT_SYNC_DB, else $XDG_DATA_HOME/crdt-sync/notes.db or \
         ~/.local/share/crdt-sync/notes.db).
+
+        Shell completions: `crdt-sync --generate-completion-script bash` (or zsh, fish) prints a \
+        script to install (Docs/CLI.md).
         """,
         version: "0.1.0",
         subcommands: [
@@ -20,10 +23,11 @@ struct CRDTSync: AsyncParsableCommand {
             UnpinNote.self,
             ArchiveNote.self,
             UnarchiveNote.self,
-            TrashNote.self,
+            TrashGroup.self,
             RestoreNote.self,
             DeleteNote.self,
-            TagNote.self,
+            TagGroup.self,
+            ListTags.self,
             UntagNote.self,
             ColorNote.self,
             ShowNote.self,

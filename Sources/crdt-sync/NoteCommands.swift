@@ -32,14 +32,20 @@ struct NewNote: ParsableCommand {
 
     @OptionGroup var replica: ReplicaOptions
     @Option(help: "The title.") var title: String
-    @Option(help: "The body text.") var body: String = ""
+    @Option(help: "The body text (- reads it from stdin).") var body: String = ""
+    @Option(name: .customLong("body-file"), help: ArgumentHelp("Read the body from a file.", valueName: "FILE")) var bodyFile: String?
     @Option(name: .customLong("tag"), help: ArgumentHelp("A tag to put the note in (repeat for several).", valueName: "NAME"))
     var tags: [String] = []
 
+    func validate() throws {
+        if bodyFile != nil, body != "" { throw ValidationError("use only one of --body, --body-file") }
+    }
+
     func run() throws {
+        let text = try bodyInput(body: body, bodyFile: bodyFile) ?? ""
         try runReporting {
             let store = try replica.open()
-            print(try store.createNote(title: title, body: body, tags: tags))
+            print(try store.createNote(title: title, body: text, tags: tags))
         }
     }
 }
@@ -47,8 +53,12 @@ struct NewNote: ParsableCommand {
 struct EditNote: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "edit",
-        abstract: "Change a note's title or body.",
+        abstract: "Change a note's title or body (with no option: in $VISUAL or $EDITOR).",
         discussion: """
+        With no option, opens the note in $VISUAL, else $EDITOR, else vi: the title on the first \
+        line, an empty line, then the body. What you change is saved when the editor exits 0, as \
+        the few inserts and deletes you made, on the note as it is then (an edit synced in \
+        meanwhile stays). --body - reads the body from stdin, --body-file F from a file. \
         Offsets and counts are in Unicode scalars. --body replaces the whole text by the minimal splice \
         (the common prefix and suffix are kept), so concurrent edits elsewhere in the note survive. \
         Use one of --body, --append, --insert S --at N, --delete N --at N, with --title or alone. \
@@ -59,24 +69,24 @@ struct EditNote: ParsableCommand {
     @OptionGroup var replica: ReplicaOptions
     @Argument(help: "The note's id, or a unique prefix of it.") var id: String
     @Option(help: "A new title.") var title: String?
-    @Option(help: "The new body text.") var body: String?
+    @Option(help: "The new body text (- reads it from stdin).") var body: String?
+    @Option(name: .customLong("body-file"), help: ArgumentHelp("Read the new body from a file.", valueName: "FILE")) var bodyFile: String?
     @Option(help: ArgumentHelp("Text to add at the end of the body.", valueName: "TEXT")) var append: String?
     @Option(help: ArgumentHelp("Text to insert at --at.", valueName: "TEXT")) var insert: String?
     @Option(help: ArgumentHelp("How many scalars to delete from --at.", valueName: "N")) var delete: Int?
     @Option(help: ArgumentHelp("The offset for --insert or --delete.", valueName: "N")) var at: Int?
 
     func validate() throws {
-        let bodyEdits = [body != nil, append != nil, insert != nil, delete != nil].filter { $0 }.count
-        if bodyEdits > 1 { throw ValidationError("use only one of --body, --append, --insert, --delete") }
+        let bodyEdits = [body != nil, bodyFile != nil, append != nil, insert != nil, delete != nil].filter { $0 }.count
+        if bodyEdits > 1 { throw ValidationError("use only one of --body, --body-file, --append, --insert, --delete") }
         if (insert != nil || delete != nil), at == nil { throw ValidationError("--insert and --delete need --at N") }
         if at != nil, insert == nil, delete == nil { throw ValidationError("--at goes with --insert or --delete") }
-        if bodyEdits == 0, title == nil { throw ValidationError("nothing to change: give --title, --body, --append, --insert or --delete") }
         if let at, at < 0 { throw ValidationError("--at must be 0 or more") }
         if let delete, delete < 0 { throw ValidationError("--delete must be 0 or more") }
     }
 
-    /// The edits the options ask for, in the order they are made.
-    var edits: [NoteEdit] {
+    /// The edits the options ask for, in the order they are made (`body`: --body or --body-file, read).
+    func edits(body: String?) -> [NoteEdit] {
         var edits: [NoteEdit] = []
         if let title { edits.append(.title(title)) }
         if let body { edits.append(.body(body)) }
@@ -87,7 +97,10 @@ struct EditNote: ParsableCommand {
     }
 
     func run() throws {
+        let text = try bodyInput(body: body, bodyFile: bodyFile)
+        let edits = edits(body: text)
         try runReporting {
+            if edits.isEmpty { return try editInEditor(replica, id) }
             let store = try replica.open()
             let note = try store.resolveNote(id)
             // One transaction: the title and the body change together, or (an offset past the
@@ -161,7 +174,7 @@ func stateWords(_ store: NoteStore, _ note: NoteID) throws -> String {
 }
 
 struct TrashNote: NoteFlagCommand {
-    static let configuration = CommandConfiguration(commandName: "trash", abstract: "Move a note to the trash (`restore` brings it back).")
+    static let configuration = CommandConfiguration(commandName: "note", abstract: "Move a note to the trash (`restore` brings it back).")
     @OptionGroup var replica: ReplicaOptions
     @Argument(help: "The note's id, or a unique prefix of it.") var id: String
     func apply(_ store: NoteStore, _ note: NoteID) throws -> Bool { try store.setState(note, .trashed) }
@@ -193,7 +206,7 @@ struct DeleteNote: NoteFlagCommand {
 }
 
 struct TagNote: NoteFlagCommand {
-    static let configuration = CommandConfiguration(commandName: "tag", abstract: "Put a note in a tag (tags are matched without regard to case).")
+    static let configuration = CommandConfiguration(commandName: "note", abstract: "Put a note in a tag (tags are matched without regard to case).")
     @OptionGroup var replica: ReplicaOptions
     @Argument(help: "The note's id, or a unique prefix of it.") var id: String
     @Argument(help: "The tag's name.") var name: String

@@ -48,13 +48,18 @@ struct ExportBundle: AsyncParsableCommand {
         file is written atomically (a temporary file, fsync, rename). Carry it over and run \
         `crdt-sync import FILE` there. A history larger than one bundle may hold (32,768 changes, \
         16 MiB: Docs/BundleFormat.md) is written as FILE, FILE-2, FILE-3...; import them all.
+
+        --markdown DIR writes every note as a Markdown file instead (Docs/CLI.md).
         """
     )
 
     @OptionGroup var replica: ReplicaOptions
 
     @Option(name: .long, help: ArgumentHelp("The bundle file to write.", valueName: "FILE"))
-    var out: String
+    var out: String?
+
+    @Option(help: ArgumentHelp("Write every note as a .md file in this folder instead of a bundle.", valueName: "DIR"))
+    var markdown: String?
 
     @Option(name: .customLong("for"), help: ArgumentHelp("Only what this peer lacks.", valueName: "PEER"))
     var peer: String?
@@ -62,7 +67,14 @@ struct ExportBundle: AsyncParsableCommand {
     @Flag(help: "Print one JSON object.")
     var json = false
 
+    func validate() throws {
+        if (out == nil) == (markdown == nil) { throw ValidationError("give one of --out FILE, --markdown DIR") }
+        if markdown != nil, peer != nil { throw ValidationError("--for goes with --out, not --markdown") }
+    }
+
     func run() async throws {
+        if let markdown { return try exportMarkdown(replica, to: markdown, json: json) }
+        let out = out!
         try await runReportingAsync {
             let store = try replica.open()
             var since = VersionVector()
@@ -104,22 +116,29 @@ struct ImportBundles: AsyncParsableCommand {
         Every file is read and checked (magic, version, checksum, every length) before anything is \
         applied; a damaged file is named and nothing is applied. Importing the same bundle twice \
         changes nothing. Changes whose dependencies are missing are kept and applied when those arrive.
+
+        --markdown DIR imports the .md files of a folder as notes instead (Docs/CLI.md).
         """
     )
 
     @OptionGroup var replica: ReplicaOptions
 
     @Argument(help: ArgumentHelp("The bundle files.", valueName: "FILE"))
-    var files: [String]
+    var files: [String] = []
+
+    @Option(help: ArgumentHelp("Create or update notes from the .md files in this folder instead.", valueName: "DIR"))
+    var markdown: String?
 
     @Flag(help: "Print one JSON object.")
     var json = false
 
     func validate() throws {
-        if files.isEmpty { throw ValidationError("name at least one bundle file") }
+        if markdown != nil, !files.isEmpty { throw ValidationError("give bundle files or --markdown DIR, not both") }
+        if markdown == nil, files.isEmpty { throw ValidationError("name at least one bundle file") }
     }
 
     func run() async throws {
+        if let markdown { return try importMarkdown(replica, from: markdown, json: json) }
         try await runReportingAsync {
             var bundles: [SyncBundle] = []
             for file in files {

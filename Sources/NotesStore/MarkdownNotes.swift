@@ -1,0 +1,360 @@
+import Foundation
+import NotesCRDT
+
+/// A note as a Markdown file: front matter between `---` lines (one `key: value` a line, strings
+/// and lists in JSON syntax, which YAML reads too), then the body exactly as stored.
+///
+///     ---
+///     id: 5f0c…
+///     title: "Groceries"
+///     tags: ["home"]
+///     pinned: false
+///     archived: false
+///     color: null
+///     state: active
+///     created: 2025-01-02T03:04:05.678Z
+///     updated: 2025-01-02T03:04:05.678Z
+///     ---
+///     milk, eggs
+///
+/// The title is the `title:` field (not a `# heading`: a body may begin with its own heading, and a
+/// title may hold anything). A file from elsewhere, without front matter (or without `title:`),
+/// takes its title from a first line `# heading` (left out of the body, with one empty line after
+/// it), else from the file's name. `created` and `updated` are written for people and other
+/// apps; an import ignores them.
+public struct MarkdownNote: Hashable, Sendable {
+    /// The note's identity (nil: a file from elsewhere, imported as a new note).
+    public var id: NoteID?
+    /// The title: the `title:` field, else a first `# heading`, else the file's name.
+    public var title: String
+    /// The body: everything after the front matter, exactly.
+    public var body: String
+    /// Each field is nil when the file does not give it (an import leaves it as it is).
+    public var tags: [String]?
+    /// Whether the note is pinned.
+    public var pinned: Bool?
+    /// Whether the note is archived.
+    public var archived: Bool?
+    /// `.some(nil)`: `color: null`, no color.
+    public var color: String??
+    /// `.active` or `.trashed`.
+    public var state: NoteLifecycle?
+
+    public init(id: NoteID? = nil, title: String, body: String, tags: [String]? = nil, pinned: Bool? = nil,
+                archived: Bool? = nil, color: String?? = nil, state: NoteLifecycle? = nil) {
+        self.id = id
+        self.title = title
+        self.body = body
+        self.tags = tags
+        self.pinned = pinned
+        self.archived = archived
+        self.color = color
+        self.state = state
+    }
+}
+
+/// Writing and reading notes as Markdown files (`MarkdownNote`).
+public enum MarkdownNotes {
+    /// The file's text for a stored note (read with its body).
+    public static func render(_ note: StoredNote) -> String {
+        var out = "---\n"
+        out += "id: \(note.id)\n"
+        out += "title: \(quoted(note.title))\n"
+        out += "tags: [\(note.tags.map(quoted).joined(separator: ", "))]\n"
+        out += "pinned: \(note.pinned)\n"
+        out += "archived: \(note.archived)\n"
+        out += "color: \(note.color.map(quoted) ?? "null")\n"
+        out += "state: \(note.state.rawValue)\n"
+        out += "created: \(isoDate(note.createdAt))\n"
+        out += "updated: \(isoDate(note.updatedAt))\n"
+        out += "---\n"
+        return out + (note.body ?? "")
+    }
+
+    /// A safe, unique file name: the title as a slug (ASCII letters and digits, `-`), then the
+    /// first 8 hex digits of the id (all 32 when `long`).
+    public static func fileName(for note: StoredNote, long: Bool = false) -> String {
+        var slug = ""
+        for scalar in note.title.lowercased().unicodeScalars {
+            if scalar.isASCII, CharacterSet.alphanumerics.contains(scalar) {
+                slug.unicodeScalars.append(scalar)
+            } else if !slug.isEmpty, !slug.hasSuffix("-") {
+                slug += "-"
+            }
+            if slug.count >= 48 { break }
+        }
+        while slug.hasSuffix("-") { slug.removeLast() }
+        if slug.isEmpty { slug = "untitled" }
+        let id = note.id.description
+        return slug + "-" + (long ? id : String(id.prefix(8))) + ".md"
+    }
+
+    /// Reads a file's text.
+    ///
+    /// - Throws: `StoreError` `.invalidArgument` naming `fileName` and the line, for front matter
+    ///   that is not closed, a line that is not `key: value`, or a value that does not fit its key.
+    public static func parse(_ text: String, fileName: String) throws -> MarkdownNote {
+        func failure(_ line: Int, _ message: String) -> StoreError {
+            StoreError(.invalidArgument, "\(fileName): line \(line): \(message)")
+        }
+        let fallbackTitle = (fileName as NSString).deletingPathExtension
+        guard text.hasPrefix("---\n") || text.hasPrefix("---\r\n") else {
+            return foreign(text, fallbackTitle: fallbackTitle)
+        }
+        // Front matter: the lines up to the next "---" line.
+        let afterOpening = text.index(text.startIndex, offsetBy: text.hasPrefix("---\n") ? 4 : 5)
+        var lines: [Substring] = []
+        var cursor = afterOpening
+        var bodyStart: String.Index?
+        while cursor < text.endIndex {
+            let end = text[cursor...].firstIndex(of: "\n") ?? text.endIndex
+            var line = text[cursor ..< end]
+            if line.hasSuffix("\r") { line = line.dropLast() }
+            cursor = end < text.endIndex ? text.index(after: end) : end
+            if line == "---" {
+                bodyStart = cursor
+                break
+            }
+            lines.append(line)
+        }
+        guard let bodyStart else { throw failure(1, "the front matter opened by --- is never closed by a --- line") }
+        var note = MarkdownNote(title: "", body: String(text[bodyStart...]))
+        var hasTitle = false
+        var inUnknown = false
+        for (index, line) in lines.enumerated() {
+            let number = index + 2
+            if line.trimmingCharacters(in: .whitespaces).isEmpty || line.hasPrefix("#") { continue }
+            // Another app's block values (indented, or "- item") belong to a key this one does not know.
+            if line.first == " " || line.first == "\t" || line.hasPrefix("- ") {
+                if inUnknown { continue }
+                throw failure(number, "expected key: value")
+            }
+            guard let colon = line.firstIndex(of: ":") else { throw failure(number, "expected key: value, found '\(line)'") }
+            let key = line[..<colon].trimmingCharacters(in: .whitespaces)
+            let raw = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            inUnknown = false
+            switch key {
+            case "id":
+                guard let id = NoteID(hex: raw), raw.count == 32 else { throw failure(number, "id must be 32 hex digits, found '\(raw)'") }
+                note.id = id
+            case "title":
+                guard let title = try string(raw) else { throw failure(number, "title must be a string, found '\(raw)'") }
+                note.title = title
+                hasTitle = true
+            case "tags":
+                guard let tags = list(raw) else { throw failure(number, "tags must be a list like [\"home\", \"work\"], found '\(raw)'") }
+                if tags.contains(where: { Notebook.tagKey($0).isEmpty }) { throw failure(number, "a tag name cannot be empty") }
+                note.tags = tags
+            case "pinned", "archived":
+                guard raw == "true" || raw == "false" else { throw failure(number, "\(key) must be true or false, found '\(raw)'") }
+                if key == "pinned" { note.pinned = raw == "true" } else { note.archived = raw == "true" }
+            case "color":
+                if raw == "null" || raw == "~" || raw.isEmpty {
+                    note.color = .some(nil)
+                } else {
+                    guard let color = try string(raw) else { throw failure(number, "color must be a string or null, found '\(raw)'") }
+                    note.color = .some(color)
+                }
+            case "state":
+                guard let state = NoteLifecycle(rawValue: raw), state != .deleted else {
+                    throw failure(number, "state must be active or trashed, found '\(raw)'")
+                }
+                note.state = state
+            default:
+                inUnknown = true  // created, updated, and other apps' keys
+            }
+        }
+        if !hasTitle {
+            let titled = foreign(note.body, fallbackTitle: fallbackTitle)
+            note.title = titled.title
+            note.body = titled.body
+        }
+        return note
+    }
+
+    /// A file without front matter: the title from a first `# heading`, else the file's name.
+    static func foreign(_ text: String, fallbackTitle: String) -> MarkdownNote {
+        guard text.hasPrefix("# ") else { return MarkdownNote(title: fallbackTitle, body: text) }
+        let end = text.firstIndex(of: "\n") ?? text.endIndex
+        let title = text[text.index(text.startIndex, offsetBy: 2) ..< end].trimmingCharacters(in: .whitespaces)
+        var rest = end < text.endIndex ? text[text.index(after: end)...] : ""
+        if rest.hasPrefix("\n") { rest = rest.dropFirst() }
+        return MarkdownNote(title: title, body: String(rest))
+    }
+
+    /// A string in JSON syntax, JSON-escaped (YAML reads it the same).
+    static func quoted(_ value: String) -> String {
+        let data = try! JSONSerialization.data(withJSONObject: value, options: [.fragmentsAllowed, .withoutEscapingSlashes])
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    /// A quoted (JSON) or plain string value; nil when it is a list or an object.
+    static func string(_ raw: String) throws -> String? {
+        if raw.hasPrefix("\"") {
+            return (try? JSONSerialization.jsonObject(with: Data(raw.utf8), options: .fragmentsAllowed)) as? String
+        }
+        if raw.hasPrefix("'"), raw.hasSuffix("'"), raw.count >= 2 {
+            return String(raw.dropFirst().dropLast()).replacingOccurrences(of: "''", with: "'")
+        }
+        if raw.hasPrefix("[") || raw.hasPrefix("{") { return nil }
+        return raw
+    }
+
+    /// A list in JSON syntax, or YAML's flow list of plain words (`[home, work]`).
+    static func list(_ raw: String) -> [String]? {
+        if let strings = (try? JSONSerialization.jsonObject(with: Data(raw.utf8))) as? [String] { return strings }
+        guard raw.hasPrefix("["), raw.hasSuffix("]"), !raw.contains("\"") else { return nil }
+        let inner = raw.dropFirst().dropLast().trimmingCharacters(in: .whitespaces)
+        if inner.isEmpty { return [] }
+        return inner.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+    }
+
+    static func isoDate(_ milliseconds: UInt64) -> String {
+        Date(timeIntervalSince1970: Double(milliseconds) / 1000)
+            .formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: TimeZone(identifier: "UTC")!))
+    }
+}
+
+/// What `exportMarkdown` did.
+public struct MarkdownExportResult: Hashable, Sendable {
+    /// Files written (one per note).
+    public var written: Int
+    /// Files of an earlier export of the same notes under another name (a changed title), removed.
+    public var removed: Int
+}
+
+/// What `importMarkdown` did.
+public struct MarkdownImportResult: Hashable, Sendable {
+    /// Files that became new notes.
+    public var created: Int
+    /// Files whose note changed.
+    public var updated: Int
+    /// Files whose note already read as the file does (nothing recorded).
+    public var unchanged: Int
+}
+
+extension NoteStore {
+    /// Writes every note that is not deleted into `folder` (created if needed) as one Markdown
+    /// file each (`MarkdownNotes`), each through a temporary file renamed into place. A file an
+    /// earlier export wrote for the same note under another name (its title changed) is removed.
+    public func exportMarkdown(to folder: String) throws -> MarkdownExportResult {
+        let files = FileManager.default
+        do {
+            try files.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        } catch {
+            throw StoreError(.invalidArgument, "cannot create the folder \(folder): \(error.localizedDescription)")
+        }
+        let notes = try list(.all, includeBody: true)
+        var names: [NoteID: String] = [:]
+        var taken: Set<String> = []
+        for note in notes {
+            var name = MarkdownNotes.fileName(for: note)
+            if taken.contains(name) { name = MarkdownNotes.fileName(for: note, long: true) }
+            taken.insert(name)
+            names[note.id] = name
+        }
+        // Earlier exports of these notes under other names, found before writing.
+        var stale: [String] = []
+        for existing in (try? files.contentsOfDirectory(atPath: folder)) ?? [] where existing.hasSuffix(".md") && !taken.contains(existing) {
+            let path = folder + "/" + existing
+            guard let data = files.contents(atPath: path), let text = String(data: data, encoding: .utf8),
+                  let parsed = try? MarkdownNotes.parse(text, fileName: existing), let id = parsed.id, names[id] != nil else { continue }
+            stale.append(path)
+        }
+        for note in notes {
+            let path = folder + "/" + names[note.id]!
+            let temporary = folder + "/.\(names[note.id]!).\(UUID().uuidString).tmp"
+            do {
+                try Data(MarkdownNotes.render(note).utf8).write(to: URL(fileURLWithPath: temporary))
+                guard rename(temporary, path) == 0 else { throw CocoaError(.fileWriteUnknown) }
+            } catch {
+                try? files.removeItem(atPath: temporary)
+                throw StoreError(.invalidArgument, "cannot write \(path): \(error.localizedDescription)")
+            }
+        }
+        for path in stale { try? files.removeItem(atPath: path) }
+        return MarkdownExportResult(written: notes.count, removed: stale.count)
+    }
+
+    /// Creates or updates notes from the `.md` files of `folder` (not its subfolders). A file
+    /// with an `id` updates that note (created with that id when this replica does not have it):
+    /// each field it gives is set only if it differs, and the body takes the minimal splices
+    /// (`TextDiff`), so importing what was just exported records nothing. A file without an id
+    /// is a new note.
+    ///
+    /// Every file is read and checked first; then all of them are applied in one transaction.
+    ///
+    /// - Throws: `.invalidArgument` naming the file for malformed front matter, a file that is not
+    ///   UTF-8, or two files with the same id; `.notFound` for an id of a deleted note. Nothing
+    ///   is imported then.
+    public func importMarkdown(from folder: String) throws -> MarkdownImportResult {
+        let files = FileManager.default
+        var isFolder: ObjCBool = false
+        guard files.fileExists(atPath: folder, isDirectory: &isFolder), isFolder.boolValue else {
+            throw StoreError(.invalidArgument, "\(folder) is not a folder")
+        }
+        let names = try files.contentsOfDirectory(atPath: folder).filter { $0.hasSuffix(".md") && !$0.hasPrefix(".") }.sorted()
+        var parsed: [MarkdownNote] = []
+        var seen: [NoteID: String] = [:]
+        for name in names {
+            guard let data = files.contents(atPath: folder + "/" + name) else {
+                throw StoreError(.invalidArgument, "\(name): cannot be read; nothing was imported")
+            }
+            guard let text = String(data: data, encoding: .utf8) else {
+                throw StoreError(.invalidArgument, "\(name): not UTF-8 text; nothing was imported")
+            }
+            var note: MarkdownNote
+            do {
+                note = try MarkdownNotes.parse(text, fileName: name)
+            } catch let error as StoreError {
+                throw StoreError(error.code, error.message + "; nothing was imported")
+            }
+            if let id = note.id {
+                if let other = seen[id] { throw StoreError(.invalidArgument, "\(name) and \(other) both have id \(id); nothing was imported") }
+                seen[id] = name
+                if try self.note(id) == nil, try deletedNote(id) != nil {
+                    throw StoreError(.notFound, "\(name): note \(id) is deleted (`crdt-sync restore \(id.description.prefix(8))` brings it back); nothing was imported")
+                }
+            }
+            parsed.append(note)
+        }
+        guard !parsed.isEmpty else { return MarkdownImportResult(created: 0, updated: 0, unchanged: 0) }
+        return try edit { notebook in
+            var result = MarkdownImportResult(created: 0, updated: 0, unchanged: 0)
+            for file in parsed {
+                let before = notebook.versionVector[notebook.replicaID]
+                let id: NoteID
+                if let known = file.id, notebook.note(known) != nil {
+                    id = known
+                    _ = try notebook.setTitle(id, file.title)
+                    try Self.apply(file, to: id, in: &notebook)
+                    if notebook.versionVector[notebook.replicaID] == before { result.unchanged += 1 } else { result.updated += 1 }
+                } else {
+                    id = notebook.createNote(id: file.id ?? .random(), title: file.title, body: file.body, tags: file.tags ?? []).id
+                    try Self.apply(file, to: id, in: &notebook)
+                    result.created += 1
+                }
+            }
+            return result
+        }
+    }
+
+    /// Sets what a file gives that differs from the note (each setter records nothing when equal).
+    static func apply(_ file: MarkdownNote, to id: NoteID, in notebook: inout Notebook) throws {
+        if let tags = file.tags {
+            let wanted = Set(tags.map(Notebook.tagKey))
+            for name in notebook.note(id)?.tags ?? [] where !wanted.contains(Notebook.tagKey(name)) {
+                _ = try notebook.setTag(id, name, member: false)
+            }
+            for name in tags { _ = try notebook.setTag(id, name, member: true) }
+        }
+        if let pinned = file.pinned { _ = try notebook.setPinned(id, pinned) }
+        if let archived = file.archived { _ = try notebook.setArchived(id, archived) }
+        if let color = file.color { _ = try notebook.setColor(id, color) }
+        if let state = file.state { _ = try notebook.setState(id, state) }
+        let current = Array(notebook.body(of: id)?.string.unicodeScalars ?? "".unicodeScalars)
+        let wanted = Array(file.body.unicodeScalars)
+        let splices = TextDiff.rebase(original: current, edited: wanted, current: current)
+        if !splices.isEmpty { try notebook.applySplices(id, splices) }
+    }
+}
