@@ -227,7 +227,8 @@ extension NoteStore {
     /// Creates a note and returns its identity.
     @discardableResult
     public func createNote(title: String, body: String = "", tags: [String] = [], id: NoteID = .random()) throws -> NoteID {
-        try edit(requiring: nil, allowingDeleted: false, onlyOn: id) { $0.createNote(id: id, title: title, body: body, tags: tags).id }
+        for tag in tags { try NoteStore.checkTagName(tag) }
+        return try edit(requiring: nil, allowingDeleted: false, onlyOn: id) { $0.createNote(id: id, title: title, body: body, tags: tags).id }
     }
 
     /// Sets a note's title.
@@ -320,6 +321,7 @@ extension NoteStore {
     @discardableResult
     public func setTag(_ note: NoteID, _ name: String, member: Bool) throws -> Bool {
         guard !Notebook.tagKey(name).isEmpty else { throw StoreError(.invalidArgument, "a tag name cannot be empty") }
+        try NoteStore.checkTagName(name)
         return try editLive(note) { try $0.setTag(note, name, member: member) != nil }
     }
 

@@ -41,8 +41,15 @@ extension NoteStore {
 
     /// The versions of a note, oldest first: one per logged change with operations on it, in the
     /// order applied here, each with a label that names it alike on every device.
+    ///
+    /// This device's own versions are one per edit (per command), as the undo stack records them,
+    /// even where the log joined consecutive edits into one change.
     public func versions(of id: NoteID) throws -> [NoteRevision] {
-        try notebook.revisions(of: id)
+        let me = replicaID
+        let ends = try read("cannot read the undo stack") { db in
+            Set(try Int64.fetchAll(db, sql: "SELECT end_seq FROM undo_stack WHERE replica = ?", arguments: [Data(me.raw.bytes)]).map { UInt64($0) })
+        }
+        return try notebook.revisions(of: id, ownEdits: ends)
     }
 
     /// The moment a version label names: `REPLICA-SEQ`, where REPLICA is a unique prefix (hex) of
@@ -168,6 +175,13 @@ extension NoteStore {
         let key = NoteStore.deviceNameKey(replicaID)
         try edit(requiring: nil, allowingDeleted: false, undo: .none) { _ = try $0.setTagField(key, .name, .string(trimmed)) }
         return true
+    }
+
+    /// Refuses a tag name in the reserved namespace (`crdt-sync.`), where device names live.
+    static func checkTagName(_ name: String) throws {
+        if Notebook.tagKey(name).hasPrefix(Notebook.reservedExtraPrefix) {
+            throw StoreError(.invalidArgument, "tag names that start with \"\(Notebook.reservedExtraPrefix)\" are reserved ('\(name)')")
+        }
     }
 
     /// The device names known here (this device's and those synced from others), by replica.

@@ -197,3 +197,38 @@ struct HistoryTests {
         }
     }
 }
+
+extension HistoryTests {
+    @Test func thisDevicesVersionsAreOnePerEditEvenWhenTheLogJoinsThem() throws {
+        // A clock that stands still: every change follows the last exactly, and the log joins them.
+        let store = try NoteStore.openInMemory(options: StoreOptions(wallClock: FixedWallClock(HistoryTests.start)))
+        let id = try store.createNote(title: "t", body: "ab")
+        try store.appendText(id, "cd")
+        try store.appendText(id, "ef")
+        let versions = try store.versions(of: id)
+        #expect(versions.count == 3)
+        #expect(versions.last?.edits == [.inserted(count: 2, text: "ef")])
+        let middle = try #require(try store.note(id, at: store.resolveVersion(versions[1].label)))
+        #expect(middle.body == "abcd")
+        // Another device, which has the changes joined, shows one version with the last label.
+        let other = try NoteStore.openInMemory()
+        try other.apply(try store.changes(since: VersionVector()))
+        #expect(try other.versions(of: id).count < 3)
+        #expect(try other.versions(of: id).last?.label == versions.last?.label)
+    }
+
+    @Test func reservedTagNamesAndDeletedNotes() throws {
+        let store = try NoteStore.openInMemory()
+        let id = try store.createNote(title: "t", body: "x")
+        #expect(throws: StoreError.self) { try store.setTag(id, "crdt-sync.device.00", member: true) }
+        #expect(throws: StoreError.self) { try store.createNote(title: "u", tags: ["CRDT-sync.x"]) }
+        // Undoing an edit of a note another device deleted since leaves it deleted.
+        let other = try NoteStore.openInMemory()
+        try store.appendText(id, "y")
+        try exchange(store, other)
+        try other.setState(id, .deleted)
+        try exchange(store, other)
+        #expect(try store.undo()?.changed == false)
+        #expect(try store.isDeleted(id))
+    }
+}

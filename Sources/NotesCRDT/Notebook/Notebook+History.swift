@@ -44,57 +44,88 @@ extension Notebook {
     /// The note's versions, oldest first: one per logged change with operations on it, in the order
     /// applied here. Empty for an unknown note.
     ///
+    /// The log joins consecutive changes of one replica; `ownEdits` (the last seqs of this
+    /// replica's edits, as a store records them) cuts its own changes back into one version per edit.
+    ///
     /// - Complexity: O(size of the log) plus the note's body operations; one note is replayed.
-    public func revisions(of id: NoteID) -> [NoteRevision] {
-        if deferred != nil { return materialized.revisions(of: id) }
+    public func revisions(of id: NoteID, ownEdits: Set<UInt64> = []) -> [NoteRevision] {
+        if deferred != nil { return materialized.revisions(of: id, ownEdits: ownEdits) }
         guard notes[id] != nil else { return [] }
         var record = NoteRecord()
         var text = RGAText()
         var result: [NoteRevision] = []
-        for change in history where change.operations.contains(where: { $0.note == id }) {
-            var edits: [NoteRevision.Edit] = []
-            var inserted: [Unicode.Scalar] = []
-            var deleted: [Unicode.Scalar] = []
-            var lastSeq = change.startSeq
-            var seq = change.startSeq
-            // Before the change is applied: the values it overwrites and the text it deletes.
-            for op in change.operations {
-                defer { seq += op.seqCount }
-                guard op.note == id else { continue }
-                lastSeq = seq + op.seqCount - 1
-                switch op {
-                case .setNoteField(_, let field, let value):
-                    edits.append(field == .createdAt ? .created : .field(field, from: record.value(field), to: value))
-                case .insertText(_, _, let scalars):
-                    inserted.append(contentsOf: scalars)
-                case .deleteText(_, let targets):
-                    for target in targets { deleted.append(contentsOf: text.scalars(of: target)) }
-                case .deleteEach(_, let runs):
-                    for run in runs { deleted.append(contentsOf: text.scalars(of: run.range)) }
-                case .setTagField:
-                    break
-                }
-            }
-            change.operations.withUnsafeBufferPointer { operations in
-                var index = 0
+        let ends = ownEdits.sorted()
+        for logged in history where logged.operations.contains(where: { $0.note == id }) {
+            for change in Notebook.pieces(of: logged, endingAt: logged.replica == replicaID ? ends : [])
+            where change.operations.contains(where: { $0.note == id }) {
+                var edits: [NoteRevision.Edit] = []
+                var inserted: [Unicode.Scalar] = []
+                var deleted: [Unicode.Scalar] = []
+                var lastSeq = change.startSeq
                 var seq = change.startSeq
-                while index < operations.count {
-                    if operations[index].note == id {
-                        Notebook.applyOperations(operations, from: &index, seq: &seq, of: change, on: id, to: &record, text: &text)
-                    } else {
-                        seq += operations[index].seqCount
-                        index += 1
+                // Before the change is applied: the values it overwrites and the text it deletes.
+                for op in change.operations {
+                    defer { seq += op.seqCount }
+                    guard op.note == id else { continue }
+                    lastSeq = seq + op.seqCount - 1
+                    switch op {
+                    case .setNoteField(_, let field, let value):
+                        edits.append(field == .createdAt ? .created : .field(field, from: record.value(field), to: value))
+                    case .insertText(_, _, let scalars):
+                        inserted.append(contentsOf: scalars)
+                    case .deleteText(_, let targets):
+                        for target in targets { deleted.append(contentsOf: text.scalars(of: target)) }
+                    case .deleteEach(_, let runs):
+                        for run in runs { deleted.append(contentsOf: text.scalars(of: run.range)) }
+                    case .setTagField:
+                        break
                     }
                 }
+                change.operations.withUnsafeBufferPointer { operations in
+                    var index = 0
+                    var seq = change.startSeq
+                    while index < operations.count {
+                        if operations[index].note == id {
+                            Notebook.applyOperations(operations, from: &index, seq: &seq, of: change, on: id, to: &record, text: &text)
+                        } else {
+                            seq += operations[index].seqCount
+                            index += 1
+                        }
+                    }
+                }
+                if !inserted.isEmpty { edits.append(.inserted(count: inserted.count, text: String(String.UnicodeScalarView(inserted)))) }
+                if !deleted.isEmpty { edits.append(.deleted(count: deleted.count, text: String(String.UnicodeScalarView(deleted)))) }
+                var context = change.dependencies
+                context[change.replica] = lastSeq
+                result.append(NoteRevision(replica: change.replica, seq: lastSeq, timestamp: change.timestamp(ofSeq: lastSeq),
+                                           context: context, edits: edits))
             }
-            if !inserted.isEmpty { edits.append(.inserted(count: inserted.count, text: String(String.UnicodeScalarView(inserted)))) }
-            if !deleted.isEmpty { edits.append(.deleted(count: deleted.count, text: String(String.UnicodeScalarView(deleted)))) }
-            var context = change.dependencies
-            context[change.replica] = lastSeq
-            result.append(NoteRevision(replica: change.replica, seq: lastSeq, timestamp: change.timestamp(ofSeq: lastSeq),
-                                       context: context, edits: edits))
         }
         return result
+    }
+
+    /// `change` cut after each of `ends` (sorted) that falls inside it (before its last seq).
+    static func pieces(of change: Change, endingAt ends: [UInt64]) -> [Change] {
+        var low = 0
+        var high = ends.count
+        while low < high {
+            let mid = (low + high) / 2
+            if ends[mid] < change.startSeq { low = mid + 1 } else { high = mid }
+        }
+        var cuts: [UInt64] = []
+        while low < ends.count, ends[low] < change.endSeq {
+            cuts.append(ends[low])
+            low += 1
+        }
+        guard !cuts.isEmpty else { return [change] }
+        var pieces: [Change] = []
+        var from = change.startSeq
+        for end in cuts {
+            if let piece = change.suffix(from: from)?.prefix(through: end) { pieces.append(piece) }
+            from = end + 1
+        }
+        if let rest = change.suffix(from: from) { pieces.append(rest) }
+        return pieces
     }
 
     /// The causal cut "as of" operation `(replica, seq)`: what its author had applied when it made

@@ -62,6 +62,8 @@ extension Notebook {
             if let change = try setState(note, .deleted) { changes.append(change) }
             return changes
         }
+        // A note deleted since (and not by these operations) stays deleted: reverting an edit of it would bring it back.
+        if notes[note]!.state == .deleted, lastWrite[.state] == nil { return changes }
         for (field, seq) in lastWrite.sorted(by: { $0.key < $1.key }) {
             // Only while our write still wins: a later write from anywhere is kept.
             guard notes[note]?.fields[field]?.writer == OpID(replica: replicaID, seq: seq) else { continue }
