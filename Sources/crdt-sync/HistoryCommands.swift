@@ -138,7 +138,9 @@ func parseISOTime(_ text: String) -> UInt64? {
     } else {
         calendar.timeZone = TimeZone.current
     }
-    guard let date = calendar.date(from: components), date.timeIntervalSince1970 >= 0 else { return nil }
+    // Calendar rolls 2026-02-30 over to March: a date that does not come back the same is no date.
+    guard let date = calendar.date(from: components), date.timeIntervalSince1970 >= 0,
+          calendar.component(.day, from: date) == day else { return nil }
     var milliseconds = UInt64(date.timeIntervalSince1970.rounded()) * 1000
     // The whole unit the text names: 10:00 is every moment up to 10:00:59.999.
     if let fraction = group(7) {
@@ -154,6 +156,10 @@ func parseISOTime(_ text: String) -> UInt64? {
 }
 
 extension ShowNote {
+    func validate() throws {
+        if at != nil, conflict { throw ValidationError("--at does not go with --conflict") }
+    }
+
     /// `show ID --at TIME|VERSION`: the note as it was then.
     func showAt(_ point: String, _ store: NoteStore, _ id: NoteID) throws {
         guard let note = try store.note(id, at: notePoint(point, store)) else {
