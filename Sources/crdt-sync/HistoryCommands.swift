@@ -139,9 +139,9 @@ func parseISOTime(_ text: String) -> UInt64? {
         calendar.timeZone = TimeZone.current
     }
     // Calendar rolls 2026-02-30 over to March: a date that does not come back the same is no date.
-    guard let date = calendar.date(from: components), date.timeIntervalSince1970 >= 0,
-          calendar.component(.day, from: date) == day else { return nil }
-    var milliseconds = UInt64(date.timeIntervalSince1970.rounded()) * 1000
+    guard let date = calendar.date(from: components), calendar.component(.day, from: date) == day else { return nil }
+    // Before 1970 there was no note: the first moment will do.
+    var milliseconds = UInt64(max(0, date.timeIntervalSince1970.rounded())) * 1000
     // The whole unit the text names: 10:00 is every moment up to 10:00:59.999.
     if let fraction = group(7) {
         milliseconds += UInt64(fraction.padding(toLength: 3, withPad: "0", startingAt: 0))!

@@ -59,6 +59,7 @@ struct HistoryTests {
         let middle = try #require(try store.note(id, at: .time(milliseconds: HistoryTests.start + 60_000)))
         #expect(middle.title == "v2" && middle.body == "first")
         #expect(try store.note(id, at: .time(milliseconds: HistoryTests.start + 200_000))?.body == "second")
+        #expect(try store.note(id, at: .time(milliseconds: (1 << 48) - 1))?.body == "second")  // the last time a timestamp holds
     }
 
     @Test func restoringAVersionMakesNewOperationsThatSync() throws {

@@ -147,7 +147,8 @@ extension Notebook {
         var cut = VersionVector()
         for change in history where change.timestamp <= timestamp {
             guard cut[change.replica] == change.startSeq - 1, change.dependencies.isCovered(by: cut) else { continue }
-            let last = min(change.endSeq, change.startSeq + (timestamp.rawValue - change.timestamp.rawValue))
+            let span = timestamp.rawValue - change.timestamp.rawValue  // an operation per tick: no overflow below
+            let last = span >= change.endSeq - change.startSeq ? change.endSeq : change.startSeq + span
             cut[change.replica] = last
         }
         return cut
