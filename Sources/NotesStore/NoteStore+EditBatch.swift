@@ -47,6 +47,7 @@ public enum NoteEdit: Hashable, Sendable {
             return length - count
         case .tag(let name, _):
             guard !Notebook.tagKey(name).isEmpty else { throw StoreError(.invalidArgument, "a tag name cannot be empty") }
+            try NoteStore.checkTagName(name)
             return length
         case .title, .pinned, .archived, .color, .state:
             return length

@@ -108,6 +108,7 @@ extension NoteStore {
         let oldKey = Notebook.tagKey(old)
         let newKey = Notebook.tagKey(new)
         guard !oldKey.isEmpty, !newKey.isEmpty else { throw StoreError(.invalidArgument, "a tag name cannot be empty") }
+        try Self.checkTagName(new)
         return try edit { notebook in
             let members = notebook.allNotes.filter { note in note.state != .deleted && note.tags.contains { Notebook.tagKey($0) == oldKey } }
             guard !members.isEmpty else { throw StoreError(.notFound, "there is no tag \(old)") }

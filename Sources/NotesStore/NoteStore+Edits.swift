@@ -29,7 +29,7 @@ extension NoteStore {
     /// A one-note edit needs the whole replica (see `editOneNote`).
     struct NeedsWholeReplica: Error {}
 
-    func edit<T>(requiring note: NoteID?, allowingDeleted: Bool, onlyOn oneNote: NoteID? = nil,
+    func edit<T>(requiring note: NoteID?, allowingDeleted: Bool, onlyOn oneNote: NoteID? = nil, undo: UndoRecording = .push,
                          _ body: (inout Notebook) throws -> T) throws -> T {
         lock.lock(); defer { lock.unlock() }
         // An edit of one note, with nothing loaded yet (the command line, an app's first write),
@@ -38,13 +38,13 @@ extension NoteStore {
         var recordStates = false
         if loaded == nil, let oneNote {
             do {
-                return try editOneNote(oneNote, requiring: note, allowingDeleted: allowingDeleted, body)
+                return try editOneNote(oneNote, requiring: note, allowingDeleted: allowingDeleted, undo: undo, body)
             } catch is NeedsWholeReplica {
                 recordStates = true
             }
         }
         let result = try writeTransaction("cannot save the edit") { db -> T in
-            let result = try changeAndRecord(requiring: note, allowingDeleted: allowingDeleted, body, db)
+            let result = try changeAndRecord(requiring: note, allowingDeleted: allowingDeleted, undo: undo, body, db)
             if recordStates { try recordStoredStates(db) }
             return result
         }
@@ -54,7 +54,8 @@ extension NoteStore {
 
     /// Runs `body` on `loaded`, then logs and materializes the changes it made (in the caller's
     /// transaction). `note`, when given, must exist (and not be deleted unless `allowingDeleted`).
-    private func changeAndRecord<T>(requiring note: NoteID?, allowingDeleted: Bool, _ body: (inout Notebook) throws -> T,
+    private func changeAndRecord<T>(requiring note: NoteID?, allowingDeleted: Bool, undo: UndoRecording,
+                                    _ body: (inout Notebook) throws -> T,
                                     _ db: Database) throws -> T {
         if let note, try materializedRow(note, db) == nil {
             let deleted = try Int.fetchOne(db, sql: "SELECT 1 FROM deleted_notes WHERE id = ?", arguments: [note.description]) != nil
@@ -72,6 +73,7 @@ extension NoteStore {
             throw error
         }
         let after = loaded!.notebook.versionVector[replicaID]
+        try recordUndo(undo, seqs: before + 1 ... max(before + 1, after), made: after > before, db)
         guard after > before else { return result }
         dirty = true
         var known = loaded!.notebook.versionVector
@@ -91,7 +93,7 @@ extension NoteStore {
     ///
     /// - Throws: `NeedsWholeReplica` (with nothing written) when a state is missing or damaged,
     ///   or the edit reaches beyond the note (a renamed tag's other notes).
-    private func editOneNote<T>(_ id: NoteID, requiring note: NoteID?, allowingDeleted: Bool,
+    private func editOneNote<T>(_ id: NoteID, requiring note: NoteID?, allowingDeleted: Bool, undo: UndoRecording,
                                 _ body: (inout Notebook) throws -> T) throws -> T {
         var cache = oneNoteCache
         oneNoteCache = nil  // back only once the transaction commits
@@ -137,7 +139,7 @@ extension NoteStore {
                     cache!.notebook = Notebook(replicaID: replicaID)  // the one copy is in `loaded` meanwhile
                     oneNoteWriting = cache
                     defer { cache = oneNoteWriting; oneNoteWriting = nil }
-                    let result = try changeAndRecord(requiring: note, allowingDeleted: allowingDeleted, body, db)
+                    let result = try changeAndRecord(requiring: note, allowingDeleted: allowingDeleted, undo: undo, body, db)
                     // Moving on to another note: the states of those typed into are written now.
                     try writeOneNoteStates(except: id, db)
                     return result
@@ -225,7 +227,8 @@ extension NoteStore {
     /// Creates a note and returns its identity.
     @discardableResult
     public func createNote(title: String, body: String = "", tags: [String] = [], id: NoteID = .random()) throws -> NoteID {
-        try edit(requiring: nil, allowingDeleted: false, onlyOn: id) { $0.createNote(id: id, title: title, body: body, tags: tags).id }
+        for tag in tags { try NoteStore.checkTagName(tag) }
+        return try edit(requiring: nil, allowingDeleted: false, onlyOn: id) { $0.createNote(id: id, title: title, body: body, tags: tags).id }
     }
 
     /// Sets a note's title.
@@ -318,6 +321,7 @@ extension NoteStore {
     @discardableResult
     public func setTag(_ note: NoteID, _ name: String, member: Bool) throws -> Bool {
         guard !Notebook.tagKey(name).isEmpty else { throw StoreError(.invalidArgument, "a tag name cannot be empty") }
+        try NoteStore.checkTagName(name)
         return try editLive(note) { try $0.setTag(note, name, member: member) != nil }
     }
 

@@ -258,6 +258,19 @@ enum Schema {
                 ) WITHOUT ROWID;
                 """)
         }
+        // This device's undo stack (Docs/Storage.md, "Undo"): one row per local edit, so that
+        // `undo` reverts what one command or one call made, whatever the log joined. Not replicated.
+        migrator.registerMigration("v10-notes-history-undo-stack") { db in
+            try db.execute(sql: """
+                CREATE TABLE undo_stack (
+                    row INTEGER PRIMARY KEY,
+                    replica BLOB NOT NULL,               -- 16 bytes: the identity the edit was made as
+                    start_seq INTEGER NOT NULL,          -- the edit's seqs
+                    end_seq INTEGER NOT NULL,
+                    undone_at INTEGER                    -- wall-clock ms of the undo; NULL: not undone
+                );
+                """)
+        }
         return migrator
     }
 }

@@ -9,15 +9,19 @@ struct InitReplica: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "init",
         abstract: "Create the replica database and print its replica id.",
-        discussion: "Running it again on an existing replica changes nothing and says so.")
+        discussion: "Running it again on an existing replica changes nothing and says so (but --name renames the device).")
 
     @OptionGroup var replica: ReplicaOptions
+    @Option(help: "This device's name, shown on every device it syncs with (`device-name` changes it later).") var name: String?
 
     func run() throws {
         try runReporting {
             let store = try replica.open(create: true)
+            let renamed = try name.map { try store.setDeviceName($0) } ?? false
             if store.wasCreated {
                 print(store.replicaID)
+            } else if renamed {
+                print("\(replica.path) is already a replica (\(store.replicaID)); this device is now named \(TerminalText.escaped(name!))")
             } else {
                 print("\(replica.path) is already a replica (\(store.replicaID)); nothing changed")
             }
@@ -187,6 +191,8 @@ struct RestoreNote: NoteFlagCommand {
         discussion: "A deleted note is kept as a tombstone (`list --deleted` shows them), so it can always be restored, with its body and fields.")
     @OptionGroup var replica: ReplicaOptions
     @Argument(help: "The note's id, or a unique prefix of it (deleted notes too).") var id: String
+    @Option(help: ArgumentHelp("Make the note as it was at a time or version again, as new edits (see `history`).", valueName: "TIME|VERSION"))
+    var to: String?
     func apply(_ store: NoteStore, _ note: NoteID) throws -> Bool { try store.setState(note, .active) }
     func alreadyState(_ store: NoteStore, _ note: NoteID) throws -> String { try stateWords(store, note) }
 }
@@ -252,6 +258,8 @@ struct ShowNote: ParsableCommand {
     @OptionGroup var replica: ReplicaOptions
     @Argument(help: "The note's id, or a unique prefix of it (deleted notes too).") var id: String
     @Flag(help: "Show the merges of concurrent edits to review: each side's version and the merged result.") var conflict = false
+    @Option(help: ArgumentHelp("Show the note as it was at a time (ISO 8601, local unless it has an offset) or a version (`history`).", valueName: "TIME|VERSION"))
+    var at: String?
     @Flag(help: "Print JSON.") var json = false
 
     func run() throws {
@@ -259,6 +267,7 @@ struct ShowNote: ParsableCommand {
             let store = try replica.open()
             let noteID = try store.resolveNote(id)
             if conflict { return try showConflicts(store, noteID) }
+            if let at { return try showAt(at, store, noteID) }
             guard let note = try store.note(noteID) ?? store.deletedNote(noteID) else { throw StoreError(.notFound, "there is no note \(noteID)") }
             if json { return try printJSON(NoteJSON(note: note)) }
             let short = note.id.description.prefix(8)
@@ -272,13 +281,13 @@ struct ShowNote: ParsableCommand {
                 print("         (it was deleted while another device edited it without having seen the delete:")
                 print("         kept in the trash; `crdt-sync restore \(short)` or `crdt-sync delete \(short)`)")
             }
-            if let deletedAt = note.deletedAt { print("deleted: \(isoDate(deletedAt)) (`crdt-sync restore \(short)` brings it back)") }
+            if let deletedAt = note.deletedAt { print("deleted: \(shownDate(deletedAt)) (`crdt-sync restore \(short)` brings it back)") }
             if let color = note.color { print("color:   \(TerminalText.escaped(color))") }
             if !note.tags.isEmpty { print("tags:    \(note.tags.map { TerminalText.escaped($0) }.joined(separator: ", "))") }
-            print("created: \(isoDate(note.createdAt))")
-            var updated = "updated: \(isoDate(note.effectiveUpdatedAt))"
+            print("created: \(shownDate(note.createdAt))")
+            var updated = "updated: \(shownDate(note.effectiveUpdatedAt))"
             if note.updatedAt > note.effectiveUpdatedAt {
-                updated += " (stamped \(isoDate(note.updatedAt)) by a device whose clock was ahead)"
+                updated += " (stamped \(shownDate(note.updatedAt)) by a device whose clock was ahead)"
             }
             print(updated)
             if note.hasConflicts {
@@ -373,7 +382,7 @@ struct ConflictJSON: Encodable {
         case .archived: return note.archived ? "archived" : "not archived"
         case .color: return note.color.map { TerminalText.escaped($0) } ?? "no color"
         case .state: return note.state.rawValue + (note.restoredByConcurrentEdit ? " (restored by the concurrent edit)" : "")
-        case .createdAt: return isoDate(note.createdAt)
+        case .createdAt: return shownDate(note.createdAt)
         case .tag(let key):
             return note.tags.contains { Notebook.tagKey($0) == key } ? "in the tag" : "not in the tag"
         case .extra(let key): return TerminalText.escaped(note.extras[key]?.description ?? "null")
@@ -418,7 +427,7 @@ struct ListNotes: ParsableCommand {
                 out += note.title.isEmpty ? "(untitled)" : TerminalText.escaped(note.title)
                 if scope == .all, note.state != .active || note.archived { out += "  (" + (note.state == .trashed ? "trashed" : "archived") + ")" }
                 if !note.tags.isEmpty { out += "  " + note.tags.map { "#" + TerminalText.escaped($0) }.joined(separator: " ") }
-                if let deletedAt = note.deletedAt { out += "  (deleted \(isoDate(deletedAt)))" }
+                if let deletedAt = note.deletedAt { out += "  (deleted \(shownDate(deletedAt)))" }
                 if note.restoredByConcurrentEdit { out += "  (restored)" }
                 if note.hasConflicts { out += "  [merged]" }
                 out += "\n"
@@ -481,6 +490,7 @@ struct LogCommand: ParsableCommand {
             let store = try replica.open()
             let note = try id.map { try store.resolveNote($0) }
             let entries = try store.history(of: note)
+            let names = json ? [:] : try store.deviceNames()
             if json {
                 return try printJSON(entries.map {
                     EntryJSON(replica: $0.replica.description, local: $0.isLocal, startSeq: $0.startSeq, endSeq: $0.endSeq,
@@ -490,7 +500,7 @@ struct LogCommand: ParsableCommand {
             var out = ""
             for entry in entries.reversed() {
                 let seqs = entry.startSeq == entry.endSeq ? "\(entry.startSeq)" : "\(entry.startSeq)-\(entry.endSeq)"
-                out += "\(isoDate(entry.timestamp.milliseconds))  \(entry.replica.description.prefix(8))\(entry.isLocal ? " (this replica)" : "")  seq \(seqs)\n"
+                out += "\(shownDate(entry.timestamp.milliseconds))  \(names[entry.replica].map { TerminalText.escaped($0) } ?? String(entry.replica.description.prefix(8)))\(entry.isLocal ? " (this replica)" : "")  seq \(seqs)\n"
                 for line in entry.summary { out += "    \(TerminalText.escaped(line))\n" }
             }
             FileHandle.standardOutput.write(Data(out.utf8))
@@ -550,6 +560,7 @@ struct StatusCommand: ParsableCommand {
         var logRows: Int
         var peers: [PeerJSON]
         var digest: String
+        var deviceNames: [String: String]
     }
 
     func run() throws {
@@ -558,6 +569,7 @@ struct StatusCommand: ParsableCommand {
             let status = try store.status()
             let quarantined = try store.quarantinedChanges()
             let moves = try store.identityChanges()
+            let names = try store.deviceNames()
             if json {
                 return try printJSON(StatusJSON(
                     replica: status.replica.description,
@@ -571,11 +583,11 @@ struct StatusCommand: ParsableCommand {
                     logRows: status.logRows,
                     peers: status.peers.map { PeerJSON(replica: $0.replica.description, versionVector: $0.versionVector.jsonObject,
                                                         lastSeen: isoDate($0.lastSeen), lacks: lacking(status.versionVector, $0.versionVector)) },
-                    digest: status.digest))
+                    digest: status.digest, deviceNames: Dictionary(uniqueKeysWithValues: names.map { ($0.key.description, $0.value) })))
             }
-            print("replica:         \(status.replica)")
+            print("replica:         \(status.replica)\(names[status.replica].map { "  (\(TerminalText.escaped($0)))" } ?? "")")
             for move in moves {
-                print("    was \(move.retired) until \(isoDate(move.at)): \(move.reason)")
+                print("    was \(move.retired) until \(shownDate(move.at)): \(move.reason)")
             }
             print("database:        \(status.path ?? "(in memory)")")
             print("notes:           \(status.notes)")
@@ -583,17 +595,17 @@ struct StatusCommand: ParsableCommand {
             print("quarantined:     \(quarantined.isEmpty ? "none" : "\(quarantined.count) change(s)")")
             for entry in quarantined.prefix(20) {
                 let seqs = entry.startSeq == entry.endSeq ? "seq \(entry.startSeq)" : "seqs \(entry.startSeq)-\(entry.endSeq)"
-                print("    \(entry.replica)  \(seqs), received \(isoDate(entry.receivedAt)): \(entry.reason)")
+                print("    \(entry.replica)  \(seqs), received \(shownDate(entry.receivedAt)): \(entry.reason)")
             }
             if quarantined.count > 20 { print("    ... and \(quarantined.count - 20) more (`status --json` lists them all)") }
             print("version vector:  \(status.versionVector.isEmpty ? "(empty)" : "")")
             for entry in status.versionVector.sortedEntries {
-                print("    \(entry.replica)  \(entry.seq)\(entry.replica == status.replica ? "  (this replica)" : "")")
+                print("    \(entry.replica)  \(entry.seq)\(names[entry.replica].map { "  \(TerminalText.escaped($0))" } ?? "")\(entry.replica == status.replica ? "  (this replica)" : "")")
             }
             print("peers:           \(status.peers.isEmpty ? "(none yet)" : "")")
             for peer in status.peers {
                 let lacks = lacking(status.versionVector, peer.versionVector)
-                print("    \(peer.replica)  last seen \(isoDate(peer.lastSeen)), has \(count(peer.versionVector.totalOperations)) operations, lacks \(count(lacks)) of ours")
+                print("    \(peer.replica)\(names[peer.replica].map { " (\(TerminalText.escaped($0)))" } ?? "")  last seen \(shownDate(peer.lastSeen)), has \(count(peer.versionVector.totalOperations)) operations, lacks \(count(lacks)) of ours")
             }
             print("log rows:        \(status.logRows) after the snapshot")
             print("digest:          \(status.digest)")

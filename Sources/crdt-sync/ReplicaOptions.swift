@@ -11,6 +11,9 @@ struct ReplicaOptions: ParsableArguments {
         valueName: "PATH"))
     var db: String?
 
+    @Flag(help: "Print dates in UTC rather than local time ($TZ). --json is always UTC.")
+    var utc = false
+
     /// The database path: --db, $CRDT_SYNC_DB, then the XDG data directory.
     var path: String {
         if let db, !db.isEmpty { return db }
@@ -25,7 +28,8 @@ struct ReplicaOptions: ParsableArguments {
 
     /// Opens the existing replica (a missing one is an error that says to run `init`).
     func open(create: Bool = false) throws -> NoteStore {
-        try NoteStore.open(path: path, options: StoreOptions(wallClock: try ReplicaOptions.wallClock()), create: create)
+        showsUTC = utc
+        return try NoteStore.open(path: path, options: StoreOptions(wallClock: try ReplicaOptions.wallClock()), create: create)
     }
 
     /// The system clock, moved by `$CRDT_SYNC_CLOCK_SKEW_MS` milliseconds (signed) when that is

@@ -1,0 +1,194 @@
+// A note's versions (one per logged change that touched it), the causal cut each stands for, and
+// the inverse of a replica's own operations (undo).
+
+/// One version of a note: what a logged change did to it.
+///
+/// A version is named by its author and the last sequence number of its operations on the note,
+/// which every replica that has the change gives it alike (`label`). The note "as of" a version is
+/// the note as its author had it right after those operations (`context`): the same on every device.
+public struct NoteRevision: Hashable, Sendable {
+    /// What a version did to the note.
+    public enum Edit: Hashable, Sendable {
+        /// The note was created.
+        case created
+        /// A field was written: its value before (as replayed in log order here; `.null` when unset)
+        /// and the value written.
+        case field(NoteField, from: FieldValue, to: FieldValue)
+        /// Characters were inserted into the body.
+        case inserted(count: Int, text: String)
+        /// Characters were deleted from the body (the text they spelled).
+        case deleted(count: Int, text: String)
+    }
+
+    /// The replica that made the change.
+    public var replica: ReplicaID
+    /// The last sequence number of the change's operations on the note.
+    public var seq: UInt64
+    /// The timestamp of that operation.
+    public var timestamp: Timestamp
+    /// The causal cut this version stands for: the change's dependencies, and its author up to `seq`.
+    public var context: VersionVector
+    /// What it did, in the order of its operations (inserts and deletes added up).
+    public var edits: [Edit]
+
+    /// The stable name of the version: the author's first 8 hex digits, a dash, and `seq`.
+    public var label: String { NoteRevision.label(replica, seq) }
+
+    /// The stable name of the operation `(replica, seq)`.
+    public static func label(_ replica: ReplicaID, _ seq: UInt64) -> String {
+        "\(replica.description.prefix(8))-\(seq)"
+    }
+}
+
+extension Notebook {
+    /// The note's versions, oldest first: one per logged change with operations on it, in the order
+    /// applied here. Empty for an unknown note.
+    ///
+    /// The log joins consecutive changes of one replica; `ownEdits` (the last seqs of this
+    /// replica's edits, as a store records them) cuts its own changes back into one version per edit.
+    ///
+    /// - Complexity: O(size of the log) plus the note's body operations; one note is replayed.
+    public func revisions(of id: NoteID, ownEdits: Set<UInt64> = []) -> [NoteRevision] {
+        if deferred != nil { return materialized.revisions(of: id, ownEdits: ownEdits) }
+        guard notes[id] != nil else { return [] }
+        var record = NoteRecord()
+        var text = RGAText()
+        var result: [NoteRevision] = []
+        let ends = ownEdits.sorted()
+        for logged in history where logged.operations.contains(where: { $0.note == id }) {
+            for change in Notebook.pieces(of: logged, endingAt: logged.replica == replicaID ? ends : [])
+            where change.operations.contains(where: { $0.note == id }) {
+                var edits: [NoteRevision.Edit] = []
+                var inserted: [Unicode.Scalar] = []
+                var deleted: [Unicode.Scalar] = []
+                var lastSeq = change.startSeq
+                var seq = change.startSeq
+                // Before the change is applied: the values it overwrites and the text it deletes.
+                for op in change.operations {
+                    defer { seq += op.seqCount }
+                    guard op.note == id else { continue }
+                    lastSeq = seq + op.seqCount - 1
+                    switch op {
+                    case .setNoteField(_, let field, let value):
+                        edits.append(field == .createdAt ? .created : .field(field, from: record.value(field), to: value))
+                    case .insertText(_, _, let scalars):
+                        inserted.append(contentsOf: scalars)
+                    case .deleteText(_, let targets):
+                        for target in targets { deleted.append(contentsOf: text.scalars(of: target)) }
+                    case .deleteEach(_, let runs):
+                        for run in runs { deleted.append(contentsOf: text.scalars(of: run.range)) }
+                    case .setTagField:
+                        break
+                    }
+                }
+                change.operations.withUnsafeBufferPointer { operations in
+                    var index = 0
+                    var seq = change.startSeq
+                    while index < operations.count {
+                        if operations[index].note == id {
+                            Notebook.applyOperations(operations, from: &index, seq: &seq, of: change, on: id, to: &record, text: &text)
+                        } else {
+                            seq += operations[index].seqCount
+                            index += 1
+                        }
+                    }
+                }
+                if !inserted.isEmpty { edits.append(.inserted(count: inserted.count, text: String(String.UnicodeScalarView(inserted)))) }
+                if !deleted.isEmpty { edits.append(.deleted(count: deleted.count, text: String(String.UnicodeScalarView(deleted)))) }
+                var context = change.dependencies
+                context[change.replica] = lastSeq
+                result.append(NoteRevision(replica: change.replica, seq: lastSeq, timestamp: change.timestamp(ofSeq: lastSeq),
+                                           context: context, edits: edits))
+            }
+        }
+        return result
+    }
+
+    /// `change` cut after each of `ends` (sorted) that falls inside it (before its last seq).
+    static func pieces(of change: Change, endingAt ends: [UInt64]) -> [Change] {
+        var low = 0
+        var high = ends.count
+        while low < high {
+            let mid = (low + high) / 2
+            if ends[mid] < change.startSeq { low = mid + 1 } else { high = mid }
+        }
+        var cuts: [UInt64] = []
+        while low < ends.count, ends[low] < change.endSeq {
+            cuts.append(ends[low])
+            low += 1
+        }
+        guard !cuts.isEmpty else { return [change] }
+        var pieces: [Change] = []
+        var from = change.startSeq
+        for end in cuts {
+            if let piece = change.suffix(from: from)?.prefix(through: end) { pieces.append(piece) }
+            from = end + 1
+        }
+        if let rest = change.suffix(from: from) { pieces.append(rest) }
+        return pieces
+    }
+
+    /// The causal cut "as of" operation `(replica, seq)`: what its author had applied when it made
+    /// it, and the operation. Nil when the log does not hold that operation.
+    public func context(ofOperation replica: ReplicaID, seq: UInt64) -> VersionVector? {
+        if deferred != nil { return materialized.context(ofOperation: replica, seq: seq) }
+        guard let change = loggedChange(replica, seq) else { return nil }
+        var context = change.dependencies
+        context[replica] = seq
+        return context
+    }
+
+    /// The latest causal cut whose operations all have timestamps at or before `timestamp`: the log
+    /// walked in applied (causal) order, a change kept (up to its last operation stamped in time)
+    /// only when everything it depends on is. A clock that went backwards can leave out a later
+    /// operation stamped earlier; a cut never holds an operation without its dependencies.
+    public func context(atTime timestamp: Timestamp) -> VersionVector {
+        if deferred != nil { return materialized.context(atTime: timestamp) }
+        var cut = VersionVector()
+        for change in history where change.timestamp <= timestamp {
+            guard cut[change.replica] == change.startSeq - 1, change.dependencies.isCovered(by: cut) else { continue }
+            let span = timestamp.rawValue - change.timestamp.rawValue  // an operation per tick: no overflow below
+            let last = span >= change.endSeq - change.startSeq ? change.endSeq : change.startSeq + span
+            cut[change.replica] = last
+        }
+        return cut
+    }
+
+    /// The logged change that holds `(replica, seq)`, or nil.
+    func loggedChange(_ replica: ReplicaID, _ seq: UInt64) -> Change? {
+        guard let indexes = historyIndex[replica] else { return nil }
+        var low = 0
+        var high = indexes.count
+        while low < high {
+            let mid = (low + high) / 2
+            if history[indexes[mid]].endSeq < seq { low = mid + 1 } else { high = mid }
+        }
+        guard low < indexes.count, history[indexes[low]].startSeq <= seq else { return nil }
+        return history[indexes[low]]
+    }
+}
+
+extension RGAText {
+    /// The scalars of the characters in `range` that are in the text (visible or deleted), in seq order.
+    func scalars(of range: OpIDRange) -> [Unicode.Scalar] {
+        var result: [Unicode.Scalar] = []
+        for seq in range.seq ..< range.seq + range.count {
+            if let place = placement(of: OpID(replica: range.replica, seq: seq)) { result.append(place.scalar) }
+        }
+        return result
+    }
+
+    /// Where the character `id` sits: its scalar, whether it is visible, and the visible offset it
+    /// is at (for a deleted one, the offset text inserted in its place would get). Nil when absent.
+    ///
+    /// - Complexity: O(log *n*) plus a scan of one leaf.
+    package func placement(of id: OpID) -> (offset: Int, scalar: Unicode.Scalar, visible: Bool)? {
+        guard let agent = tree.existingAgent(id.replica), let at = tree.find(agent: agent, seq: id.seq) else { return nil }
+        let runs = tree.leaves[Int(at.leaf)].runs
+        var offset = tree.visibleIndexOfLeafStart(at.leaf)
+        for run in runs[..<at.run] where !run.deleted { offset += Int(run.length) }
+        let run = runs[at.run]
+        if !run.deleted { offset += at.offset }
+        return (offset, tree.arena[run.content + at.offset], !run.deleted)
+    }
+}
