@@ -1,5 +1,6 @@
 import NotesCRDT
 import NotesSync
+import Synchronization
 
 /// One change as the relay stores it: its author and seq range (all the relay needs to know), and
 /// its encoding, which the relay hands back as it got it.
@@ -141,4 +142,33 @@ public protocol RelayStorage: Sendable {
               needsPayload: @escaping @Sendable (Int64) -> Bool) async throws -> RelayPage
     /// What the space holds.
     func status(space: String) async throws -> RelaySpaceStatus
+    /// The spaces whose stored changes grow, through this instance or (shared storage) others.
+    var changes: RelayChangeSignals { get }
+}
+
+/// Tells listeners which spaces' stored changes grew: the relay's live push waits on it.
+///
+/// A storage signals the appends made through it; a storage shared by several relay instances
+/// (PostgreSQL) also signals the appends other instances made, as it learns of them. A signal
+/// may be spurious or coalesced; a listener re-reads the space after one.
+public final class RelayChangeSignals: Sendable {
+    private let listeners = Mutex<[UInt64: AsyncStream<String>.Continuation]>([:])
+    private let nextID = Atomic<UInt64>(0)
+
+    public init() {}
+
+    /// A new stream of space names, from now until the stream is dropped.
+    public func stream() -> AsyncStream<String> {
+        let id = nextID.add(1, ordering: .relaxed).newValue
+        let (stream, continuation) = AsyncStream<String>.makeStream(bufferingPolicy: .bufferingNewest(1024))
+        continuation.onTermination = { [weak self] _ in _ = self?.listeners.withLock { $0.removeValue(forKey: id) } }
+        listeners.withLock { $0[id] = continuation }
+        return stream
+    }
+
+    /// Tells every listener that `space` changed.
+    public func signal(_ space: String) {
+        let current = listeners.withLock { Array($0.values) }
+        for continuation in current { continuation.yield(space) }
+    }
 }

@@ -15,6 +15,8 @@ public final class SQLiteRelayStorage: RelayStorage {
     let writer: any DatabaseWriter
     /// 16 bytes that identify this storage (its relay), made when the file was created.
     public let relayID: [UInt8]
+    /// Signalled after each append that stored something (one process: only its own appends).
+    public let changes = RelayChangeSignals()
 
     /// `PRAGMA application_id` of a relay file ("CRDR").
     static let applicationID: Int32 = 0x4352_4452
@@ -129,7 +131,9 @@ public final class SQLiteRelayStorage: RelayStorage {
     public func append(space: String, records: [RelayRecord]) async throws -> [Int] {
         guard !records.isEmpty else { return [] }
         do {
-            return try await writer.write { db in try SQLiteRelayStorage.append(db, space: space, records) }
+            let stored = try await writer.write { db in try SQLiteRelayStorage.append(db, space: space, records) }
+            if !stored.isEmpty { changes.signal(space) }
+            return stored
         } catch let error as RelayStorageError {
             throw error
         } catch {
