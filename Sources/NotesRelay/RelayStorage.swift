@@ -142,8 +142,31 @@ public protocol RelayStorage: Sendable {
               needsPayload: @escaping @Sendable (Int64) -> Bool) async throws -> RelayPage
     /// What the space holds.
     func status(space: String) async throws -> RelaySpaceStatus
+    /// What the storage holds in all (for metrics); nil when it cannot say cheaply.
+    func totals() async throws -> RelayTotals?
     /// The spaces whose stored changes grow, through this instance or (shared storage) others.
     var changes: RelayChangeSignals { get }
+}
+
+/// What a relay's storage holds in all: for its metrics.
+public struct RelayTotals: Sendable, Hashable {
+    /// Spaces holding at least one change.
+    public var spaces: Int
+    /// Changes stored.
+    public var changes: Int
+    /// Bytes of stored payloads.
+    public var bytes: Int
+
+    public init(spaces: Int, changes: Int, bytes: Int) {
+        self.spaces = spaces
+        self.changes = changes
+        self.bytes = bytes
+    }
+}
+
+extension RelayStorage {
+    /// What the storage holds in all; nil when it cannot say cheaply (the default).
+    public func totals() async throws -> RelayTotals? { nil }
 }
 
 /// Tells listeners which spaces' stored changes grew: the relay's live push waits on it.

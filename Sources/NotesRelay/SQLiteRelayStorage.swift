@@ -180,6 +180,18 @@ public final class SQLiteRelayStorage: RelayStorage {
         }
     }
 
+    /// Spaces, changes and payload bytes in all (the per-author summary rows, not the records).
+    public func totals() async throws -> RelayTotals? {
+        do {
+            return try await writer.read { db in
+                let row = try Row.fetchOne(db, sql: "SELECT count(DISTINCT space), coalesce(sum(changes), 0), coalesce(sum(bytes), 0) FROM relay_author")
+                return RelayTotals(spaces: row?[0] ?? 0, changes: row?[1] ?? 0, bytes: row?[2] ?? 0)
+            }
+        } catch {
+            throw RelayStorageError(.failure, "relay store: \(SQLiteRelayStorage.describe(error))")
+        }
+    }
+
     // MARK: Inside transactions
 
     struct Coverage {

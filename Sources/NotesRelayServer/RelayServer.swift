@@ -1,6 +1,7 @@
 import Foundation
 import Hummingbird
 import HummingbirdCore
+import HummingbirdTLS
 import Logging
 import NIOCore
 import NotesRelay
@@ -23,10 +24,17 @@ public struct RelayServerConfiguration: Sendable {
     public var maxConnectionsPerAddress: Int
     /// At most this many open connections in all; more wait in the listen backlog.
     public var maxConnections: Int
+    /// HTTPS: the certificate chain and private key (PEM files); nil serves plain HTTP.
+    public var tls: RelayTLSFiles?
+    /// When set, `GET /metrics` requires `Authorization: Bearer` with this token; else it is open.
+    public var metricsToken: String?
 
     /// A configuration; the defaults suit a relay behind a proxy on a small machine.
     public init(host: String = "127.0.0.1", port: Int = 8080, idleTimeoutSeconds: Int64 = 15, bodyTimeoutSeconds: Int64 = 60,
-                maxConnectionsPerAddress: Int = 64, maxConnections: Int = 512) {
+                maxConnectionsPerAddress: Int = 64, maxConnections: Int = 512, tls: RelayTLSFiles? = nil,
+                metricsToken: String? = nil) {
+        self.tls = tls
+        self.metricsToken = metricsToken
         self.host = host
         self.port = port
         self.idleTimeoutSeconds = max(1, idleTimeoutSeconds)
@@ -34,6 +42,37 @@ public struct RelayServerConfiguration: Sendable {
         self.maxConnectionsPerAddress = max(1, maxConnectionsPerAddress)
         self.maxConnections = max(1, maxConnections)
     }
+}
+
+/// The PEM files of a relay's TLS certificate chain and private key.
+public struct RelayTLSFiles: Sendable, Hashable {
+    public var certificateChain: String
+    public var privateKey: String
+
+    public init(certificateChain: String, privateKey: String) {
+        self.certificateChain = certificateChain
+        self.privateKey = privateKey
+    }
+
+    /// The server configuration, or an error that names the file that cannot be used.
+    public func configuration() throws -> TLSConfiguration {
+        let chain: [NIOSSLCertificate]
+        do { chain = try NIOSSLCertificate.fromPEMFile(certificateChain) } catch {
+            throw RelayTLSError(message: "\(certificateChain): not a readable PEM certificate chain (\(error))")
+        }
+        guard !chain.isEmpty else { throw RelayTLSError(message: "\(certificateChain): holds no certificate") }
+        let key: NIOSSLPrivateKey
+        do { key = try NIOSSLPrivateKey(file: privateKey, format: .pem) } catch {
+            throw RelayTLSError(message: "\(privateKey): not a readable PEM private key (\(error))")
+        }
+        return TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
+    }
+}
+
+/// A TLS certificate or key that cannot be used.
+public struct RelayTLSError: Error, Sendable, CustomStringConvertible {
+    public var message: String
+    public var description: String { message }
 }
 
 /// The sync relay over HTTP (Hummingbird): every request goes to a `RelayService`. Docs/HTTP.md
@@ -46,6 +85,8 @@ public struct RelayServer: Sendable {
     /// Where requests are logged (method, path, status, duration; never a header or a body).
     public let logger: Logger
     let connections = ConnectionCounter()
+    /// The figures `GET /metrics` serves.
+    public let metrics: RelayMetrics
 
     /// A server for `service`.
     public init(service: RelayService, configuration: RelayServerConfiguration = RelayServerConfiguration(),
@@ -53,18 +94,30 @@ public struct RelayServer: Sendable {
         self.service = service
         self.configuration = configuration
         self.logger = logger
+        self.metrics = RelayMetrics()
     }
 
     /// The router, with the access log in front; usable without a socket.
     public func router() -> Router<BasicRequestContext> {
         let router = Router(context: BasicRequestContext.self)
         router.add(middleware: AccessLogMiddleware(logger: logger))
+        router.add(middleware: MetricsMiddleware(metrics: metrics))
         let handler: @Sendable (Request, BasicRequestContext) async throws -> Response = { request, _ in
             try await self.respond(request)
         }
         router.get("/healthz", use: handler)
         router.get("/v1/spaces/:space/status", use: handler)
         router.post("/v1/spaces/:space/sync", use: handler)
+        router.get("/metrics") { request, _ -> Response in
+            if let token = self.configuration.metricsToken, request.headers[.authorization] != "Bearer \(token)" {
+                return Response(status: .unauthorized, headers: [.contentType: "text/plain; charset=utf-8"],
+                                body: .init(byteBuffer: ByteBuffer(string: "the metrics need the metrics token\n")))
+            }
+            self.metrics.openConnections.set(Double(self.connections.total))
+            let text = await self.metrics.render(storage: self.service.storage)
+            return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                            body: .init(byteBuffer: ByteBuffer(string: text)))
+        }
         return router
     }
 
@@ -102,15 +155,19 @@ public struct RelayServer: Sendable {
     }
 
     /// The Hummingbird application; `onRunning` gets the bound port.
-    public func application(onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) -> some ApplicationProtocol {
+    ///
+    /// - Throws: `RelayTLSError` when the TLS certificate or key cannot be used.
+    public func application(onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) throws -> some ApplicationProtocol {
         let counter = connections
         let perAddress = configuration.maxConnectionsPerAddress
         let logger = self.logger
+        let http1 = HTTPServerBuilder.http1(configuration: .init(
+            additionalChannelHandlers: [PerAddressLimitHandler(counter: counter, limit: perAddress, logger: logger)],
+            idleTimeout: .seconds(configuration.idleTimeoutSeconds)))
+        let server = try configuration.tls.map { try HTTPServerBuilder.tls(http1, tlsConfiguration: $0.configuration()) } ?? http1
         return Application(
             router: router(),
-            server: .http1(configuration: .init(
-                additionalChannelHandlers: [PerAddressLimitHandler(counter: counter, limit: perAddress, logger: logger)],
-                idleTimeout: .seconds(configuration.idleTimeoutSeconds))),
+            server: server,
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: nil,
                                  availableConnectionsDelegate: MaximumAvailableConnections(configuration.maxConnections)),
             onServerRunning: { channel in await onRunning(channel.localAddress?.port ?? 0) },
@@ -122,7 +179,7 @@ public struct RelayServer: Sendable {
     public func start() async throws -> RunningRelay {
         RelayServer.raiseOpenFileLimit()
         let (stream, continuation) = AsyncStream<Int>.makeStream()
-        let app = application { port in continuation.yield(port) }
+        let app = try application { port in continuation.yield(port) }
         let group = ServiceGroup(configuration: .init(services: [app], gracefulShutdownSignals: [], logger: logger))
         let task = Task {
             defer { continuation.finish() }
@@ -198,6 +255,9 @@ final class ConnectionCounter: Sendable {
     }
 
     func count(_ address: String) -> Int { counts.withLock { $0[address, default: 0] } }
+
+    /// Open connections from every address.
+    var total: Int { counts.withLock { $0.values.reduce(0, +) } }
 }
 
 /// Closes a connection from an address that already has its share open.
@@ -275,6 +335,8 @@ struct AccessLogMiddleware<Context: RequestContext>: RouterMiddleware {
         let elapsed = ContinuousClock.now - start
         let milliseconds = Double(elapsed.components.seconds) * 1000 + Double(elapsed.components.attoseconds) / 1e15
         let level: Logger.Level = status >= 500 ? .error : .info
-        logger.log(level: level, "\(request.method) \(request.uri.path) \(status) \(String(format: "%.1f", milliseconds)) ms")
+        logger.log(level: level, "\(request.method) \(request.uri.path) \(status) \(String(format: "%.1f", milliseconds)) ms",
+                   metadata: ["method": "\(request.method)", "path": "\(request.uri.path)", "status": "\(status)",
+                              "ms": "\(String(format: "%.1f", milliseconds))"])
     }
 }

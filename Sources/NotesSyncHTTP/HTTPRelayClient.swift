@@ -1,4 +1,5 @@
 import AsyncHTTPClient
+import NIOSSL
 import NIOCore
 import NIOHTTP1
 import NotesCRDT
@@ -22,8 +23,17 @@ public final class HTTPRelayClient: HTTPCalling {
 
     /// A client that fails fast when the relay is down (so the sync engine's backoff, not the
     /// client's, decides when to try again), with up to `maxConnections` connections per host.
-    public init(maxConnections: Int = 8, connectTimeoutSeconds: Int64 = 5, timeoutSeconds: Int64 = 30) {
+    ///
+    /// - Parameter trustedCertificatesFile: a PEM file of certificates to trust besides the
+    ///   system's, for a relay whose certificate a private CA signed (or a self-signed one).
+    public init(maxConnections: Int = 8, connectTimeoutSeconds: Int64 = 5, timeoutSeconds: Int64 = 30,
+                trustedCertificatesFile: String? = nil) {
         var configuration = HTTPClient.Configuration()
+        if let trustedCertificatesFile {
+            var tls = TLSConfiguration.makeClientConfiguration()
+            tls.additionalTrustRoots = [.file(trustedCertificatesFile)]
+            configuration.tlsConfiguration = tls
+        }
         configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: maxConnections)
         configuration.connectionPool.retryConnectionEstablishment = false
         configuration.timeout = .init(connect: .seconds(connectTimeoutSeconds))

@@ -56,6 +56,19 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-connections"), help: ArgumentHelp("At most this many open connections in all; more wait in the listen backlog.", valueName: "N"))
     var maxConnections: Int = 512
 
+    @Option(name: .customLong("tls-cert"), help: ArgumentHelp("Serve HTTPS with this PEM certificate chain (with --tls-key).", valueName: "FILE"))
+    var tlsCert: String?
+
+    @Option(name: .customLong("tls-key"), help: ArgumentHelp("The PEM private key of --tls-cert.", valueName: "FILE"))
+    var tlsKey: String?
+
+    @Option(name: .customLong("log-format"), help: ArgumentHelp("text (one line per event, key=value fields) or json (one JSON object per line).", valueName: "FORMAT"))
+    var logFormat: String = "text"
+
+    @Option(name: .customLong("metrics-token-file"), help: ArgumentHelp(
+        "Require this file's first line as a bearer token on GET /metrics (default: /metrics is open).", valueName: "FILE"))
+    var metricsTokenFile: String?
+
     @Flag(name: .customLong("power-loss-durable"), help: "fsync at every commit, so a power cut loses nothing either (slower).")
     var powerLossDurable = false
 
@@ -63,6 +76,8 @@ struct ServeCommand: AsyncParsableCommand {
         if tokens.isEmpty, tokensFile == nil { throw ValidationError("give at least one --token SPACE=TOKEN or a --tokens-file") }
         if !(0 ... 65535).contains(port) { throw ValidationError("--port must be between 0 and 65535") }
         if maxBodyBytes < 1024 { throw ValidationError("--max-body-bytes must be at least 1024") }
+        if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
+        if logFormat != "text", logFormat != "json" { throw ValidationError("--log-format must be text or json") }
         if maxConnectionsPerAddress < 1 || maxConnections < 1 { throw ValidationError("--max-connections-per-address and --max-connections must be positive") }
         if pageChanges < 1 || pageBytes < 1 { throw ValidationError("--page-changes and --page-bytes must be positive") }
         if Logger.Level(rawValue: logLevel) == nil { throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical") }
@@ -83,7 +98,17 @@ struct ServeCommand: AsyncParsableCommand {
                 try relayTokens.add(file: String(decoding: data, as: UTF8.self), name: tokensFile)
             }
             let level = Logger.Level(rawValue: logLevel) ?? .info
+            var metricsToken: String? = nil
+            if let metricsTokenFile {
+                guard let data = FileManager.default.contents(atPath: metricsTokenFile),
+                      let line = String(data: data, encoding: .utf8)?.split(whereSeparator: \.isNewline).first, !line.isEmpty else {
+                    throw SyncError(.io, "\(metricsTokenFile): cannot be read, or its first line is empty")
+                }
+                metricsToken = String(line).trimmingCharacters(in: .whitespaces)
+            }
+            let json = logFormat == "json"
             LoggingSystem.bootstrap { label in
+                if json { return JSONLogHandler(label: label, level: level) }
                 var handler = StreamLogHandler.standardError(label: label)
                 handler.logLevel = level
                 return handler
@@ -99,17 +124,24 @@ struct ServeCommand: AsyncParsableCommand {
             let service = RelayService(storage: storage, tokens: relayTokens, limits: RelayLimits(
                 maxRequestBytes: maxBodyBytes, page: RelayPageLimits(maxChanges: pageChanges, maxBytes: pageBytes)))
             let server = RelayServer(service: service, configuration: RelayServerConfiguration(
-                host: host, port: port, maxConnectionsPerAddress: maxConnectionsPerAddress, maxConnections: maxConnections), logger: logger)
+                host: host, port: port, maxConnectionsPerAddress: maxConnectionsPerAddress, maxConnections: maxConnections,
+                tls: tlsCert.flatMap { cert in tlsKey.map { RelayTLSFiles(certificateChain: cert, privateKey: $0) } },
+                metricsToken: metricsToken), logger: logger)
             RelayServer.raiseOpenFileLimit()
             let spaces = relayTokens.spaces
             let startLogger = logger
-            let app = server.application { boundPort in
-                startLogger.notice("relay listening on http://\(host):\(boundPort), store \(store), spaces: \(spaces.joined(separator: ", "))")
-            }
+            let scheme = tlsCert == nil ? "http" : "https"
             do {
-                try await app.runService()
-            } catch {
-                throw SyncError(.io, "the relay stopped: \(error)")
+                let app = try server.application { boundPort in
+                    startLogger.notice("relay listening on \(scheme)://\(host):\(boundPort), store \(store), spaces: \(spaces.joined(separator: ", "))")
+                }
+                do {
+                    try await app.runService()
+                } catch {
+                    throw SyncError(.io, "the relay stopped: \(error)")
+                }
+            } catch let error as RelayTLSError {
+                throw SyncError(.io, error.message)
             }
         }
     }

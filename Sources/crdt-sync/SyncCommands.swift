@@ -213,6 +213,11 @@ struct SyncCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Attempts in all when the relay cannot be reached.", valueName: "N"))
     var attempts: Int = 5
 
+    @Option(name: .customLong("ca-file"), help: ArgumentHelp(
+        "PEM certificates to trust besides the system's, for an https relay with a private or self-signed certificate (default: $CRDT_SYNC_CA_FILE).",
+        valueName: "FILE"))
+    var caFile: String?
+
     @Flag(help: "Print one JSON object (with remotes: an array, one object per remote).")
     var json = false
 
@@ -322,7 +327,11 @@ struct SyncCommand: AsyncParsableCommand {
     }
 
     private func syncWithRelay(_ store: NoteStore, url: String, space: String, token: String) async throws -> SyncReport {
-        let client = HTTPRelayClient(maxConnections: 2)
+        let trusted = caFile ?? ProcessInfo.processInfo.environment["CRDT_SYNC_CA_FILE"].flatMap { $0.isEmpty ? nil : $0 }
+        if let trusted, !FileManager.default.isReadableFile(atPath: trusted) {
+            throw NoteCommandError("the certificates file \(trusted) cannot be read")
+        }
+        let client = HTTPRelayClient(maxConnections: 2, trustedCertificatesFile: trusted)
         let outcome: Result<SyncReport, any Error>
         do {
             let transport = try client.transport(url: url, space: space, token: token)
