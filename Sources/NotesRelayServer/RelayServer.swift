@@ -65,6 +65,10 @@ public struct RelayServer: Sendable {
         router.get("/healthz", use: handler)
         router.get("/v1/spaces/:space/status", use: handler)
         router.post("/v1/spaces/:space/sync", use: handler)
+        // A long poll ends (204) when the server shuts down gracefully, rather than holding the shutdown up.
+        router.get("/v1/spaces/:space/changes") { request, _ in
+            try await cancelWhenGracefulShutdown { try await self.respond(request) }
+        }
         return router
     }
 
@@ -90,7 +94,10 @@ public struct RelayServer: Sendable {
                 return RelayServer.response(await service.handle(RelayRequest(method: "POST", path: request.uri.path, headers: headers)))
             }
         }
-        let answer = await service.handle(RelayRequest(method: request.method.rawValue, path: request.uri.path, headers: headers, body: body))
+        var query: [String: String] = [:]
+        for (name, value) in request.uri.queryParameters where query[String(name)] == nil { query[String(name)] = String(value) }
+        let answer = await service.handle(RelayRequest(method: request.method.rawValue, path: request.uri.path, headers: headers, body: body,
+                                                       query: query))
         return RelayServer.response(answer)
     }
 

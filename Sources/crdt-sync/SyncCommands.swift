@@ -213,8 +213,14 @@ struct SyncCommand: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Attempts in all when the relay cannot be reached.", valueName: "N"))
     var attempts: Int = 5
 
-    @Flag(help: "Print one JSON object (with remotes: an array, one object per remote).")
+    @Flag(help: "Print one JSON object (with remotes: an array, one object per remote; with --watch, one object per line).")
     var json = false
+
+    @Flag(help: "Keep syncing until interrupted: relays push changes, folders are polled (Docs/CLI.md).")
+    var watch = false
+
+    @Option(help: ArgumentHelp("With --watch, seconds between two looks at a folder (default 2).", valueName: "SECONDS"))
+    var interval: Double?
 
     func validate() throws {
         switch (dir, url) {
@@ -229,6 +235,7 @@ struct SyncCommand: AsyncParsableCommand {
         }
         if remote != nil, dir != nil || url != nil { throw ValidationError("give a remote's name or --dir/--url, not both") }
         if attempts < 1 { throw ValidationError("--attempts must be at least 1") }
+        try validateWatch()
     }
 
     /// --token, else $CRDT_SYNC_TOKEN.
@@ -239,6 +246,7 @@ struct SyncCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        if watch { return try await runWatch() }
         if let url, let space, let relayToken {
             try await runReportingAsync {
                 let store = try replica.open()
@@ -308,7 +316,7 @@ struct SyncCommand: AsyncParsableCommand {
         return report
     }
 
-    private func folderLine(_ report: SyncReport) -> String {
+    func folderLine(_ report: SyncReport) -> String {
         "sent \(report.sentChanges) change(s) (\(report.sentOperations) operations); received \(report.receivedChanges) change(s) from \(report.receivedBundles) file(s): \(report.applied) applied, \(report.duplicates) already here, \(report.pending) waiting" + setAside(report)
     }
 
@@ -317,7 +325,7 @@ struct SyncCommand: AsyncParsableCommand {
         for skipped in report.skipped { print("skipped (will retry next time): \(skipped)") }
     }
 
-    private func relayLine(_ report: SyncReport, url: String, space: String) -> String {
+    func relayLine(_ report: SyncReport, url: String, space: String) -> String {
         "sent \(report.sentChanges) change(s) (\(report.sentOperations) operations) to \(url) space \(space); received \(report.receivedChanges) change(s): \(report.applied) applied, \(report.duplicates) already here, \(report.pending) waiting" + setAside(report) + (report.retries > 0 ? " (after \(report.retries) retr\(report.retries == 1 ? "y" : "ies"))" : "")
     }
 
@@ -379,7 +387,7 @@ final class ProgressLine {
 }
 
 /// The part of a sync summary about received changes kept aside or refused (empty when none were).
-private func setAside(_ report: SyncReport) -> String {
+func setAside(_ report: SyncReport) -> String {
     (report.quarantined > 0 ? ", \(report.quarantined) quarantined (see `crdt-sync status`)" : "")
         + (report.rejected > 0 ? ", \(report.rejected) refused (malformed, or no room left in the quarantine)" : "")
         + (report.foreignOwnChanges > 0 ? "; \(report.foreignOwnChanges) change(s) in this replica's name that it never made (a copy of this database is writing elsewhere)" : "")
