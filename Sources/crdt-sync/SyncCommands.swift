@@ -190,6 +190,10 @@ struct SyncCommand: AsyncParsableCommand {
         the shell history and the process list), from $CRDT_SYNC_TOKEN. Network errors and busy \
         relays are retried with exponential backoff (said on stderr); a refusal (a wrong token, a \
         request too large) is not.
+
+        --watch keeps syncing until SIGINT or SIGTERM (exit 0), one line per sync that moved \
+        something: a relay pushes changes as they arrive (a long poll), a folder is looked at every \
+        --interval seconds (default 2). --json then prints one JSON object per line.
         """
     )
 
