@@ -14,13 +14,16 @@ public struct RelayRequest: Sendable {
     public var headers: [String: String]
     /// The body (the server stops collecting at `RelayLimits.maxRequestBytes`).
     public var body: [UInt8]
+    /// The query string's parameters, percent-decoded (the first of a repeated name).
+    public var query: [String: String]
 
     /// A request; header names are lowercased.
-    public init(method: String, path: String, headers: [String: String] = [:], body: [UInt8] = []) {
+    public init(method: String, path: String, headers: [String: String] = [:], body: [UInt8] = [], query: [String: String] = [:]) {
         self.method = method.uppercased()
         self.path = path
         self.headers = Dictionary(headers.map { ($0.key.lowercased(), $0.value) }, uniquingKeysWith: { a, _ in a })
         self.body = body
+        self.query = query
     }
 }
 
@@ -50,12 +53,16 @@ public struct RelayLimits: Sendable, Hashable {
     /// At most this many requests decode (and inflate) bundles at once; the others wait their turn,
     /// so that a handful of large requests cannot take the machine's memory.
     public var maxConcurrentDecodes: Int
+    /// How long clients may wait for changes (`GET .../changes`), and how many at once.
+    public var push: RelayPushLimits
 
     /// Limits; the defaults suit a relay for a few hundred people.
-    public init(maxRequestBytes: Int = 16 << 20, page: RelayPageLimits = RelayPageLimits(), maxConcurrentDecodes: Int = 4) {
+    public init(maxRequestBytes: Int = 16 << 20, page: RelayPageLimits = RelayPageLimits(), maxConcurrentDecodes: Int = 4,
+                push: RelayPushLimits = RelayPushLimits()) {
         self.maxRequestBytes = max(1024, maxRequestBytes)
         self.page = page
         self.maxConcurrentDecodes = max(1, maxConcurrentDecodes)
+        self.push = push
     }
 }
 
@@ -68,6 +75,8 @@ public struct RelayLimits: Sendable, Hashable {
 ///   vector); the answer is a bundle of what the client lacks, with `X-CRDT-More: 1` when there is
 ///   more than one page and `X-CRDT-Stored: N` (the changes of the request that were new);
 /// - `GET /v1/spaces/{space}/status`: the space's version vector and counts, as JSON;
+/// - `GET /v1/spaces/{space}/changes?since=VECTOR&wait=SECONDS`: a long poll, answered (like
+///   status) once the space holds changes past `since`, or 204 when `wait` runs out;
 /// - `GET /healthz`.
 ///
 /// Every `/v1` request needs `Authorization: Bearer TOKEN`: none or an unknown one gets 401, a
@@ -83,6 +92,7 @@ public final class RelayService: Sendable {
     public let limits: RelayLimits
     private let decodes: AsyncLimiter
     private let decoded = DecodedChangeCache(capacity: 50_000)
+    let waiters = WaiterCounter()
 
     /// A relay over `storage`.
     public init(storage: any RelayStorage, tokens: RelayTokens, limits: RelayLimits = RelayLimits()) {
@@ -119,7 +129,10 @@ public final class RelayService: Sendable {
         case ("status", "GET"):
             if let refusal = authorize(request, space: space) { return refusal }
             return await status(space: space, asBundle: request.headers["accept"]?.contains(RelayProtocol.bundleContentType) == true)
-        case ("sync", _), ("status", _):
+        case ("changes", "GET"):
+            if let refusal = authorize(request, space: space) { return refusal }
+            return await changes(request, space: space)
+        case ("sync", _), ("status", _), ("changes", _):
             return RelayService.text(405, "\(request.method) is not allowed on \(request.path)")
         default:
             return RelayService.text(404, "no such endpoint: \(request.path)")
@@ -154,6 +167,11 @@ public final class RelayService: Sendable {
         } catch {
             return RelayService.text(503, "the relay could not read its store; try again")
         }
+        return statusResponse(status, space: space, asBundle: asBundle)
+    }
+
+    /// A status as JSON, or as an empty bundle carrying the space's vector.
+    func statusResponse(_ status: RelaySpaceStatus, space: String, asBundle: Bool) -> RelayResponse {
         if asBundle {
             let bundle = SyncBundle(sender: relayReplica(for: space), senderVersion: status.version, changes: [])
             return RelayResponse(status: 200, headers: ["Content-Type": RelayProtocol.bundleContentType], body: bundle.encoded())

@@ -108,12 +108,17 @@ public struct RelayServer: Sendable {
         router.get("/healthz", use: handler)
         router.get("/v1/spaces/:space/status", use: handler)
         router.post("/v1/spaces/:space/sync", use: handler)
+        // A long poll ends (204) when the server shuts down gracefully, rather than holding the shutdown up.
+        router.get("/v1/spaces/:space/changes") { request, _ in
+            try await cancelWhenGracefulShutdown { try await self.respond(request) }
+        }
         router.get("/metrics") { request, _ -> Response in
             if let token = self.configuration.metricsToken, request.headers[.authorization] != "Bearer \(token)" {
                 return Response(status: .unauthorized, headers: [.contentType: "text/plain; charset=utf-8"],
                                 body: .init(byteBuffer: ByteBuffer(string: "the metrics need the metrics token\n")))
             }
             self.metrics.openConnections.set(Double(self.connections.total))
+            self.metrics.pushWaiters.set(Double(self.service.pushWaiterCount))
             let text = await self.metrics.render(storage: self.service.storage)
             return Response(status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
                             body: .init(byteBuffer: ByteBuffer(string: text)))
@@ -143,7 +148,10 @@ public struct RelayServer: Sendable {
                 return RelayServer.response(await service.handle(RelayRequest(method: "POST", path: request.uri.path, headers: headers)))
             }
         }
-        let answer = await service.handle(RelayRequest(method: request.method.rawValue, path: request.uri.path, headers: headers, body: body))
+        var query: [String: String] = [:]
+        for (name, value) in request.uri.queryParameters where query[String(name)] == nil { query[String(name)] = String(value) }
+        let answer = await service.handle(RelayRequest(method: request.method.rawValue, path: request.uri.path, headers: headers, body: body,
+                                                       query: query))
         return RelayServer.response(answer)
     }
 

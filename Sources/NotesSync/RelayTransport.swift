@@ -21,8 +21,8 @@ public struct RelayTransport: SyncTransport {
     public let baseURL: String
     /// The space (notebook) on the relay.
     public let space: String
-    private let token: String
-    private let http: any HTTPCalling
+    let token: String
+    let http: any HTTPCalling
     /// At most this many changes per POST.
     public var maxChangesPerRequest = 2000
     /// Answers larger than this are refused (a safety net against a confused or hostile server).
@@ -154,7 +154,7 @@ public struct RelayTransport: SyncTransport {
         }
     }
 
-    private func perform(_ request: HTTPCallRequest) async throws -> HTTPCallResponse {
+    func perform(_ request: HTTPCallRequest) async throws -> HTTPCallResponse {
         let response: HTTPCallResponse
         do {
             response = try await http.call(request, maxResponseBytes: maxResponseBytes)

@@ -190,6 +190,10 @@ struct SyncCommand: AsyncParsableCommand {
         the shell history and the process list), from $CRDT_SYNC_TOKEN. Network errors and busy \
         relays are retried with exponential backoff (said on stderr); a refusal (a wrong token, a \
         request too large) is not.
+
+        --watch keeps syncing until SIGINT or SIGTERM (exit 0), one line per sync that moved \
+        something: a relay pushes changes as they arrive (a long poll), a folder is looked at every \
+        --interval seconds (default 2). --json then prints one JSON object per line.
         """
     )
 
@@ -218,8 +222,14 @@ struct SyncCommand: AsyncParsableCommand {
         valueName: "FILE"))
     var caFile: String?
 
-    @Flag(help: "Print one JSON object (with remotes: an array, one object per remote).")
+    @Flag(help: "Print one JSON object (with remotes: an array, one object per remote; with --watch, one object per line).")
     var json = false
+
+    @Flag(help: "Keep syncing until interrupted: relays push changes, folders are polled (Docs/CLI.md).")
+    var watch = false
+
+    @Option(help: ArgumentHelp("With --watch, seconds between two looks at a folder (default 2).", valueName: "SECONDS"))
+    var interval: Double?
 
     func validate() throws {
         switch (dir, url) {
@@ -234,6 +244,7 @@ struct SyncCommand: AsyncParsableCommand {
         }
         if remote != nil, dir != nil || url != nil { throw ValidationError("give a remote's name or --dir/--url, not both") }
         if attempts < 1 { throw ValidationError("--attempts must be at least 1") }
+        try validateWatch()
     }
 
     /// --token, else $CRDT_SYNC_TOKEN.
@@ -244,6 +255,7 @@ struct SyncCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        if watch { return try await runWatch() }
         if let url, let space, let relayToken {
             try await runReportingAsync {
                 let store = try replica.open()
@@ -313,7 +325,7 @@ struct SyncCommand: AsyncParsableCommand {
         return report
     }
 
-    private func folderLine(_ report: SyncReport) -> String {
+    func folderLine(_ report: SyncReport) -> String {
         "sent \(report.sentChanges) change(s) (\(report.sentOperations) operations); received \(report.receivedChanges) change(s) from \(report.receivedBundles) file(s): \(report.applied) applied, \(report.duplicates) already here, \(report.pending) waiting" + setAside(report)
     }
 
@@ -322,16 +334,21 @@ struct SyncCommand: AsyncParsableCommand {
         for skipped in report.skipped { print("skipped (will retry next time): \(skipped)") }
     }
 
-    private func relayLine(_ report: SyncReport, url: String, space: String) -> String {
+    func relayLine(_ report: SyncReport, url: String, space: String) -> String {
         "sent \(report.sentChanges) change(s) (\(report.sentOperations) operations) to \(url) space \(space); received \(report.receivedChanges) change(s): \(report.applied) applied, \(report.duplicates) already here, \(report.pending) waiting" + setAside(report) + (report.retries > 0 ? " (after \(report.retries) retr\(report.retries == 1 ? "y" : "ies"))" : "")
     }
 
-    private func syncWithRelay(_ store: NoteStore, url: String, space: String, token: String) async throws -> SyncReport {
+    /// --ca-file, else $CRDT_SYNC_CA_FILE: certificates to trust besides the system's.
+    func trustedCertificates() throws -> String? {
         let trusted = caFile ?? ProcessInfo.processInfo.environment["CRDT_SYNC_CA_FILE"].flatMap { $0.isEmpty ? nil : $0 }
         if let trusted, !FileManager.default.isReadableFile(atPath: trusted) {
             throw NoteCommandError("the certificates file \(trusted) cannot be read")
         }
-        let client = HTTPRelayClient(maxConnections: 2, trustedCertificatesFile: trusted)
+        return trusted
+    }
+
+    private func syncWithRelay(_ store: NoteStore, url: String, space: String, token: String) async throws -> SyncReport {
+        let client = HTTPRelayClient(maxConnections: 2, trustedCertificatesFile: try trustedCertificates())
         let outcome: Result<SyncReport, any Error>
         do {
             let transport = try client.transport(url: url, space: space, token: token)
@@ -388,7 +405,7 @@ final class ProgressLine {
 }
 
 /// The part of a sync summary about received changes kept aside or refused (empty when none were).
-private func setAside(_ report: SyncReport) -> String {
+func setAside(_ report: SyncReport) -> String {
     (report.quarantined > 0 ? ", \(report.quarantined) quarantined (see `crdt-sync status`)" : "")
         + (report.rejected > 0 ? ", \(report.rejected) refused (malformed, or no room left in the quarantine)" : "")
         + (report.foreignOwnChanges > 0 ? "; \(report.foreignOwnChanges) change(s) in this replica's name that it never made (a copy of this database is writing elsewhere)" : "")
