@@ -176,7 +176,7 @@ public final class RelayService: Sendable {
         do {
             (bundle, records) = try await decodes.run {
                 let bundle = try SyncBundle.decode(request.body)
-                return (bundle, try RelayService.records(of: bundle))
+                return (bundle, try bundle.isSealed ? RelayService.sealedRecords(of: bundle) : RelayService.records(of: bundle))
             }
         } catch let error as SyncError {
             return RelayService.text(400, "the request body is not a valid bundle: \(error.message)")
@@ -199,10 +199,26 @@ public final class RelayService: Sendable {
                 found.map.withLock { $0[arrival] = changes }
                 return false
             })
-        } catch let error as RelayStorageError where error.kind == .gap {
+        } catch let error as RelayStorageError where error.kind == .gap || error.kind == .encryption {
             return RelayService.text(400, error.message)
         } catch {
             return RelayService.text(503, "the relay could not store the request; try again")
+        }
+        if page.records.contains(where: \.record.sealed) {
+            // Sealed units go back as they came, whole: the relay cannot cut what it cannot read.
+            var units: [SealedUnit] = []
+            for stored in page.records {
+                guard let unit = try? SealedUnit(parsing: stored.record.payload) else {
+                    return RelayService.text(503, "the relay's store holds a sealed unit of \(stored.record.author) at \(stored.record.startSeq) that does not parse")
+                }
+                units.append(unit)
+            }
+            let reply = SyncBundle(sender: relayReplica(for: space), senderVersion: page.version, sealed: units)
+            return RelayResponse(status: 200, headers: [
+                "Content-Type": RelayProtocol.bundleContentType,
+                RelayProtocol.moreHeader: page.more ? "1" : "0",
+                RelayProtocol.storedHeader: String(stored),
+            ], body: reply.encoded())
         }
         var changes: [Change] = []
         changes.reserveCapacity(page.records.count)
@@ -258,6 +274,31 @@ public final class RelayService: Sendable {
                 covered = change.endSeq
             }
             records.append((RelayRecord(author: author, startSeq: run[0].startSeq, endSeq: covered, payload: encoder.encode(run)), run.count))
+        }
+        return records
+    }
+
+    /// The records of a sealed upload: one per unit, as it is (the relay holds no key), after the
+    /// same checks on the units' headers as on plain changes: per author without a gap, none past
+    /// what the sender says it has.
+    static func sealedRecords(of bundle: SyncBundle) throws -> [(record: RelayRecord, changes: Int)] {
+        var byAuthor: [ReplicaID: [SealedUnit]] = [:]
+        for unit in bundle.sealedUnits { byAuthor[unit.author, default: []].append(unit) }
+        var records: [(record: RelayRecord, changes: Int)] = []
+        for (author, units) in byAuthor.sorted(by: { $0.key < $1.key }) {
+            let sorted = units.sorted { ($0.startSeq, $0.endSeq) < ($1.startSeq, $1.endSeq) }
+            var covered = sorted[0].startSeq - 1
+            for unit in sorted {
+                guard unit.startSeq - 1 <= covered else {
+                    throw UploadError(message: "the sealed units of \(author) have a gap: seqs \(covered &+ 1)-\(unit.startSeq - 1) are missing")
+                }
+                guard unit.endSeq <= bundle.senderVersion[author] else {
+                    throw UploadError(message: "a sealed unit of \(author) ends at seq \(unit.endSeq), past what the sender says it has (\(bundle.senderVersion[author]))")
+                }
+                guard unit.endSeq > covered else { continue }
+                records.append((RelayRecord(author: author, startSeq: unit.startSeq, endSeq: unit.endSeq, payload: unit.bytes, sealed: true), 1))
+                covered = unit.endSeq
+            }
         }
         return records
     }

@@ -41,6 +41,7 @@ struct CRDTSync: AsyncParsableCommand {
             Demo.self,
             TraceCommand.self,
             SimulateCommand.self,
+            SpaceCommand.self,
         ]
     )
 }
