@@ -210,8 +210,11 @@ extension NoteStore: SealedSyncReplica {
         guard !units.isEmpty else { return try integrate([Change]()) }
         var members: [ReplicaID: [UInt8]] = [:]
         var known: Set<[UInt8]> = []
+        var heardFromOthers = false
         do {
             try queue.read { db in
+                heardFromOthers = try Bool.fetchOne(db, sql: "SELECT 1 FROM sealed_unit WHERE author != ? LIMIT 1",
+                                                    arguments: [Data(replicaID.raw.bytes)]) ?? false
                 for row in try Row.fetchAll(db, sql: "SELECT replica, public_key FROM space_member") {
                     let replica: Data = row[0]
                     let key: Data = row[1]
@@ -256,7 +259,10 @@ extension NoteStore: SealedSyncReplica {
                 refused.append((unit, error))
             }
         }
-        if otherKeys > 0, opened.isEmpty, duplicates == 0 {
+        // Nothing opens and nothing ever did from others: this device's key is the wrong one. (A
+        // replica that has opened others' units refuses a stray foreign unit alone, so that a
+        // file dropped in a folder cannot stop the space's syncs.)
+        if otherKeys > 0, opened.isEmpty, duplicates == 0, !heardFromOthers {
             throw SyncError(.wrongKey, "this space is encrypted with a different key: \(otherKeys) sealed unit(s) received, none under this replica's key (\(sealer.key.keyIDHex)); nothing was applied. Check the passphrase or recovery code this device joined with")
         }
         let now = Int64(options.wallClock.milliseconds())

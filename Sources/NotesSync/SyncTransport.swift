@@ -115,8 +115,8 @@ public protocol SealedSyncReplica: SyncReplica {
     /// Opens the units and applies what they hold in one transaction; units that do not verify
     /// are refused (reported, kept aside), not thrown.
     ///
-    /// - Throws: `SyncError` `.wrongKey` when units were received and none is sealed under this
-    ///   replica's key (nothing is applied).
+    /// - Throws: `SyncError` `.wrongKey` when units were received, none is sealed under this
+    ///   replica's key, and it never opened one of another replica (nothing is applied).
     func integrate(sealed units: [SealedUnit]) throws -> IntegrationReport
 }
 
