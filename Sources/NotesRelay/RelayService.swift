@@ -295,8 +295,15 @@ public final class RelayService: Sendable {
                 guard unit.endSeq <= bundle.senderVersion[author] else {
                     throw UploadError(message: "a sealed unit of \(author) ends at seq \(unit.endSeq), past what the sender says it has (\(bundle.senderVersion[author]))")
                 }
+                // Checked without the space key: whole, and signed by the key it names.
+                guard unit.hasValidSignature else {
+                    throw UploadError(message: "the sealed unit \(unit.label) is not signed by the key it names (altered or forged); nothing was stored")
+                }
+                if let problem = unit.authorKeyProblem { throw UploadError(message: problem + "; nothing was stored") }
                 guard unit.endSeq > covered else { continue }
-                records.append((RelayRecord(author: author, startSeq: unit.startSeq, endSeq: unit.endSeq, payload: unit.bytes, sealed: true), 1))
+                // An id made from its key needs no memory; an older id keeps the first key seen.
+                records.append((RelayRecord(author: author, startSeq: unit.startSeq, endSeq: unit.endSeq, payload: unit.bytes, sealed: true,
+                                            signingKey: SigningIdentity.isSelfCertified(author) ? nil : unit.publicKey), 1))
                 covered = unit.endSeq
             }
         }

@@ -14,14 +14,18 @@ public struct RelayRecord: Sendable, Hashable {
     public var payload: [UInt8]
     /// Whether the payload is a sealed unit (end-to-end encrypted: the relay cannot read it).
     public var sealed: Bool
+    /// A sealed unit's signing key (its signature verified by the relay): the first one stored
+    /// for an author in a space is the only one taken for it after.
+    public var signingKey: [UInt8]?
 
     /// A record.
-    public init(author: ReplicaID, startSeq: UInt64, endSeq: UInt64, payload: [UInt8], sealed: Bool = false) {
+    public init(author: ReplicaID, startSeq: UInt64, endSeq: UInt64, payload: [UInt8], sealed: Bool = false, signingKey: [UInt8]? = nil) {
         self.author = author
         self.startSeq = startSeq
         self.endSeq = endSeq
         self.payload = payload
         self.sealed = sealed
+        self.signingKey = signingKey
     }
 }
 

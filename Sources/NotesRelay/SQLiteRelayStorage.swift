@@ -125,6 +125,9 @@ public final class SQLiteRelayStorage: RelayStorage {
             try db.execute(sql: """
                 ALTER TABLE relay_change ADD COLUMN sealed INTEGER NOT NULL DEFAULT 0;
                 CREATE TABLE relay_space_kind (space TEXT PRIMARY KEY NOT NULL, sealed INTEGER NOT NULL) WITHOUT ROWID;
+                CREATE TABLE relay_signing_key (
+                    space TEXT NOT NULL, author BLOB NOT NULL, public_key BLOB NOT NULL,
+                    PRIMARY KEY (space, author)) WITHOUT ROWID;
                 """)
         }
         return migrator
@@ -211,6 +214,19 @@ public final class SQLiteRelayStorage: RelayStorage {
                                            arguments: [space, Data(author.raw.bytes)])
                 coverage[author] = row.map { Coverage(seq: UInt64(bitPattern: $0[0] as Int64), changes: $0[1], bytes: $0[2]) }
                     ?? Coverage(seq: 0, changes: 0, bytes: 0)
+            }
+            if let key = record.signingKey {
+                // The first key stored for an author is its key here: a unit signed by another is
+                // a member writing in its name (or a stolen token with a key of its own).
+                let known = try Data.fetchOne(db.cachedStatement(sql: "SELECT public_key FROM relay_signing_key WHERE space = ? AND author = ?"),
+                                              arguments: [space, Data(author.raw.bytes)])
+                if let known, [UInt8](known) != key {
+                    throw RelayStorageError(.encryption, "a sealed unit of \(author) is signed with another key than the one this space holds for it; nothing was stored")
+                }
+                if known == nil {
+                    try db.execute(sql: "INSERT INTO relay_signing_key(space, author, public_key) VALUES (?, ?, ?)",
+                                   arguments: [space, Data(author.raw.bytes), Data(key)])
+                }
             }
             let covered = coverage[author]!.seq
             if record.endSeq <= covered { continue }

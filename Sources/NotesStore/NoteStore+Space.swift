@@ -51,20 +51,45 @@ extension NoteStore {
     ///
     /// - Throws: `StoreError` `.invalidArgument` when the replica is already in a space.
     public func enterSpace(key: SpaceKey, origin: String) throws {
+        try enterSpace(key: key, origin: origin, signingSeed: nil)
+    }
+
+    /// `enterSpace(key:origin:)` with the signing key made from `signingSeed` (32 bytes: the
+    /// simulator's seeded runs), or a random one. The replica takes the id made from the key.
+    package func enterSpace(key: SpaceKey, origin: String, signingSeed: [UInt8]?) throws {
         lock.lock(); defer { lock.unlock() }
+        var fresh: ReplicaID?
+        defer {
+            if let fresh {
+                // Loaded again as the new identity at the next use (the snapshot names the old one).
+                identity.withLock { $0 = fresh }
+                loaded = nil
+            }
+        }
         do {
             try queue.write { db in
                 if let existing = try Data.fetchOne(db, sql: "SELECT key FROM space_key WHERE id = 1") {
                     let keyID = SpaceKey(bytes: [UInt8](existing))?.keyIDHex ?? "?"
                     throw StoreError(.invalidArgument, "this replica is already in an encrypted space (key id \(keyID)); nothing was changed")
                 }
-                let signer = SigningIdentity()
+                let signer = try signingSeed.map { try SigningIdentity(rawRepresentation: $0) } ?? SigningIdentity()
                 let now = Int64(options.wallClock.milliseconds())
                 try db.execute(sql: "INSERT INTO space_key (id, key, origin, signing_key, created_at) VALUES (1, ?, ?, ?, ?)",
                                arguments: [Data(key.bytes), origin, Data(signer.rawRepresentation), now])
-                // Our own key is known first, so nobody can introduce another for this replica here.
-                try db.execute(sql: "INSERT OR IGNORE INTO space_member (replica, public_key, first_seen) VALUES (?, ?, ?)",
-                               arguments: [Data(replicaID.raw.bytes), Data(signer.publicKey), now])
+                // From now on the replica writes as the id made from its key, which nobody else can
+                // sign as; what it wrote before stays under the old id, which it seals too.
+                let old = replicaID
+                let id = signer.replicaID
+                try db.execute(sql: "UPDATE replica SET replica_id = ? WHERE id = 1", arguments: [Data(id.raw.bytes)])
+                try db.execute(sql: "INSERT INTO replica_history (retired_id, new_id, retired_at, reason) VALUES (?, ?, ?, ?)",
+                               arguments: [Data(old.raw.bytes), Data(id.raw.bytes), now,
+                                           "entered an encrypted space: the replica writes as the id made from its signing key"])
+                // Our own keys are known first, so nobody can introduce others for them here.
+                for replica in [old, id] {
+                    try db.execute(sql: "INSERT OR IGNORE INTO space_member (replica, public_key, first_seen) VALUES (?, ?, ?)",
+                                   arguments: [Data(replica.raw.bytes), Data(signer.publicKey), now])
+                }
+                fresh = id
             }
         } catch {
             throw StoreError.wrap(error, "cannot record the space key")
@@ -110,6 +135,49 @@ extension NoteStore {
         }
     }
 
+    /// What a folder reader checks of a sealed unit with this replica's keys (`FolderTransport.
+    /// sealedUnitCheck`): its introduction, its author's key as first introduced here, its
+    /// signature. Nil in a plain replica. Units under another key pass (`integrate(sealed:)`
+    /// refuses them and says why).
+    public func sealedUnitCheck() throws -> (@Sendable (SealedUnit) -> SyncError?)? {
+        guard let sealer = try spaceSealer() else { return nil }
+        let members = try memberKeys()
+        return { unit in
+            guard sealer.isOurs(unit) else { return nil }
+            do {
+                try sealer.verify(unit, knownKey: members[unit.author])
+                return nil
+            } catch let error as SyncError {
+                return error
+            } catch {
+                return SyncError(.forged, "\(unit.label): \(error)")
+            }
+        }
+    }
+
+    /// Every member's signing key as first introduced here.
+    func memberKeys() throws -> [ReplicaID: [UInt8]] {
+        do {
+            return try queue.read { db in
+                var members: [ReplicaID: [UInt8]] = [:]
+                for row in try Row.fetchAll(db, sql: "SELECT replica, public_key FROM space_member") {
+                    let replica: Data = row[0]
+                    let key: Data = row[1]
+                    if let id = ReplicaID(blob: [UInt8](replica)) { members[id] = [UInt8](key) }
+                }
+                return members
+            }
+        } catch {
+            throw StoreError.wrap(error, "cannot read the space's members")
+        }
+    }
+
+    /// Records `publicKey` as `replica`'s signing key, as if introduced first (devices that
+    /// joined together and compared keys; the simulator's devices). An existing key stays.
+    package func pinMember(_ replica: ReplicaID, publicKey: [UInt8]) throws {
+        try recordMember(replica, key: publicKey)
+    }
+
     /// The sealed units refused here, oldest first.
     public func refusedUnits() throws -> [RefusedUnit] {
         do {
@@ -138,32 +206,40 @@ extension NoteStore: SealedSyncReplica {
     }
 
     /// Seals this replica's own changes that no unit holds yet (one unit per piece a reader
-    /// takes), keeps those units, and returns every kept unit a replica at `version` lacks.
+    /// takes), keeps those units, and returns every kept unit a replica at `version` lacks whose
+    /// changes are all applied here.
     public func sealedUnits(since version: VersionVector) throws -> [SealedUnit] {
         guard let sealer = try spaceSealer() else { return [] }
-        let own = replicaID
-        let sealedUpTo: UInt64
+        let have = try currentVersion()
+        // Ours: the current id, and the older ids this replica wrote as that are not made from a
+        // key (a retired id made from a key is sealed by the key's holder, if anyone).
+        var own = [replicaID]
+        var sealedUpTo: [UInt64] = []
         do {
-            sealedUpTo = try queue.read { db in
-                UInt64(bitPattern: try Int64.fetchOne(db, sql: "SELECT max(end_seq) FROM sealed_unit WHERE author = ?",
-                                                      arguments: [Data(own.raw.bytes)]) ?? 0)
+            try queue.read { db in
+                for blob in try Data.fetchAll(db, sql: "SELECT retired_id FROM replica_history ORDER BY row") {
+                    if let old = ReplicaID(blob: [UInt8](blob)), !SigningIdentity.isSelfCertified(old), !own.contains(old) { own.append(old) }
+                }
+                for author in own {
+                    sealedUpTo.append(UInt64(bitPattern: try Int64.fetchOne(db, sql: "SELECT max(end_seq) FROM sealed_unit WHERE author = ?",
+                                                                            arguments: [Data(author.raw.bytes)]) ?? 0))
+                }
             }
         } catch {
             throw StoreError.wrap(error, "cannot read the sealed units")
         }
-        var since = try currentVersion()
-        if since[own] > sealedUpTo {
-            since[own] = sealedUpTo
-            let fresh = try changes(since: since).filter { $0.replica == own }
-            if !fresh.isEmpty {
-                var encoder = ChangeCodec.Encoder()
-                var units: [SealedUnit] = []
-                // Each unit holds what one bundle may: the pieces a plain writer would send.
-                for piece in try SyncBundle.pieces(sender: own, senderVersion: VersionVector(), changes: fresh) {
-                    units.append(try sealer.seal(author: own, changes: piece.changes, encoder: &encoder))
-                }
-                try keep(units)
+        var encoder = ChangeCodec.Encoder()
+        for (author, upTo) in zip(own, sealedUpTo) where have[author] > upTo {
+            var since = have
+            since[author] = upTo
+            let fresh = try changes(since: since).filter { $0.replica == author }
+            guard !fresh.isEmpty else { continue }
+            var units: [SealedUnit] = []
+            // Each unit holds what one bundle may: the pieces a plain writer would send.
+            for piece in try SyncBundle.pieces(sender: author, senderVersion: VersionVector(), changes: fresh) {
+                units.append(try sealer.seal(author: author, changes: piece.changes, encoder: &encoder))
             }
+            try keep(units)
         }
         do {
             return try queue.read { db in
@@ -171,7 +247,10 @@ extension NoteStore: SealedSyncReplica {
                 for row in try Row.fetchAll(db, sql: "SELECT author, end_seq, unit FROM sealed_unit ORDER BY author, start_seq, end_seq") {
                     let author: Data = row[0]
                     guard let replica = ReplicaID(blob: [UInt8](author)) else { continue }
-                    guard UInt64(bitPattern: row[1]) > version[replica] else { continue }
+                    // Past what the other side has, and all applied here: a unit of changes that
+                    // wait for their dependencies goes once they are applied (what we say we have).
+                    let end = UInt64(bitPattern: row[1])
+                    guard end > version[replica], end <= have[replica] else { continue }
                     let bytes: Data = row[2]
                     result.append(try SealedUnit(parsing: [UInt8](bytes)))
                 }
@@ -299,7 +378,7 @@ extension NoteStore: SealedSyncReplica {
         }
     }
 
-    private func recordMember(_ replica: ReplicaID, key: [UInt8]) throws {
+    fileprivate func recordMember(_ replica: ReplicaID, key: [UInt8]) throws {
         do {
             try queue.write { db in
                 try db.execute(sql: "INSERT OR IGNORE INTO space_member (replica, public_key, first_seen) VALUES (?, ?, ?)",

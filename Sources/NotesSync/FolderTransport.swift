@@ -26,6 +26,10 @@ public struct FolderTransport: SyncTransport {
     /// Verdicts on files already checked, by path, size and modification time (a file is written
     /// once, so a verdict holds until it changes).
     private let verdicts = VerdictCache()
+    /// In an encrypted space: what makes a sealed unit untrusted (a forged introduction or
+    /// signature, a second key for a known author; `NoteStore.sealedUnitCheck()`), so that a file
+    /// holding one is skipped and counts for nothing, and its author's real unit is written again.
+    public var sealedUnitCheck: (@Sendable (SealedUnit) -> SyncError?)?
 
     /// The extension of a bundle file.
     public static let fileExtension = "crdtb"
@@ -208,6 +212,9 @@ public struct FolderTransport: SyncTransport {
             let bytes = try fileSystem.read(entry.path, limit: maxFileBytes)
             let bundle = try SyncBundle.decode(bytes)
             if let problem = FolderTransport.mismatch(entry, bundle) { return .failure(SyncError(.malformed, problem)) }
+            if let check = sealedUnitCheck {
+                for unit in bundle.sealedUnits { if let problem = check(unit) { return .failure(problem) } }
+            }
             verdicts.recordGood(entry, checksum: Array(bytes.suffix(SyncBundle.checksumLength)))
             return .success(bundle)
         } catch let error as SyncError {

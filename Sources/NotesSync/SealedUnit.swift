@@ -77,6 +77,22 @@ public struct SealedUnit: Sendable, Hashable {
 
     /// `author@start-end`, for messages.
     public var label: String { "\(author)@\(startSeq)-\(endSeq)" }
+
+    /// What the author's id says of the signing key, checked without any key: nil when the id is
+    /// made from the unit's key, or is an older id (then the key first introduced for it holds);
+    /// a reason when the id is made from a signing key, but not this one (a forgery).
+    public var authorKeyProblem: String? {
+        guard SigningIdentity.isSelfCertified(author), SigningIdentity.replicaID(for: publicKey) != author else { return nil }
+        return "forged: \(label) is signed with a key that \(author) is not made from (someone writing in its name)"
+    }
+
+    /// Whether the signature verifies with the public key in the header: what a relay or a
+    /// folder reader checks without the space key (it proves the unit is whole and that its
+    /// signer holds that key, not that the key is its author's: that is `SpaceSealer.verify`).
+    public var hasValidSignature: Bool {
+        guard let key = try? Curve25519.Signing.PublicKey(rawRepresentation: publicKey) else { return false }
+        return key.isValidSignature(signature, for: SealedUnit.signatureLabel + bytes[..<(bytes.count - SealedUnit.signatureLength)])
+    }
 }
 
 /// Seals and opens units with a space key, and signs as one replica: what an encrypted space's
@@ -151,10 +167,18 @@ public struct SpaceSealer: Sendable {
         guard isOurs(unit) else {
             throw SyncError(.wrongKey, "this space is encrypted with a different key: \(unit.label) is sealed under key \(hex(unit.keyID)), this replica's is \(hex(keyID))")
         }
+        try verify(unit, knownKey: knownKey)
+        return try decrypt(unit)
+    }
+
+    /// The checks of `open` that need no decryption: the introduction (under the space key), the
+    /// author's key as known, the signature. A folder reader makes them to distrust a file.
+    public func verify(_ unit: SealedUnit, knownKey: [UInt8]?) throws {
         guard constantTimeEqual(introduction(author: unit.author, publicKey: unit.publicKey), unit.introduction) else {
             throw SyncError(.forged, "forged: \(unit.label) introduces a signing key that was not introduced with the space key")
         }
-        if let knownKey, knownKey != unit.publicKey {
+        if let problem = unit.authorKeyProblem { throw SyncError(.forged, problem) }
+        if !SigningIdentity.isSelfCertified(unit.author), let knownKey, knownKey != unit.publicKey {
             throw SyncError(.forged, "forged: \(unit.label) is signed with a second key for \(unit.author) (another key was introduced for it first)")
         }
         let signed = SealedUnit.signatureLabel + unit.bytes[..<(unit.bytes.count - SealedUnit.signatureLength)]
@@ -162,6 +186,10 @@ public struct SpaceSealer: Sendable {
               publicKey.isValidSignature(unit.signature, for: signed) else {
             throw SyncError(.forged, "forged: the signature of \(unit.label) does not verify (the unit was altered, or not signed by its author)")
         }
+    }
+
+    /// Decrypts a verified unit and decodes its changes, checked against its header.
+    private func decrypt(_ unit: SealedUnit) throws -> [Change] {
         let payload: [UInt8]
         do {
             let ciphertext = unit.bytes[unit.sealedBox.lowerBound ..< unit.sealedBox.upperBound - SealedUnit.tagLength]

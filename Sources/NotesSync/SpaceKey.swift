@@ -172,10 +172,36 @@ public struct SigningIdentity: Sendable {
         }
     }
 
+    /// The key whose 32 raw bytes are the SHA-256 of `material` (which must hold a secret).
+    public init(deriving material: [UInt8]) {
+        privateKey = try! Curve25519.Signing.PrivateKey(rawRepresentation: Array(Crypto.SHA256.hash(data: material)))
+    }
+
     /// The 32 raw bytes of the private key (what the replica's database keeps).
     public var rawRepresentation: [UInt8] { Array(privateKey.rawRepresentation) }
     /// The 32 bytes of the public key.
     public var publicKey: [UInt8] { Array(privateKey.publicKey.rawRepresentation) }
+
+    /// The replica identity made from this key (`replicaID(for:)`): what a replica takes when it
+    /// enters an encrypted space, so that nobody else can sign as it.
+    public var replicaID: ReplicaID { SigningIdentity.replicaID(for: publicKey) }
+
+    /// The two bytes a replica id made from a signing key starts with.
+    public static let selfCertifiedPrefix: [UInt8] = [0xE2, 0xE2]
+
+    /// The replica id made from an Ed25519 public key: `E2 E2`, then the first 14 bytes of
+    /// SHA-256("crdt-sync replica id v1\0" ‖ key). An id that starts with `E2 E2` must be signed
+    /// by the key it is made from; any other id (made before its replica entered the space) by the
+    /// key first introduced for it.
+    public static func replicaID(for publicKey: [UInt8]) -> ReplicaID {
+        let digest = Array(Crypto.SHA256.hash(data: Array("crdt-sync replica id v1\u{0}".utf8) + publicKey))
+        return ReplicaID(Identifier128(bytes: selfCertifiedPrefix + digest[0 ..< 14])!)
+    }
+
+    /// Whether `replica` has the form of an id made from a signing key.
+    public static func isSelfCertified(_ replica: ReplicaID) -> Bool {
+        replica.raw.bytes.starts(with: selfCertifiedPrefix)
+    }
 }
 
 func hex(_ bytes: some Sequence<UInt8>) -> String { bytes.map { String(format: "%02x", $0) }.joined() }

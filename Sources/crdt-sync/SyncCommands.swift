@@ -237,7 +237,8 @@ struct SyncCommand: AsyncParsableCommand {
         guard let dir else { throw ValidationError("give --dir FOLDER or --url URL") }
         try await runReportingAsync {
             let store = try replica.open()
-            let transport = FolderTransport(folder: dir)
+            var transport = FolderTransport(folder: dir)
+            transport.sealedUnitCheck = try store.sealedUnitCheck()
             let report = try await SyncEngine(retry: RetryPolicy(maxAttempts: 1)).sync(store, over: transport)
             _ = try? transport.compact(writer: store.replicaID)
             if json {

@@ -117,8 +117,34 @@ struct SealedUnitTests {
         let mallorySealer = try #require(try mallory.spaceSealer())
         var encoder = ChangeCodec.Encoder()
         let unit = try mallorySealer.seal(author: a.replicaID, changes: [change], encoder: &encoder)
-        try expectRefused([unit], by: b, "second key for \(a.replicaID)")
+        // a's id is made from its signing key: nobody else's key fits it.
+        #expect(SigningIdentity.isSelfCertified(a.replicaID))
+        try expectRefused([unit], by: b, "is signed with a key that \(a.replicaID) is not made from")
         #expect(try b.space()?.members.first { $0.replica == a.replicaID }?.publicKey != nil)
+    }
+
+    /// Changes made before a replica entered the space stay under its older id, which is not made
+    /// from a key: the first key introduced for it is the one taken after (trust on first use), so
+    /// a member that seals them again with its own key is refused where the author was heard first.
+    @Test func olderIdsKeepTheirFirstKey() throws {
+        let old = try NoteStore.openInMemory()
+        _ = try old.createNote(title: "written before the space")
+        let legacy = old.replicaID
+        try old.enterSpace(key: key, origin: "recovery code")
+        #expect(old.replicaID != legacy && SigningIdentity.isSelfCertified(old.replicaID))
+        let b = try member(), mallory = try member()
+        let units = try old.sealedUnits(since: VersionVector())
+        #expect(units.contains { $0.author == legacy })
+        #expect(try b.integrate(sealed: units).refused.isEmpty)
+        #expect(try b.digest() == old.digest())
+        _ = try mallory.integrate(sealed: units)
+        // Mallory seals a's older changes again with its own key, under the older id.
+        let legacyChanges = try mallory.changes(since: VersionVector()).filter { $0.replica == legacy }
+        var encoder = ChangeCodec.Encoder()
+        let resealed = try #require(try mallory.spaceSealer()).seal(author: legacy, changes: legacyChanges, encoder: &encoder)
+        let c = try member()
+        _ = try c.integrate(sealed: units)
+        try expectRefused([resealed], by: c, "second key for \(legacy)")
     }
 
     /// A unit altered and signed again: by another member with the author's key left in (the
