@@ -151,6 +151,8 @@ public struct RunResult: Codable, Sendable {
     public var traceHash: String
     /// When (ms since the start) the devices last changed state before the end: when they converged.
     public var convergedAtMilliseconds: UInt64?
+    /// Wall-clock seconds spent in the sync engine (not in the checks around it): what a sync costs.
+    public var syncSeconds: Double = 0
     /// Counters of what happened.
     public var stats: RunStats
 
@@ -173,6 +175,8 @@ public final class Simulation: @unchecked Sendable {
     var relays: [Int: SimRelayHub] = [:]
     /// The space key of an encrypted scenario.
     var spaceKey: SpaceKey?
+    /// Wall-clock nanoseconds spent in `SyncEngine.sync` (the simulator's own checks excluded).
+    var syncNanoseconds: UInt64 = 0
     /// The bytes of every unit a member forged (the world knows; no device does).
     var forgedUnits: Set<[UInt8]> = []
     var folders: [Int: SimFolderHub] = [:]
@@ -574,7 +578,12 @@ public final class Simulation: @unchecked Sendable {
                 folder.sealedUnitCheck = try device.store.sealedUnitCheck()
                 transport = folder
             }
-            let report = try await engine.sync(device.store, over: transport)
+            let started = ContinuousClock.now
+            let outcome: Result<SyncReport, any Error>
+            do { outcome = .success(try await engine.sync(device.store, over: transport)) } catch { outcome = .failure(error) }
+            let spent = started.duration(to: .now).components
+            syncNanoseconds += UInt64(max(0, spent.seconds)) * 1_000_000_000 + UInt64(max(0, spent.attoseconds / 1_000_000_000))
+            let report = try outcome.get()
             // Only what a member forged may be refused (by a device, or a folder file skipped for it).
             stats.forgeryRefusals += report.refused.count + report.skipped.filter { $0.contains("forged: ") }.count
             if let stray = report.refused.first(where: { !$0.hasPrefix("forged: ") }) {
@@ -1330,7 +1339,7 @@ public final class Simulation: @unchecked Sendable {
             scenario: scenario.name, seed: seed, events: executed, simulatedMilliseconds: elapsed,
             converged: divergent == 0, divergentDevices: divergent, lostEdits: lost, stuckPending: pending,
             safetyViolations: violations, problems: Array(problems.prefix(40)), traceHash: trace.hash(),
-            convergedAtMilliseconds: divergent == 0 ? lastStateChange : nil, stats: stats)
+            convergedAtMilliseconds: divergent == 0 ? lastStateChange : nil, syncSeconds: Double(syncNanoseconds) / 1e9, stats: stats)
     }
 }
 

@@ -1,5 +1,24 @@
 import Crypto
 import NotesCRDT
+import Synchronization
+
+/// The time spent sealing, signing, verifying and opening units in this process (the simulator's
+/// side-by-side measurement of what encryption costs a sync; Docs/Performance.md).
+package enum SealingTime {
+    /// Nanoseconds, over every thread.
+    package static let nanoseconds = Atomic<UInt64>(0)
+
+    /// Runs `body`, adding its duration.
+    @inline(__always)
+    static func measure<T>(_ body: () throws -> T) rethrows -> T {
+        let start = ContinuousClock.now
+        defer {
+            let elapsed = start.duration(to: .now).components
+            nanoseconds.add(UInt64(max(0, elapsed.seconds)) * 1_000_000_000 + UInt64(max(0, elapsed.attoseconds / 1_000_000_000)), ordering: .relaxed)
+        }
+        return try body()
+    }
+}
 
 /// One author's changes over a seq range, encrypted under the space key and signed by the
 /// author: what an encrypted space exchanges, stores and forwards as it is.
@@ -89,7 +108,9 @@ public struct SealedUnit: Sendable, Hashable {
     /// Whether the signature verifies with the public key in the header: what a relay or a
     /// folder reader checks without the space key (it proves the unit is whole and that its
     /// signer holds that key, not that the key is its author's: that is `SpaceSealer.verify`).
-    public var hasValidSignature: Bool {
+    public var hasValidSignature: Bool { SealingTime.measure { checkSignature() } }
+
+    private func checkSignature() -> Bool {
         guard let key = try? Curve25519.Signing.PublicKey(rawRepresentation: publicKey) else { return false }
         return key.isValidSignature(signature, for: SealedUnit.signatureLabel + bytes[..<(bytes.count - SealedUnit.signatureLength)])
     }
@@ -128,6 +149,11 @@ public struct SpaceSealer: Sendable {
     /// the space key and 32 random bytes carried in the header, so no (key, nonce) pair repeats
     /// even when two copies of a database seal the same seqs; the nonce is then all zeros.
     public func seal(author: ReplicaID, changes: [Change], encoder: inout ChangeCodec.Encoder) throws -> SealedUnit {
+        let (flags, body) = SyncBundle.packBody(encoder.encode(changes))
+        return try SealingTime.measure { try seal(author: author, changes: changes, flags: flags, body: body) }
+    }
+
+    private func seal(author: ReplicaID, changes: [Change], flags: UInt8, body: [UInt8]) throws -> SealedUnit {
         precondition(!changes.isEmpty && changes.allSatisfy { $0.replica == author })
         let startSeq = changes.map(\.startSeq).min()!
         let endSeq = changes.map(\.endSeq).max()!
@@ -143,7 +169,6 @@ public struct SpaceSealer: Sendable {
         writer.raw(publicKey)
         writer.raw(introduction(author: author, publicKey: publicKey))
         let header = writer.bytes
-        let (flags, body) = SyncBundle.packBody(encoder.encode(changes))
         let box = try ChaChaPoly.seal([flags] + body, using: key.derived("crdt-sync unit key v1", salt: salt),
                                       nonce: try ChaChaPoly.Nonce(data: [UInt8](repeating: 0, count: 12)), authenticating: header)
         writer.varint(UInt64(box.ciphertext.count + SealedUnit.tagLength))
@@ -167,13 +192,20 @@ public struct SpaceSealer: Sendable {
         guard isOurs(unit) else {
             throw SyncError(.wrongKey, "this space is encrypted with a different key: \(unit.label) is sealed under key \(hex(unit.keyID)), this replica's is \(hex(keyID))")
         }
-        try verify(unit, knownKey: knownKey)
-        return try decrypt(unit)
+        let payload = try SealingTime.measure {
+            try verifyUnmeasured(unit, knownKey: knownKey)
+            return try decrypt(unit)
+        }
+        return try decode(payload, of: unit)
     }
 
     /// The checks of `open` that need no decryption: the introduction (under the space key), the
     /// author's key as known, the signature. A folder reader makes them to distrust a file.
     public func verify(_ unit: SealedUnit, knownKey: [UInt8]?) throws {
+        try SealingTime.measure { try verifyUnmeasured(unit, knownKey: knownKey) }
+    }
+
+    private func verifyUnmeasured(_ unit: SealedUnit, knownKey: [UInt8]?) throws {
         guard constantTimeEqual(introduction(author: unit.author, publicKey: unit.publicKey), unit.introduction) else {
             throw SyncError(.forged, "forged: \(unit.label) introduces a signing key that was not introduced with the space key")
         }
@@ -188,8 +220,8 @@ public struct SpaceSealer: Sendable {
         }
     }
 
-    /// Decrypts a verified unit and decodes its changes, checked against its header.
-    private func decrypt(_ unit: SealedUnit) throws -> [Change] {
+    /// Decrypts a verified unit.
+    private func decrypt(_ unit: SealedUnit) throws -> [UInt8] {
         let payload: [UInt8]
         do {
             let ciphertext = unit.bytes[unit.sealedBox.lowerBound ..< unit.sealedBox.upperBound - SealedUnit.tagLength]
@@ -201,6 +233,11 @@ public struct SpaceSealer: Sendable {
         } catch {
             throw SyncError(.forged, "forged: the ciphertext of \(unit.label) does not authenticate (it was altered)")
         }
+        return payload
+    }
+
+    /// Decodes a decrypted unit's changes, checked against its header.
+    private func decode(_ payload: [UInt8], of unit: SealedUnit) throws -> [Change] {
         let changes: [Change]
         do {
             guard let flags = payload.first, flags & ~SyncBundle.deflatedFlag == 0 else {
