@@ -173,10 +173,17 @@ public final class RelayService: Sendable {
         guard request.body.count <= limit else { return RelayService.tooLarge(limit) }
         let bundle: SyncBundle
         let records: [(record: RelayRecord, changes: Int)]
+        // A sealed upload's units that the space holds already are skipped unverified (coverage only
+        // grows, so the append skips them too): what the space holds, read first.
+        var held: VersionVector?
+        if request.body.count > SyncBundle.magic.count, request.body[SyncBundle.magic.count] == SyncBundle.sealedFormatVersion {
+            held = try? await storage.status(space: space).version
+        }
         do {
-            (bundle, records) = try await decodes.run {
+            (bundle, records) = try await decodes.run { [held] in
                 let bundle = try SyncBundle.decode(request.body)
-                return (bundle, try bundle.isSealed ? RelayService.sealedRecords(of: bundle) : RelayService.records(of: bundle))
+                return (bundle, try bundle.isSealed ? RelayService.sealedRecords(of: bundle, held: held ?? VersionVector())
+                    : RelayService.records(of: bundle))
             }
         } catch let error as SyncError {
             return RelayService.text(400, "the request body is not a valid bundle: \(error.message)")
@@ -281,7 +288,7 @@ public final class RelayService: Sendable {
     /// The records of a sealed upload: one per unit, as it is (the relay holds no key), after the
     /// same checks on the units' headers as on plain changes: per author without a gap, none past
     /// what the sender says it has.
-    static func sealedRecords(of bundle: SyncBundle) throws -> [(record: RelayRecord, changes: Int)] {
+    static func sealedRecords(of bundle: SyncBundle, held: VersionVector = VersionVector()) throws -> [(record: RelayRecord, changes: Int)] {
         var byAuthor: [ReplicaID: [SealedUnit]] = [:]
         for unit in bundle.sealedUnits { byAuthor[unit.author, default: []].append(unit) }
         var records: [(record: RelayRecord, changes: Int)] = []
@@ -295,12 +302,16 @@ public final class RelayService: Sendable {
                 guard unit.endSeq <= bundle.senderVersion[author] else {
                     throw UploadError(message: "a sealed unit of \(author) ends at seq \(unit.endSeq), past what the sender says it has (\(bundle.senderVersion[author]))")
                 }
+                guard unit.endSeq > covered else { continue }
+                if unit.endSeq <= held[author] {
+                    covered = unit.endSeq
+                    continue
+                }
                 // Checked without the space key: whole, and signed by the key it names.
                 guard unit.hasValidSignature else {
                     throw UploadError(message: "the sealed unit \(unit.label) is not signed by the key it names (altered or forged); nothing was stored")
                 }
                 if let problem = unit.authorKeyProblem { throw UploadError(message: problem + "; nothing was stored") }
-                guard unit.endSeq > covered else { continue }
                 // An id made from its key needs no memory; an older id keeps the first key seen.
                 records.append((RelayRecord(author: author, startSeq: unit.startSeq, endSeq: unit.endSeq, payload: unit.bytes, sealed: true,
                                             signingKey: SigningIdentity.isSelfCertified(author) ? nil : unit.publicKey), 1))

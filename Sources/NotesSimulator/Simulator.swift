@@ -39,7 +39,7 @@ public enum Simulator {
         public var stats: RunStats
         /// The failing runs (at most 20), first to last.
         public var failures: [Failure]
-        /// Wall-clock seconds spent in the sync engine over all runs.
+        /// CPU seconds spent in the sync engine over all runs (exact with `--jobs 1`).
         public var syncSeconds: Double = 0
         /// Of those, in sealing and opening units (this process, all runs; exact with `--jobs 1`).
         public var sealingSeconds: Double = 0

@@ -99,27 +99,33 @@ extension NoteStore {
     /// The space key and this replica's signing key, or nil in a plain replica.
     public func spaceSealer() throws -> SpaceSealer? {
         do {
-            return try queue.read { db in try NoteStore.sealer(db) }
+            return try queue.read { db in try self.sealer(db) }
         } catch {
             throw StoreError.wrap(error, "cannot read the space key")
         }
     }
 
-    static func sealer(_ db: Database) throws -> SpaceSealer? {
+    /// The sealer of the stored keys: made again only when they change (its derived keys cost
+    /// two HKDFs, and every sync asks for it several times).
+    func sealer(_ db: Database) throws -> SpaceSealer? {
         guard let row = try Row.fetchOne(db, sql: "SELECT key, signing_key FROM space_key WHERE id = 1") else { return nil }
         let keyBytes: Data = row[0]
         let signingBytes: Data = row[1]
+        let raw = [UInt8](keyBytes) + [UInt8](signingBytes)
+        if let cached = sealerCache.withLock({ $0 }), cached.raw == raw { return cached.sealer }
         guard let key = SpaceKey(bytes: [UInt8](keyBytes)), let signer = try? SigningIdentity(rawRepresentation: [UInt8](signingBytes)) else {
             throw StoreError(.corrupt, "the stored space key or signing key has the wrong length")
         }
-        return SpaceSealer(key: key, signer: signer)
+        let sealer = SpaceSealer(key: key, signer: signer, verified: verifiedUnits)
+        sealerCache.withLock { $0 = (raw, sealer) }
+        return sealer
     }
 
     /// The encrypted space this replica is in, or nil.
     public func space() throws -> SpaceState? {
         do {
             return try queue.read { db -> SpaceState? in
-                guard let sealer = try NoteStore.sealer(db),
+                guard let sealer = try self.sealer(db),
                       let origin = try String.fetchOne(db, sql: "SELECT origin FROM space_key WHERE id = 1") else { return nil }
                 let members = try Row.fetchAll(db, sql: "SELECT replica, public_key FROM space_member ORDER BY replica").compactMap { row -> SpaceState.Member? in
                     let replica: Data = row[0]
@@ -244,15 +250,18 @@ extension NoteStore: SealedSyncReplica {
         do {
             return try queue.read { db in
                 var result: [SealedUnit] = []
-                for row in try Row.fetchAll(db, sql: "SELECT author, end_seq, unit FROM sealed_unit ORDER BY author, start_seq, end_seq") {
-                    let author: Data = row[0]
-                    guard let replica = ReplicaID(blob: [UInt8](author)) else { continue }
-                    // Past what the other side has, and all applied here: a unit of changes that
-                    // wait for their dependencies goes once they are applied (what we say we have).
-                    let end = UInt64(bitPattern: row[1])
-                    guard end > version[replica], end <= have[replica] else { continue }
-                    let bytes: Data = row[2]
-                    result.append(try SealedUnit(parsing: [UInt8](bytes)))
+                // Per author the other side lacks, through the (author, end_seq) key: past what the
+                // other side has, and all applied here (a unit of changes that wait for their
+                // dependencies goes once they are applied, as what we say we have).
+                let select = try db.cachedStatement(sql: """
+                    SELECT unit FROM sealed_unit WHERE author = ? AND end_seq > ? AND end_seq <= ? ORDER BY end_seq
+                    """)
+                for entry in have.sortedEntries where entry.seq > version[entry.replica] {
+                    let from = version[entry.replica]
+                    guard from < UInt64(Int64.max), entry.seq <= UInt64(Int64.max) else { continue }
+                    for bytes in try Data.fetchAll(select, arguments: [Data(entry.replica.raw.bytes), Int64(from), Int64(entry.seq)]) {
+                        result.append(try SealedUnit(parsing: [UInt8](bytes)))
+                    }
                 }
                 return result
             }
@@ -283,15 +292,15 @@ extension NoteStore: SealedSyncReplica {
     /// signature, its ciphertext), then applies their changes, keeps them, records newly
     /// introduced members and keeps refused units aside, in one transaction.
     public func integrate(sealed units: [SealedUnit]) throws -> IntegrationReport {
-        guard let sealer = try spaceSealer() else {
-            throw SyncError(.encryption, "sealed (end-to-end encrypted) bundles refused: this replica is in no encrypted space (join it with `crdt-sync space join`)")
-        }
-        guard !units.isEmpty else { return try integrate([Change]()) }
+        var sealer: SpaceSealer?
         var members: [ReplicaID: [UInt8]] = [:]
-        var known: Set<[UInt8]> = []
+        var known: Set<UnitBytes> = []
         var heardFromOthers = false
         do {
+            // One read for what opening needs: the keys, the members, the units kept already.
             try queue.read { db in
+                sealer = try self.sealer(db)
+                guard sealer != nil, !units.isEmpty else { return }
                 heardFromOthers = try Bool.fetchOne(db, sql: "SELECT 1 FROM sealed_unit WHERE author != ? LIMIT 1",
                                                     arguments: [Data(replicaID.raw.bytes)]) ?? false
                 for row in try Row.fetchAll(db, sql: "SELECT replica, public_key FROM space_member") {
@@ -299,19 +308,22 @@ extension NoteStore: SealedSyncReplica {
                     let key: Data = row[1]
                     if let id = ReplicaID(blob: [UInt8](replica)) { members[id] = [UInt8](key) }
                 }
+                let select = try db.cachedStatement(sql: "SELECT unit FROM sealed_unit WHERE author = ? AND end_seq = ?")
                 for unit in units {
-                    if let stored = try Data.fetchOne(db, sql: "SELECT unit FROM sealed_unit WHERE author = ? AND end_seq = ?",
-                                                      arguments: [Data(unit.author.raw.bytes), Int64(bitPattern: unit.endSeq)]),
+                    if let stored = try Data.fetchOne(select, arguments: [Data(unit.author.raw.bytes), Int64(bitPattern: unit.endSeq)]),
                        stored.elementsEqual(unit.bytes) {
-                        known.insert(unit.bytes)
+                        known.insert(UnitBytes(unit.bytes))
                     }
                 }
             }
         } catch {
             throw StoreError.wrap(error, "cannot read the space's members")
         }
-        let own = sealer.signer.publicKey
-        members[replicaID] = members[replicaID] ?? own
+        guard let sealer else {
+            throw SyncError(.encryption, "sealed (end-to-end encrypted) bundles refused: this replica is in no encrypted space (join it with `crdt-sync space join`)")
+        }
+        guard !units.isEmpty else { return try integrate([Change]()) }
+        members[replicaID] = members[replicaID] ?? sealer.signer.publicKey
         var opened: [SealedUnit] = []
         var changes: [Change] = []
         var refused: [(unit: SealedUnit, error: SyncError)] = []
@@ -320,7 +332,7 @@ extension NoteStore: SealedSyncReplica {
         var duplicates = 0
         for unit in units {
             // A unit kept here already was opened and applied: a replay changes nothing.
-            if known.contains(unit.bytes) { duplicates += 1; continue }
+            if known.contains(UnitBytes(unit.bytes)) { duplicates += 1; continue }
             guard sealer.isOurs(unit) else {
                 otherKeys += 1
                 refused.append((unit, SyncError(.wrongKey, "this space is encrypted with a different key: \(unit.label) is sealed under key \(hex16(unit.keyID)), this replica's is \(sealer.key.keyIDHex)")))
@@ -345,8 +357,13 @@ extension NoteStore: SealedSyncReplica {
             throw SyncError(.wrongKey, "this space is encrypted with a different key: \(otherKeys) sealed unit(s) received, none under this replica's key (\(sealer.key.keyIDHex)); nothing was applied. Check the passphrase or recovery code this device joined with")
         }
         let now = Int64(options.wallClock.milliseconds())
+        let own = sealer.signer.publicKey
+        let ownID = replicaID
         let report = try apply(CausalOrder.canonical(changes), alsoWriting: { db in
             try NoteStore.insert(opened, db)
+            // Our own signing key is known as ours without an introduction from elsewhere.
+            try db.execute(sql: "INSERT OR IGNORE INTO space_member (replica, public_key, first_seen) VALUES (?, ?, ?)",
+                           arguments: [Data(ownID.raw.bytes), Data(own), now])
             for (replica, key) in introduced {
                 try db.execute(sql: "INSERT OR IGNORE INTO space_member (replica, public_key, first_seen) VALUES (?, ?, ?)",
                                arguments: [Data(replica.raw.bytes), Data(key), now])
@@ -361,21 +378,9 @@ extension NoteStore: SealedSyncReplica {
                                      error.message, Data(unit.bytes), now])
             }
         })
-        // Our own signing key is known as ours without an introduction from elsewhere.
-        if try !isMemberRecorded(replicaID) { try recordMember(replicaID, key: own) }
         return IntegrationReport(applied: report.applied, duplicates: report.duplicates + duplicates, pending: report.pending,
                                  quarantined: report.quarantined, rejected: report.rejected + refused.count,
                                  refused: refused.map(\.error.message), foreignOwnChanges: report.foreignOwnChanges)
-    }
-
-    private func isMemberRecorded(_ replica: ReplicaID) throws -> Bool {
-        do {
-            return try queue.read { db in
-                try Bool.fetchOne(db, sql: "SELECT 1 FROM space_member WHERE replica = ?", arguments: [Data(replica.raw.bytes)]) ?? false
-            }
-        } catch {
-            throw StoreError.wrap(error, "cannot read the space's members")
-        }
     }
 
     fileprivate func recordMember(_ replica: ReplicaID, key: [UInt8]) throws {

@@ -99,6 +99,10 @@ public final class NoteStore: @unchecked Sendable {
 
     let queue: DatabaseQueue
     let lock = NSLock()
+    /// Sealed units whose signatures this store verified (an encrypted space's second look is free).
+    let verifiedUnits = VerifiedUnits()
+    /// The space sealer of the stored keys, and those keys' bytes (`sealer(_:)`).
+    let sealerCache = Mutex<(raw: [UInt8], sealer: SpaceSealer)?>(nil)
 
     /// The CRDT state as loaded from the database, and where in the log it stands.
     struct Loaded {

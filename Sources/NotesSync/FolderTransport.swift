@@ -358,9 +358,9 @@ public struct FolderTransport: SyncTransport {
     private func compactSealed(writer: ReplicaID, author: ReplicaID, units: [SealedUnit], senderVersion: VersionVector,
                                used: [Entry], encoder: inout ChangeCodec.Encoder) throws -> Int {
         var contiguous: [SealedUnit] = []
-        var seen: Set<[UInt8]> = []
+        var seen: Set<UnitBytes> = []
         var covered: UInt64 = 0
-        for unit in units.sorted(by: { ($0.startSeq, $0.endSeq) < ($1.startSeq, $1.endSeq) }) where seen.insert(unit.bytes).inserted {
+        for unit in units.sorted(by: { ($0.startSeq, $0.endSeq) < ($1.startSeq, $1.endSeq) }) where seen.insert(UnitBytes(unit.bytes)).inserted {
             if !contiguous.isEmpty, unit.startSeq - 1 > covered { break }
             if contiguous.isEmpty || unit.endSeq > covered {
                 contiguous.append(unit)

@@ -1,21 +1,39 @@
 import Crypto
 import NotesCRDT
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// The time spent sealing, signing, verifying and opening units in this process (the simulator's
 /// side-by-side measurement of what encryption costs a sync; Docs/Performance.md).
 package enum SealingTime {
-    /// Nanoseconds, over every thread.
-    package static let nanoseconds = Atomic<UInt64>(0)
+    /// Nanoseconds sealing and signing, over every thread.
+    package static let sealing = Atomic<UInt64>(0)
+    /// Nanoseconds checking introductions and signatures (devices, folder readers, relays).
+    package static let verifying = Atomic<UInt64>(0)
+    /// Nanoseconds deriving unit keys and decrypting.
+    package static let decrypting = Atomic<UInt64>(0)
+    /// All three.
+    package static var nanoseconds: UInt64 {
+        sealing.load(ordering: .relaxed) + verifying.load(ordering: .relaxed) + decrypting.load(ordering: .relaxed)
+    }
 
-    /// Runs `body`, adding its duration.
+    /// The process's CPU time in nanoseconds: what the measurement counts (wall time would count
+    /// the other processes of a busy machine too).
+    package static func cpuNanoseconds() -> UInt64 {
+        var now = timespec()
+        clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now)
+        return UInt64(now.tv_sec) * 1_000_000_000 + UInt64(now.tv_nsec)
+    }
+
+    /// Runs `body`, adding the CPU time it took to `counter`.
     @inline(__always)
-    static func measure<T>(_ body: () throws -> T) rethrows -> T {
-        let start = ContinuousClock.now
-        defer {
-            let elapsed = start.duration(to: .now).components
-            nanoseconds.add(UInt64(max(0, elapsed.seconds)) * 1_000_000_000 + UInt64(max(0, elapsed.attoseconds / 1_000_000_000)), ordering: .relaxed)
-        }
+    static func measure<T>(_ counter: borrowing Atomic<UInt64>, _ body: () throws -> T) rethrows -> T {
+        let start = cpuNanoseconds()
+        defer { counter.add(cpuNanoseconds() &- start, ordering: .relaxed) }
         return try body()
     }
 }
@@ -108,11 +126,46 @@ public struct SealedUnit: Sendable, Hashable {
     /// Whether the signature verifies with the public key in the header: what a relay or a
     /// folder reader checks without the space key (it proves the unit is whole and that its
     /// signer holds that key, not that the key is its author's: that is `SpaceSealer.verify`).
-    public var hasValidSignature: Bool { SealingTime.measure { checkSignature() } }
+    public var hasValidSignature: Bool { SealingTime.measure(SealingTime.verifying) { checkSignature() } }
 
     private func checkSignature() -> Bool {
         guard let key = try? Curve25519.Signing.PublicKey(rawRepresentation: publicKey) else { return false }
         return key.isValidSignature(signature, for: SealedUnit.signatureLabel + bytes[..<(bytes.count - SealedUnit.signatureLength)])
+    }
+}
+
+/// A unit's bytes as a set member: hashed by its signature (64 bytes, in one call), equal only
+/// when every byte is (hashing a unit's kilobytes one byte at a time showed in profiles).
+package struct UnitBytes: Hashable, Sendable {
+    package let bytes: [UInt8]
+
+    package init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+    package func hash(into hasher: inout Hasher) {
+        bytes.withUnsafeBytes { hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: $0.suffix(64))) }
+    }
+
+    package static func == (a: UnitBytes, b: UnitBytes) -> Bool { a.bytes == b.bytes }
+}
+
+/// Units whose signatures a replica has verified, by their exact bytes (at most `capacity`): a
+/// unit checked by a folder reader and then opened, or read twice in one sync, is verified once.
+/// Only the signature is remembered (a function of the bytes alone); every other check is made
+/// again each time.
+public final class VerifiedUnits: Sendable {
+    private let units = Mutex(Set<UnitBytes>())
+    private let capacity: Int
+
+    /// An empty memory of at most `capacity` units.
+    public init(capacity: Int = 4096) { self.capacity = capacity }
+
+    func contains(_ bytes: [UInt8]) -> Bool { units.withLock { $0.contains(UnitBytes(bytes)) } }
+
+    func insert(_ bytes: [UInt8]) {
+        units.withLock { set in
+            if set.count >= capacity { set.removeAll(keepingCapacity: true) }
+            set.insert(UnitBytes(bytes))
+        }
     }
 }
 
@@ -125,13 +178,15 @@ public struct SpaceSealer: Sendable {
     public let signer: SigningIdentity
     private let introductionKey: SymmetricKey
     private let keyID: [UInt8]
+    private let verified: VerifiedUnits?
 
-    /// A sealer for `key` that signs with `signer`.
-    public init(key: SpaceKey, signer: SigningIdentity) {
+    /// A sealer for `key` that signs with `signer`, remembering verified signatures in `verified`.
+    public init(key: SpaceKey, signer: SigningIdentity, verified: VerifiedUnits? = nil) {
         self.key = key
         self.signer = signer
         introductionKey = key.derived("crdt-sync introduction v1")
         keyID = key.keyID
+        self.verified = verified
     }
 
     /// The introduction of `publicKey` as `author`'s: an HMAC-SHA256 under a key derived from the
@@ -150,7 +205,7 @@ public struct SpaceSealer: Sendable {
     /// even when two copies of a database seal the same seqs; the nonce is then all zeros.
     public func seal(author: ReplicaID, changes: [Change], encoder: inout ChangeCodec.Encoder) throws -> SealedUnit {
         let (flags, body) = SyncBundle.packBody(encoder.encode(changes))
-        return try SealingTime.measure { try seal(author: author, changes: changes, flags: flags, body: body) }
+        return try SealingTime.measure(SealingTime.sealing) { try seal(author: author, changes: changes, flags: flags, body: body) }
     }
 
     private func seal(author: ReplicaID, changes: [Change], flags: UInt8, body: [UInt8]) throws -> SealedUnit {
@@ -192,17 +247,15 @@ public struct SpaceSealer: Sendable {
         guard isOurs(unit) else {
             throw SyncError(.wrongKey, "this space is encrypted with a different key: \(unit.label) is sealed under key \(hex(unit.keyID)), this replica's is \(hex(keyID))")
         }
-        let payload = try SealingTime.measure {
-            try verifyUnmeasured(unit, knownKey: knownKey)
-            return try decrypt(unit)
-        }
+        try verify(unit, knownKey: knownKey)
+        let payload = try SealingTime.measure(SealingTime.decrypting) { try decrypt(unit) }
         return try decode(payload, of: unit)
     }
 
     /// The checks of `open` that need no decryption: the introduction (under the space key), the
     /// author's key as known, the signature. A folder reader makes them to distrust a file.
     public func verify(_ unit: SealedUnit, knownKey: [UInt8]?) throws {
-        try SealingTime.measure { try verifyUnmeasured(unit, knownKey: knownKey) }
+        try SealingTime.measure(SealingTime.verifying) { try verifyUnmeasured(unit, knownKey: knownKey) }
     }
 
     private func verifyUnmeasured(_ unit: SealedUnit, knownKey: [UInt8]?) throws {
@@ -213,11 +266,13 @@ public struct SpaceSealer: Sendable {
         if !SigningIdentity.isSelfCertified(unit.author), let knownKey, knownKey != unit.publicKey {
             throw SyncError(.forged, "forged: \(unit.label) is signed with a second key for \(unit.author) (another key was introduced for it first)")
         }
+        if verified?.contains(unit.bytes) == true { return }
         let signed = SealedUnit.signatureLabel + unit.bytes[..<(unit.bytes.count - SealedUnit.signatureLength)]
         guard let publicKey = try? Curve25519.Signing.PublicKey(rawRepresentation: unit.publicKey),
               publicKey.isValidSignature(unit.signature, for: signed) else {
             throw SyncError(.forged, "forged: the signature of \(unit.label) does not verify (the unit was altered, or not signed by its author)")
         }
+        verified?.insert(unit.bytes)
     }
 
     /// Decrypts a verified unit.

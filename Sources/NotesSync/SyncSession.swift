@@ -170,7 +170,7 @@ public struct SyncSession: Sendable {
     /// In an encrypted space: the sealed units received, once each (by their bytes), in
     /// author and seq order; plaintext changes are refused.
     private mutating func finishReceivingSealed() -> Action {
-        var seen: Set<[UInt8]> = []
+        var seen: Set<UnitBytes> = []
         var units: [SealedUnit] = []
         for item in received {
             if !item.bundle.changes.isEmpty {
@@ -179,7 +179,7 @@ public struct SyncSession: Sendable {
             }
             guard !item.bundle.sealedUnits.isEmpty else { continue }
             report.receivedBundles += 1
-            for unit in item.bundle.sealedUnits where seen.insert(unit.bytes).inserted { units.append(unit) }
+            for unit in item.bundle.sealedUnits where seen.insert(UnitBytes(unit.bytes)).inserted { units.append(unit) }
         }
         report.receivedChanges = units.count
         state = .awaitingApply
