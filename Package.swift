@@ -40,7 +40,11 @@ let package = Package(
         .target(name: "NotesCRDT", swiftSettings: swiftSettings),
         .target(
             name: "NotesSync",
-            dependencies: ["NotesCRDT", "Deflate", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: [
+                "NotesCRDT", "Deflate", .product(name: "Crypto", package: "swift-crypto"),
+                // scrypt (KDF.Scrypt), for space keys made from a passphrase.
+                .product(name: "CryptoExtras", package: "swift-crypto"),
+            ],
             swiftSettings: swiftSettings
         ),
         // The relay client over AsyncHTTPClient: no server, no database.

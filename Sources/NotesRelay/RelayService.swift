@@ -191,10 +191,17 @@ public final class RelayService: Sendable {
         guard request.body.count <= limit else { return RelayService.tooLarge(limit) }
         let bundle: SyncBundle
         let records: [(record: RelayRecord, changes: Int)]
+        // A sealed upload's units that the space holds already are skipped unverified (coverage only
+        // grows, so the append skips them too): what the space holds, read first.
+        var held: VersionVector?
+        if request.body.count > SyncBundle.magic.count, request.body[SyncBundle.magic.count] == SyncBundle.sealedFormatVersion {
+            held = try? await storage.status(space: space).version
+        }
         do {
-            (bundle, records) = try await decodes.run {
+            (bundle, records) = try await decodes.run { [held] in
                 let bundle = try SyncBundle.decode(request.body)
-                return (bundle, try RelayService.records(of: bundle))
+                return (bundle, try bundle.isSealed ? RelayService.sealedRecords(of: bundle, held: held ?? VersionVector())
+                    : RelayService.records(of: bundle))
             }
         } catch let error as SyncError {
             return RelayService.text(400, "the request body is not a valid bundle: \(error.message)")
@@ -217,10 +224,26 @@ public final class RelayService: Sendable {
                 found.map.withLock { $0[arrival] = changes }
                 return false
             })
-        } catch let error as RelayStorageError where error.kind == .gap {
+        } catch let error as RelayStorageError where error.kind == .gap || error.kind == .encryption {
             return RelayService.text(400, error.message)
         } catch {
             return RelayService.text(503, "the relay could not store the request; try again")
+        }
+        if page.records.contains(where: \.record.sealed) {
+            // Sealed units go back as they came, whole: the relay cannot cut what it cannot read.
+            var units: [SealedUnit] = []
+            for stored in page.records {
+                guard let unit = try? SealedUnit(parsing: stored.record.payload) else {
+                    return RelayService.text(503, "the relay's store holds a sealed unit of \(stored.record.author) at \(stored.record.startSeq) that does not parse")
+                }
+                units.append(unit)
+            }
+            let reply = SyncBundle(sender: relayReplica(for: space), senderVersion: page.version, sealed: units)
+            return RelayResponse(status: 200, headers: [
+                "Content-Type": RelayProtocol.bundleContentType,
+                RelayProtocol.moreHeader: page.more ? "1" : "0",
+                RelayProtocol.storedHeader: String(stored),
+            ], body: reply.encoded())
         }
         var changes: [Change] = []
         changes.reserveCapacity(page.records.count)
@@ -276,6 +299,42 @@ public final class RelayService: Sendable {
                 covered = change.endSeq
             }
             records.append((RelayRecord(author: author, startSeq: run[0].startSeq, endSeq: covered, payload: encoder.encode(run)), run.count))
+        }
+        return records
+    }
+
+    /// The records of a sealed upload: one per unit, as it is (the relay holds no key), after the
+    /// same checks on the units' headers as on plain changes: per author without a gap, none past
+    /// what the sender says it has.
+    static func sealedRecords(of bundle: SyncBundle, held: VersionVector = VersionVector()) throws -> [(record: RelayRecord, changes: Int)] {
+        var byAuthor: [ReplicaID: [SealedUnit]] = [:]
+        for unit in bundle.sealedUnits { byAuthor[unit.author, default: []].append(unit) }
+        var records: [(record: RelayRecord, changes: Int)] = []
+        for (author, units) in byAuthor.sorted(by: { $0.key < $1.key }) {
+            let sorted = units.sorted { ($0.startSeq, $0.endSeq) < ($1.startSeq, $1.endSeq) }
+            var covered = sorted[0].startSeq - 1
+            for unit in sorted {
+                guard unit.startSeq - 1 <= covered else {
+                    throw UploadError(message: "the sealed units of \(author) have a gap: seqs \(covered &+ 1)-\(unit.startSeq - 1) are missing")
+                }
+                guard unit.endSeq <= bundle.senderVersion[author] else {
+                    throw UploadError(message: "a sealed unit of \(author) ends at seq \(unit.endSeq), past what the sender says it has (\(bundle.senderVersion[author]))")
+                }
+                guard unit.endSeq > covered else { continue }
+                if unit.endSeq <= held[author] {
+                    covered = unit.endSeq
+                    continue
+                }
+                // Checked without the space key: whole, and signed by the key it names.
+                guard unit.hasValidSignature else {
+                    throw UploadError(message: "the sealed unit \(unit.label) is not signed by the key it names (altered or forged); nothing was stored")
+                }
+                if let problem = unit.authorKeyProblem { throw UploadError(message: problem + "; nothing was stored") }
+                // An id made from its key needs no memory; an older id keeps the first key seen.
+                records.append((RelayRecord(author: author, startSeq: unit.startSeq, endSeq: unit.endSeq, payload: unit.bytes, sealed: true,
+                                            signingKey: SigningIdentity.isSelfCertified(author) ? nil : unit.publicKey), 1))
+                covered = unit.endSeq
+            }
         }
         return records
     }

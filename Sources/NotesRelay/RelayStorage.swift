@@ -11,15 +11,22 @@ public struct RelayRecord: Sendable, Hashable {
     public var startSeq: UInt64
     /// Its last sequence number.
     public var endSeq: UInt64
-    /// Its encoding (`ChangeCodec.encode([change])`).
+    /// Its encoding (`ChangeCodec.encode([change])`), or a sealed unit's bytes.
     public var payload: [UInt8]
+    /// Whether the payload is a sealed unit (end-to-end encrypted: the relay cannot read it).
+    public var sealed: Bool
+    /// A sealed unit's signing key (its signature verified by the relay): the first one stored
+    /// for an author in a space is the only one taken for it after.
+    public var signingKey: [UInt8]?
 
     /// A record.
-    public init(author: ReplicaID, startSeq: UInt64, endSeq: UInt64, payload: [UInt8]) {
+    public init(author: ReplicaID, startSeq: UInt64, endSeq: UInt64, payload: [UInt8], sealed: Bool = false, signingKey: [UInt8]? = nil) {
         self.author = author
         self.startSeq = startSeq
         self.endSeq = endSeq
         self.payload = payload
+        self.sealed = sealed
+        self.signingKey = signingKey
     }
 }
 
@@ -100,6 +107,8 @@ public struct RelayStorageError: Error, Sendable, Hashable, CustomStringConverti
     public enum Kind: Sendable, Hashable {
         /// A record starts past what the space holds of its author (it would leave a gap).
         case gap
+        /// A sealed record for a plain space, or a plain one for a space that holds sealed records.
+        case encryption
         /// The storage failed (I/O, a corrupt file).
         case failure
     }

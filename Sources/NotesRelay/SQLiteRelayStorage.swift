@@ -121,6 +121,17 @@ public final class SQLiteRelayStorage: RelayStorage {
                 ALTER TABLE relay_change_v2 RENAME TO relay_change;
                 """)
         }
+        // End-to-end encrypted spaces: a record may be a sealed unit, and a space is either
+        // sealed or plain for good (its first record decides).
+        migrator.registerMigration("v3-e2e-sealed-records") { db in
+            try db.execute(sql: """
+                ALTER TABLE relay_change ADD COLUMN sealed INTEGER NOT NULL DEFAULT 0;
+                CREATE TABLE relay_space_kind (space TEXT PRIMARY KEY NOT NULL, sealed INTEGER NOT NULL) WITHOUT ROWID;
+                CREATE TABLE relay_signing_key (
+                    space TEXT NOT NULL, author BLOB NOT NULL, public_key BLOB NOT NULL,
+                    PRIMARY KEY (space, author)) WITHOUT ROWID;
+                """)
+        }
         return migrator
     }
 
@@ -205,7 +216,13 @@ public final class SQLiteRelayStorage: RelayStorage {
     static func append(_ db: Database, space: String, _ records: [RelayRecord]) throws -> [Int] {
         var coverage: [ReplicaID: Coverage] = [:]
         var stored: [Int] = []
-        let insert = try db.cachedStatement(sql: "INSERT INTO relay_change(space, author, startSeq, endSeq, payload) VALUES (?, ?, ?, ?, ?)")
+        let insert = try db.cachedStatement(sql: "INSERT INTO relay_change(space, author, startSeq, endSeq, payload, sealed) VALUES (?, ?, ?, ?, ?, ?)")
+        let sealed = try kind(db, space: space, first: records[0].sealed)
+        if let other = records.first(where: { $0.sealed != sealed }) {
+            throw RelayStorageError(.encryption, sealed
+                ? "this space is end-to-end encrypted: it takes only sealed bundles (a plaintext change of \(other.author) was refused)"
+                : "this space is not encrypted: it takes no sealed bundles (a sealed unit of \(other.author) was refused)")
+        }
         for (index, record) in records.enumerated() {
             let author = record.author
             if coverage[author] == nil {
@@ -214,13 +231,26 @@ public final class SQLiteRelayStorage: RelayStorage {
                 coverage[author] = row.map { Coverage(seq: UInt64(bitPattern: $0[0] as Int64), changes: $0[1], bytes: $0[2]) }
                     ?? Coverage(seq: 0, changes: 0, bytes: 0)
             }
+            if let key = record.signingKey {
+                // The first key stored for an author is its key here: a unit signed by another is
+                // a member writing in its name (or a stolen token with a key of its own).
+                let known = try Data.fetchOne(db.cachedStatement(sql: "SELECT public_key FROM relay_signing_key WHERE space = ? AND author = ?"),
+                                              arguments: [space, Data(author.raw.bytes)])
+                if let known, [UInt8](known) != key {
+                    throw RelayStorageError(.encryption, "a sealed unit of \(author) is signed with another key than the one this space holds for it; nothing was stored")
+                }
+                if known == nil {
+                    try db.execute(sql: "INSERT INTO relay_signing_key(space, author, public_key) VALUES (?, ?, ?)",
+                                   arguments: [space, Data(author.raw.bytes), Data(key)])
+                }
+            }
             let covered = coverage[author]!.seq
             if record.endSeq <= covered { continue }
             guard record.startSeq >= 1, record.startSeq - 1 <= covered else {
                 throw RelayStorageError(.gap, "changes of \(author) from seq \(record.startSeq) would leave a gap: the relay holds them up to seq \(covered)")
             }
             try insert.execute(arguments: [space, Data(author.raw.bytes), Int64(bitPattern: record.startSeq),
-                                           Int64(bitPattern: record.endSeq), Data(record.payload)])
+                                           Int64(bitPattern: record.endSeq), Data(record.payload), record.sealed])
             coverage[author]!.seq = record.endSeq
             coverage[author]!.changes += 1
             coverage[author]!.bytes += record.payload.count
@@ -235,6 +265,18 @@ public final class SQLiteRelayStorage: RelayStorage {
             try upsert.execute(arguments: [space, Data(author.raw.bytes), Int64(bitPattern: entry.seq), entry.changes, entry.bytes])
         }
         return stored
+    }
+
+    /// Whether the space is sealed: as recorded, else plain when it already holds records, else
+    /// as its first record (`first`), recorded now.
+    static func kind(_ db: Database, space: String, first: Bool) throws -> Bool {
+        if let known = try Bool.fetchOne(db.cachedStatement(sql: "SELECT sealed FROM relay_space_kind WHERE space = ?"), arguments: [space]) {
+            return known
+        }
+        let holds = try Bool.fetchOne(db.cachedStatement(sql: "SELECT 1 FROM relay_author WHERE space = ? LIMIT 1"), arguments: [space]) ?? false
+        let sealed = holds ? false : first
+        try db.execute(sql: "INSERT INTO relay_space_kind(space, sealed) VALUES (?, ?)", arguments: [space, sealed])
+        return sealed
     }
 
     /// One page of the rows a client at `clientVersion` lacks: per lagging author, the rows past
@@ -289,13 +331,18 @@ public final class SQLiteRelayStorage: RelayStorage {
             heads[best] += 1
             delivered[row.author] = row.endSeq
         }
-        let payload = try db.cachedStatement(sql: "SELECT payload FROM relay_change WHERE id = ?")
+        let payload = try db.cachedStatement(sql: "SELECT payload, sealed FROM relay_change WHERE id = ?")
         var records: [RelayStoredRecord] = []
         records.reserveCapacity(picked.count)
         for row in picked {
-            let data = needsPayload(row.id) ? try Data.fetchOne(payload, arguments: [row.id]) ?? Data() : Data()
+            var data = Data()
+            var sealed = false
+            if needsPayload(row.id), let fetched = try Row.fetchOne(payload, arguments: [row.id]) {
+                data = fetched[0]
+                sealed = fetched[1]
+            }
             records.append(RelayStoredRecord(arrival: row.id, record: RelayRecord(author: row.author, startSeq: row.startSeq, endSeq: row.endSeq,
-                                                                                  payload: [UInt8](data))))
+                                                                                  payload: [UInt8](data), sealed: sealed)))
         }
         let more = lagging.contains { entry in (delivered[entry.author] ?? entry.have) < version[entry.author] }
         return RelayPage(records: records, version: version, more: more)

@@ -193,6 +193,11 @@ public struct Scenario: Codable, Sendable, Hashable {
         /// that are not bundles, damaged, too large, or with gaps. The relay refuses each with the
         /// status the protocol says, and stores nothing.
         public var intrusions: Int = 0
+        /// In an encrypted scenario: times a member device (it holds the space key) seals a change
+        /// in another device's name with its own signing key and hands it to every hub it is
+        /// attached to (a relay upload, a file in its folder). Relays and readers must refuse it:
+        /// no device may apply it.
+        public var memberForgeries: Int = 0
         /// Random partitions of one device from one hub.
         public var randomPartitions: Int = 0
         /// The longest a random partition lasts, in seconds.
@@ -236,6 +241,10 @@ public struct Scenario: Codable, Sendable, Hashable {
     public var partitions: [Partition] = []
     /// Crashes, reinstalls, copies, deaths, forgeries, intrusions and random partitions.
     public var faults = Faults()
+    /// Whether every device is in one end-to-end encrypted space (a key from the seed; the devices
+    /// of the start introduced to each other, as devices that joined together): every bundle is
+    /// sealed and signed, relays and folders hold only ciphertext.
+    public var encrypted = false
 
     /// A scenario named `name`, with every other field at its default.
     public init(name: String) { self.name = name }
@@ -288,6 +297,9 @@ public struct Scenario: Codable, Sendable, Hashable {
         }
         for jump in clocks.jumps where jump.device < 0 || jump.device >= devices {
             throw SimulationError("\(name): a clock jump names device \(jump.device)")
+        }
+        if faults.memberForgeries > 0, !encrypted || devices < 2 {
+            throw SimulationError("\(name): faults.memberForgeries needs \"encrypted\": true and at least 2 devices")
         }
         // Devices joined through shared hubs must form one component.
         var reached: Set<Int> = [0]
@@ -358,7 +370,7 @@ public struct SimulationError: Error, CustomStringConvertible, Sendable {
 // Decoding with defaults: every field but `name` may be left out.
 extension Scenario {
     enum CodingKeys: String, CodingKey {
-        case name, description, devices, durationSeconds, hubs, workload, sync, network, folder, clocks, partitions, faults
+        case name, description, devices, durationSeconds, hubs, workload, sync, network, folder, clocks, partitions, faults, encrypted
     }
 
     /// Decodes a scenario, taking the default for every field left out (only `name` is required).
@@ -372,6 +384,7 @@ extension Scenario {
         workload = try c.decodeIfPresent(Workload.self, forKey: .workload) ?? workload
         sync = try c.decodeIfPresent(Sync.self, forKey: .sync) ?? sync
         network = try c.decodeIfPresent(Network.self, forKey: .network) ?? network
+        encrypted = try c.decodeIfPresent(Bool.self, forKey: .encrypted) ?? encrypted
         folder = try c.decodeIfPresent(Folder.self, forKey: .folder) ?? folder
         clocks = try c.decodeIfPresent(Clocks.self, forKey: .clocks) ?? clocks
         partitions = try c.decodeIfPresent([Partition].self, forKey: .partitions) ?? partitions
@@ -470,7 +483,7 @@ extension Scenario.Partition {
 
 extension Scenario.Faults {
     enum CodingKeys: String, CodingKey {
-        case crashes, reinstalls, reinstallAt, crashAt, reinstallsDuringSync, copies, deaths, forgeries, intrusions
+        case crashes, reinstalls, reinstallAt, crashAt, reinstallsDuringSync, copies, deaths, forgeries, intrusions, memberForgeries
         case randomPartitions, maxPartitionSeconds, oneWay
     }
     /// Decodes faults, taking the default (none) for every field left out.
@@ -486,6 +499,7 @@ extension Scenario.Faults {
         deaths = try c.decodeIfPresent([Scenario.DeviceTime].self, forKey: .deaths) ?? deaths
         forgeries = try c.decodeIfPresent(Int.self, forKey: .forgeries) ?? forgeries
         intrusions = try c.decodeIfPresent(Int.self, forKey: .intrusions) ?? intrusions
+        memberForgeries = try c.decodeIfPresent(Int.self, forKey: .memberForgeries) ?? memberForgeries
         randomPartitions = try c.decodeIfPresent(Int.self, forKey: .randomPartitions) ?? randomPartitions
         maxPartitionSeconds = try c.decodeIfPresent(Double.self, forKey: .maxPartitionSeconds) ?? maxPartitionSeconds
         oneWay = try c.decodeIfPresent(Double.self, forKey: .oneWay) ?? oneWay

@@ -51,6 +51,8 @@ public struct SimEvent: Codable, Hashable, Sendable {
     /// in a folder, an intrusion at a relay, or a copy of another device's database.
     public enum Kind: String, Codable, Sendable {
         case edit, sync, partition, heal, crash, crashDuringSync, reinstall, reinstallDuringSync, clockJump, death, forgery, intrusion, copy
+        /// A member device forges a sealed change in another device's name (encrypted scenarios).
+        case memberForgery
     }
 
     /// Milliseconds since the start of the run.
@@ -212,6 +214,10 @@ public enum ScheduleGenerator {
                 events.append(SimEvent(time: at(), kind: description.kind == .folder ? .forgery : .intrusion, device: -1, hub: hub,
                                        payload: rng.next()))
             }
+        }
+
+        for _ in 0 ..< scenario.faults.memberForgeries {
+            events.append(SimEvent(time: at(), kind: .memberForgery, device: rng.below(devices), payload: rng.next()))
         }
 
         // Stable sort by time: events at the same millisecond keep their generation order.

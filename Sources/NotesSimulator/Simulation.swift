@@ -115,6 +115,11 @@ public struct RunStats: Codable, Sendable, Hashable {
     public var forgeries = 0
     /// Hostile requests sent to relays.
     public var intrusions = 0
+    /// Changes a member device forged in another's name (encrypted scenarios), and how many
+    /// times a hub or a device refused one.
+    public var memberForgeries = 0
+    /// Refusals of forged units: relay uploads refused, units refused by devices, folder files skipped.
+    public var forgeryRefusals = 0
     /// Sync rounds of the final healing, up to the one that changed nothing (in a summary: the most
     /// of any run).
     public var healRounds = 0
@@ -146,6 +151,8 @@ public struct RunResult: Codable, Sendable {
     public var traceHash: String
     /// When (ms since the start) the devices last changed state before the end: when they converged.
     public var convergedAtMilliseconds: UInt64?
+    /// CPU seconds spent in the sync engine (not in the checks around it): what a sync costs.
+    public var syncSeconds: Double = 0
     /// Counters of what happened.
     public var stats: RunStats
 
@@ -166,6 +173,13 @@ public final class Simulation: @unchecked Sendable {
     let clocks: ClockState
     var devices: [SimDevice] = []
     var relays: [Int: SimRelayHub] = [:]
+    /// The space key of an encrypted scenario.
+    var spaceKey: SpaceKey?
+    /// CPU nanoseconds of the process spent in `SyncEngine.sync` (the simulator's own checks
+    /// excluded; exact with one run at a time).
+    var syncNanoseconds: UInt64 = 0
+    /// The bytes of every unit a member forged (the world knows; no device does).
+    var forgedUnits: Set<[UInt8]> = []
     var folders: [Int: SimFolderHub] = [:]
     var links: [[LinkState]]
     /// The randomness of the event being run (network faults, jitter, choices).
@@ -225,6 +239,17 @@ public final class Simulation: @unchecked Sendable {
             let store = try NoteStore.open(database, options: storeOptions(d), replicaID: ReplicaID.random(using: &setup))
             devices.append(SimDevice(index: d, database: database, store: store))
         }
+        if scenario.encrypted {
+            // A generator of its own, so that plain scenarios draw exactly what they drew before.
+            var keys = SimRandom(seed: seed, salt: 22)
+            let key = SpaceKey(bytes: (0 ..< 32).map { _ in UInt8(truncatingIfNeeded: keys.next()) })!
+            spaceKey = key
+            // Before any edit, so that every device writes as an id made from its signing key.
+            for device in devices {
+                try device.store.enterSpace(key: key, origin: "simulation", signingSeed: (0 ..< 4).flatMap { _ in withUnsafeBytes(of: keys.next()) { Array($0) } })
+            }
+            try introduceDevices()
+        }
         // Device 0 starts with some notes, which every device has before the clock starts.
         let first = devices[0].store
         for n in 0 ..< scenario.workload.initialNotes {
@@ -236,7 +261,13 @@ public final class Simulation: @unchecked Sendable {
         }
         let initial = try first.changes(since: VersionVector())
         for change in initial { reference.record(change) }
-        for device in devices.dropFirst() { try device.store.apply(initial) }
+        if spaceKey != nil {
+            // As sealed units, so that every device holds them to pass on (device 0 may be gone).
+            let units = try first.sealedUnits(since: VersionVector())
+            for device in devices.dropFirst() { _ = try device.store.integrate(sealed: units) }
+        } else {
+            for device in devices.dropFirst() { try device.store.apply(initial) }
+        }
         for device in devices { device.lastVersion = try device.store.versionVector }
     }
 
@@ -317,6 +348,8 @@ public final class Simulation: @unchecked Sendable {
             forge(hub: event.hub, payload: event.payload)
         case .intrusion:
             await intrude(hub: event.hub, payload: event.payload)
+        case .memberForgery:
+            await forgeAsMember(d, payload: event.payload)
         case .clockJump:
             clocks.skews[d] &+= event.amount
             stats.clockJumps += 1
@@ -540,8 +573,22 @@ public final class Simulation: @unchecked Sendable {
             return
         }
         do {
-            let transport = try transport(d, hub: hub)
-            let report = try await engine.sync(device.store, over: transport)
+            var transport = try transport(d, hub: hub)
+            if spaceKey != nil, var folder = transport as? FolderTransport {
+                // What the device knows of the members now (a new one is learnt at every sync).
+                folder.sealedUnitCheck = try device.store.sealedUnitCheck()
+                transport = folder
+            }
+            let started = SealingTime.cpuNanoseconds()
+            let outcome: Result<SyncReport, any Error>
+            do { outcome = .success(try await engine.sync(device.store, over: transport)) } catch { outcome = .failure(error) }
+            syncNanoseconds += SealingTime.cpuNanoseconds() &- started
+            let report = try outcome.get()
+            // Only what a member forged may be refused (by a device, or a folder file skipped for it).
+            stats.forgeryRefusals += report.refused.count + report.skipped.filter { $0.contains("forged: ") }.count
+            if let stray = report.refused.first(where: { !$0.hasPrefix("forged: ") }) {
+                violation("device \(d): refused a sealed unit that no forger made: \(stray)")
+            }
             // As `crdt-sync sync --dir` does, with a small threshold so that runs compact often.
             if let folder = transport as? FolderTransport {
                 try folder.compact(writer: device.replicaID, threshold: scenario.folder.compactThreshold)
@@ -757,8 +804,15 @@ public final class Simulation: @unchecked Sendable {
         await replaceStore(of: d) { device in
             let id = ReplicaID.random(using: &eventRandom)
             device.database = try InMemoryDatabase()
-            return try NoteStore.open(device.database, options: storeOptions(d), replicaID: id)
+            let store = try NoteStore.open(device.database, options: storeOptions(d), replicaID: id)
+            // Set up again, it joins the space again (a new signing key, introduced by its first units).
+            if let spaceKey {
+                try store.enterSpace(key: spaceKey, origin: "simulation",
+                                     signingSeed: (0 ..< 4).flatMap { _ in withUnsafeBytes(of: eventRandom.next()) { Array($0) } })
+            }
+            return store
         }
+        if spaceKey != nil { try? introduceDevices() }
         trace.add(elapsed, d, .reinstall, Int64(stats.forgottenOperations))
     }
 
@@ -775,6 +829,7 @@ public final class Simulation: @unchecked Sendable {
             if store.replicaID == before { violation("device \(d): a copy of device \(source)'s database kept its replica id \(before)") }
             return store
         }
+        if spaceKey != nil { try? introduceDevices() }
         trace.add(elapsed, d, .copy, Int64(source))
     }
 
@@ -794,6 +849,10 @@ public final class Simulation: @unchecked Sendable {
         for bytes in carried {
             guard let bundle = try? SyncBundle.decode(bytes) else { continue }
             for change in bundle.changes where change.replica == replica { kept.append(change.startSeq ... change.endSeq) }
+            // A sealed unit holds what its header says, unless a member forged it.
+            for unit in bundle.sealedUnits where unit.author == replica && !forgedUnits.contains(unit.bytes) {
+                kept.append(unit.startSeq ... unit.endSeq)
+            }
         }
         return kept
     }
@@ -900,6 +959,60 @@ public final class Simulation: @unchecked Sendable {
         folder.publishForeign("\(SimFolderHub.root)/\(forger)/\(name)", bytes, world: self)
         stats.forgeries += 1
         trace.add(elapsed, -1, .forgery, Int64(hub), Int64(kind))
+    }
+
+    /// Every device learns every other's signing key, as devices that join a space compare keys
+    /// (at the start, and when one is set up again): trust on first use is then never first met
+    /// with a forgery (Docs/Security.md says what happens when it is).
+    func introduceDevices() throws {
+        for device in devices {
+            for other in devices where other !== device {
+                guard let sealer = try other.store.spaceSealer() else { continue }
+                try device.store.pinMember(other.replicaID, publicKey: sealer.signer.publicKey)
+            }
+        }
+    }
+
+    /// A member device (it holds the space key) forges: it seals a change in another device's
+    /// name (the next seq of that device, a title no device writes) with its own signing key, and
+    /// hands it to each hub it is attached to, a relay upload and a file in its folder. The relay
+    /// must refuse the upload (another key for a known author); readers must skip the file; no
+    /// device may apply the change, which the end-of-run check would see as an edit nobody made.
+    func forgeAsMember(_ d: Int, payload: UInt64) async {
+        guard spaceKey != nil, let sealer = try? devices[d].store.spaceSealer() else { return }
+        var rng = SimRandom(seed: payload)
+        let victims = devices.indices.filter { $0 != d }
+        guard !victims.isEmpty else { return }
+        let victim = devices[victims[rng.below(victims.count)]]
+        guard let version = try? victim.store.versionVector, let note = try? victim.store.notebook.noteIDs.first else { return }
+        let change = Change(replica: victim.replicaID, startSeq: version[victim.replicaID] + 1, timestamp: Timestamp(milliseconds: clocks.now),
+                            dependencies: VersionVector(), operations: [.setNoteField(note: note, field: .title, value: .string("forged by a member"))])
+        var encoder = ChangeCodec.Encoder()
+        guard let unit = try? sealer.seal(author: victim.replicaID, changes: [change], encoder: &encoder) else { return }
+        var claimed = version
+        claimed[victim.replicaID] = change.endSeq
+        let bundle = SyncBundle(sender: devices[d].replicaID, senderVersion: claimed, sealed: [unit])
+        stats.memberForgeries += 1
+        forgedUnits.insert(unit.bytes)
+        for hub in ScheduleGenerator.hubIndexes(of: d, in: scenario) {
+            if let relay = relays[hub] {
+                let response = await relay.service.handle(RelayRequest(method: "POST", path: RelayProtocol.syncPath(space: SimRelayHub.space),
+                                                                       headers: ["Authorization": "Bearer \(SimRelayHub.token)"], body: bundle.encoded()))
+                // Refused, or skipped unread when the relay holds those seqs already; never stored.
+                if response.status == 400 {
+                    stats.forgeryRefusals += 1
+                } else if response.status != 200 || response.headers[RelayProtocol.storedHeader] != "0" {
+                    violation("relay \(scenario.hubs[hub].name): a unit forged by device \(d) in \(victim.replicaID)'s name got \(response.status), stored \(response.headers[RelayProtocol.storedHeader] ?? "?")")
+                }
+            } else if let folder = folders[hub] {
+                // In the folder the forger says what it really has (what a peer records of it).
+                let name = FolderTransport.fileName(author: victim.replicaID, first: change.startSeq, last: change.endSeq)
+                let honest = (try? devices[d].store.versionVector) ?? VersionVector()
+                folder.publishForeign("\(SimFolderHub.root)/\(devices[d].replicaID)/\(name)",
+                                      SyncBundle(sender: devices[d].replicaID, senderVersion: honest, sealed: [unit]).encoded(), world: self)
+            }
+        }
+        trace.add(elapsed, d, .forgery, -1, 10)
     }
 
     /// A hostile request reaches a relay: without a token, with a wrong one or another space's,
@@ -1229,7 +1342,7 @@ public final class Simulation: @unchecked Sendable {
             scenario: scenario.name, seed: seed, events: executed, simulatedMilliseconds: elapsed,
             converged: divergent == 0, divergentDevices: divergent, lostEdits: lost, stuckPending: pending,
             safetyViolations: violations, problems: Array(problems.prefix(40)), traceHash: trace.hash(),
-            convergedAtMilliseconds: divergent == 0 ? lastStateChange : nil, stats: stats)
+            convergedAtMilliseconds: divergent == 0 ? lastStateChange : nil, syncSeconds: Double(syncNanoseconds) / 1e9, stats: stats)
     }
 }
 

@@ -39,6 +39,10 @@ public enum Simulator {
         public var stats: RunStats
         /// The failing runs (at most 20), first to last.
         public var failures: [Failure]
+        /// CPU seconds spent in the sync engine over all runs (exact with `--jobs 1`).
+        public var syncSeconds: Double = 0
+        /// Of those, in sealing and opening units (this process, all runs; exact with `--jobs 1`).
+        public var sealingSeconds: Double = 0
     }
 
     /// A failing run, with its shrunk reproduction.
@@ -115,6 +119,8 @@ public enum Simulator {
             stats.crashes += s.crashes; stats.reinstalls += s.reinstalls; stats.copies += s.copies; stats.clockJumps += s.clockJumps
             stats.partitions += s.partitions; stats.forgottenOperations += s.forgottenOperations
             stats.healRounds = max(stats.healRounds, s.healRounds)
+            stats.forgeries += s.forgeries; stats.intrusions += s.intrusions
+            stats.memberForgeries += s.memberForgeries; stats.forgeryRefusals += s.forgeryRefusals
         }
         let simulated = Double(results.reduce(0) { $0 + $1.simulatedMilliseconds }) / 1000
         let hash = results.count == 1 ? results[0].traceHash : SHA256.hex(Array(results.map(\.traceHash).joined().utf8))
@@ -127,7 +133,7 @@ public enum Simulator {
             simulatedSeconds: simulated, wallSeconds: wallSeconds,
             runsPerSecond: wallSeconds > 0 ? Double(results.count) / wallSeconds : 0,
             simulatedSecondsPerWallSecond: wallSeconds > 0 ? simulated / wallSeconds : 0,
-            traceHash: hash, stats: stats, failures: failures)
+            traceHash: hash, stats: stats, failures: failures, syncSeconds: results.reduce(0) { $0 + $1.syncSeconds })
     }
 
     /// Shrinks a failing run by delta debugging over its schedule: the smallest subset of events

@@ -76,7 +76,16 @@ extension NoteStore {
     ///   because a change from elsewhere is invalid.
     @discardableResult
     public func apply(_ changes: [Change]) throws -> ApplyReport {
+        try apply(changes, alsoWriting: nil)
+    }
+
+    /// `apply(_:)`, with `extra` written in the same transaction (what an encrypted space keeps
+    /// beside the changes: the sealed units, the members' keys).
+    func apply(_ changes: [Change], alsoWriting extra: ((Database) throws -> Void)?) throws -> ApplyReport {
         lock.lock(); defer { lock.unlock() }
+        if changes.isEmpty, let extra {
+            try writeTransaction("cannot record the sealed units") { db in try extra(db) }
+        }
         guard !changes.isEmpty else {
             return ApplyReport(applied: 0, duplicates: 0, pending: try loadedState().notebook.pendingCount, touchedNotes: 0)
         }
@@ -127,6 +136,7 @@ extension NoteStore {
                 try log(newChanges, db)
                 touched = try materialize(newChanges, db)
             }
+            try extra?(db)
             if foreignOwn > 0 {
                 moved = try NoteStore.retire(own, db, options: options, salt: "",
                                              reason: "a sync brought \(foreignOwn) change(s) in this replica's name that it never made: another copy of this database writes as it")

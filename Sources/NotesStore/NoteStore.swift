@@ -2,6 +2,7 @@ import Foundation
 import Synchronization
 import GRDB
 import NotesCRDT
+import NotesSync
 
 /// How a store is opened and how it behaves.
 public struct StoreOptions: Sendable {
@@ -98,6 +99,10 @@ public final class NoteStore: @unchecked Sendable {
 
     let queue: DatabaseQueue
     let lock = NSLock()
+    /// Sealed units whose signatures this store verified (an encrypted space's second look is free).
+    let verifiedUnits = VerifiedUnits()
+    /// The space sealer of the stored keys, and those keys' bytes (`sealer(_:)`).
+    let sealerCache = Mutex<(raw: [UInt8], sealer: SpaceSealer)?>(nil)
 
     /// The CRDT state as loaded from the database, and where in the log it stands.
     struct Loaded {
@@ -364,7 +369,17 @@ public final class NoteStore: @unchecked Sendable {
         var seed: UInt64 = 0xCBF2_9CE4_8422_2325
         for byte in old.raw.bytes + Array("\(now) \(salt) \(count)".utf8) { seed = (seed ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
         var generator = SplitMix64(seed: seed)
-        let fresh = ReplicaID.random(using: &generator)
+        var fresh = ReplicaID.random(using: &generator)
+        if let signingKey = try Data.fetchOne(db, sql: "SELECT signing_key FROM space_key WHERE id = 1") {
+            // In an encrypted space the id is made from a signing key: a new key, unpredictable to
+            // anyone without the old one (a copy holds the old one, but not the generator's draw).
+            let draw = (0 ..< 4).flatMap { _ in withUnsafeBytes(of: generator.next()) { Array($0) } }
+            let signer = SigningIdentity(deriving: [UInt8](signingKey) + draw)
+            fresh = signer.replicaID
+            try db.execute(sql: "UPDATE space_key SET signing_key = ? WHERE id = 1", arguments: [Data(signer.rawRepresentation)])
+            try db.execute(sql: "INSERT OR IGNORE INTO space_member (replica, public_key, first_seen) VALUES (?, ?, ?)",
+                           arguments: [Data(fresh.raw.bytes), Data(signer.publicKey), Int64(clamping: now)])
+        }
         try db.execute(sql: "UPDATE replica SET replica_id = ? WHERE id = 1", arguments: [Data(fresh.raw.bytes)])
         try db.execute(sql: "INSERT INTO replica_history (retired_id, new_id, retired_at, reason) VALUES (?, ?, ?, ?)",
                        arguments: [Data(old.raw.bytes), Data(fresh.raw.bytes), Int64(clamping: now), reason])

@@ -271,6 +271,42 @@ enum Schema {
                 );
                 """)
         }
+        // End-to-end encryption (issue 22): the space key and this replica's signing key, the
+        // members' signing keys as first introduced, the sealed units kept to pass on as they
+        // are, and the units refused (Docs/Storage.md, "Encrypted spaces").
+        migrator.registerMigration("v11-e2e-space-key-members-sealed-units") { db in
+            try db.execute(sql: """
+                CREATE TABLE space_key (
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    key BLOB NOT NULL,                   -- 32 bytes: the space key
+                    origin TEXT NOT NULL,                -- the scrypt descriptor, or 'recovery code'
+                    signing_key BLOB NOT NULL,           -- 32 bytes: this replica's Ed25519 private key
+                    created_at INTEGER NOT NULL          -- wall-clock ms
+                );
+                CREATE TABLE space_member (
+                    replica BLOB PRIMARY KEY,            -- 16 bytes
+                    public_key BLOB NOT NULL,            -- 32 bytes: the first key introduced for it (trusted on first use)
+                    first_seen INTEGER NOT NULL          -- wall-clock ms
+                ) WITHOUT ROWID;
+                CREATE TABLE sealed_unit (
+                    author BLOB NOT NULL,                -- 16 bytes
+                    start_seq INTEGER NOT NULL,
+                    end_seq INTEGER NOT NULL,
+                    unit BLOB NOT NULL,                  -- the unit's bytes, as its author sealed them
+                    PRIMARY KEY (author, end_seq)
+                ) WITHOUT ROWID;
+                CREATE TABLE sealed_refused (
+                    row INTEGER PRIMARY KEY,
+                    author BLOB NOT NULL,
+                    start_seq INTEGER NOT NULL,
+                    end_seq INTEGER NOT NULL,
+                    code TEXT NOT NULL,                  -- a SyncError code: forged, malformed, tooLarge
+                    reason TEXT NOT NULL,
+                    unit BLOB NOT NULL,
+                    received_at INTEGER NOT NULL
+                );
+                """)
+        }
         return migrator
     }
 }

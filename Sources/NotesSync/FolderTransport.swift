@@ -26,6 +26,10 @@ public struct FolderTransport: SyncTransport {
     /// Verdicts on files already checked, by path, size and modification time (a file is written
     /// once, so a verdict holds until it changes).
     private let verdicts = VerdictCache()
+    /// In an encrypted space: what makes a sealed unit untrusted (a forged introduction or
+    /// signature, a second key for a known author; `NoteStore.sealedUnitCheck()`), so that a file
+    /// holding one is skipped and counts for nothing, and its author's real unit is written again.
+    public var sealedUnitCheck: (@Sendable (SealedUnit) -> SyncError?)?
 
     /// The extension of a bundle file.
     public static let fileExtension = "crdtb"
@@ -143,6 +147,16 @@ public struct FolderTransport: SyncTransport {
     public func send(_ bundle: SyncBundle) async throws -> SendResult {
         let sub = FileSystemPaths.join(folder, bundle.sender.description)
         try fileSystem.createDirectory(sub)
+        if bundle.isSealed {
+            // One file per sealed unit, as its author sealed it (a unit cannot be cut or joined).
+            var encoder = ChangeCodec.Encoder()
+            for unit in bundle.sealedUnits {
+                let path = FileSystemPaths.join(sub, FolderTransport.fileName(author: unit.author, first: unit.startSeq, last: unit.endSeq))
+                let file = SyncBundle(sender: bundle.sender, senderVersion: bundle.senderVersion, sealed: [unit])
+                try fileSystem.writeAtomically(file.encoded(using: &encoder), to: path)
+            }
+            return .nothing
+        }
         var byAuthor: [ReplicaID: [Change]] = [:]
         var order: [ReplicaID] = []
         for change in bundle.changes {
@@ -198,6 +212,9 @@ public struct FolderTransport: SyncTransport {
             let bytes = try fileSystem.read(entry.path, limit: maxFileBytes)
             let bundle = try SyncBundle.decode(bytes)
             if let problem = FolderTransport.mismatch(entry, bundle) { return .failure(SyncError(.malformed, problem)) }
+            if let check = sealedUnitCheck {
+                for unit in bundle.sealedUnits { if let problem = check(unit) { return .failure(problem) } }
+            }
             verdicts.recordGood(entry, checksum: Array(bytes.suffix(SyncBundle.checksumLength)))
             return .success(bundle)
         } catch let error as SyncError {
@@ -249,6 +266,20 @@ public struct FolderTransport: SyncTransport {
         if bundle.sender != entry.writer {
             return "written by \(bundle.sender), but it sits in \(entry.writer)'s folder"
         }
+        if bundle.isSealed {
+            let ranges = bundle.sealedUnits.map { (author: $0.author, first: $0.startSeq, last: $0.endSeq) }
+            if let other = ranges.first(where: { $0.author != entry.author }) {
+                return "its name says it holds changes of \(entry.author), but it holds changes of \(other.author)"
+            }
+            var covered = entry.first - 1
+            for range in ranges.sorted(by: { $0.first < $1.first }) where range.first - 1 <= covered {
+                covered = max(covered, range.last)
+            }
+            guard ranges.map(\.first).min() == entry.first, ranges.map(\.last).max() == entry.last, covered == entry.last else {
+                return "its name says seqs \(entry.first)-\(entry.last), but its sealed units cover other seqs; it is not trusted"
+            }
+            return nil
+        }
         var first = UInt64.max
         var last: UInt64 = 0
         for change in bundle.changes {
@@ -283,13 +314,19 @@ public struct FolderTransport: SyncTransport {
         var encoder = ChangeCodec.Encoder()
         for (author, files) in Dictionary(grouping: mine, by: \.author).sorted(by: { $0.key < $1.key }) where files.count > threshold {
             var changes: [Change] = []
+            var units: [SealedUnit] = []
             var senderVersion = VersionVector()
             var used: [Entry] = []
             for file in files.sorted(by: { ($0.first, $0.path) < ($1.first, $1.path) }) {
                 guard case .success(let bundle) = read(file) else { continue }
+                units.append(contentsOf: bundle.sealedUnits)
                 changes.append(contentsOf: bundle.changes)
                 senderVersion.merge(bundle.senderVersion)
                 used.append(file)
+            }
+            if !units.isEmpty {
+                removed += try compactSealed(writer: writer, author: author, units: units, senderVersion: senderVersion, used: used, encoder: &encoder)
+                continue
             }
             guard !changes.isEmpty else { continue }
             // One file must hold a gap-free range: stop at the first gap.
@@ -312,6 +349,32 @@ public struct FolderTransport: SyncTransport {
                 try? fileSystem.remove(file.path)
                 removed += 1
             }
+        }
+        return removed
+    }
+
+    /// Joins a writer's files of sealed units of one author into one file: the units as they
+    /// are (they cannot be cut), up to the first gap.
+    private func compactSealed(writer: ReplicaID, author: ReplicaID, units: [SealedUnit], senderVersion: VersionVector,
+                               used: [Entry], encoder: inout ChangeCodec.Encoder) throws -> Int {
+        var contiguous: [SealedUnit] = []
+        var seen: Set<UnitBytes> = []
+        var covered: UInt64 = 0
+        for unit in units.sorted(by: { ($0.startSeq, $0.endSeq) < ($1.startSeq, $1.endSeq) }) where seen.insert(UnitBytes(unit.bytes)).inserted {
+            if !contiguous.isEmpty, unit.startSeq - 1 > covered { break }
+            if contiguous.isEmpty || unit.endSeq > covered {
+                contiguous.append(unit)
+                covered = unit.endSeq
+            }
+        }
+        guard let first = contiguous.first?.startSeq, contiguous.count > 1 else { return 0 }
+        let target = FileSystemPaths.join(FileSystemPaths.join(folder, writer.description),
+                                          FolderTransport.fileName(author: author, first: first, last: covered))
+        try fileSystem.writeAtomically(SyncBundle(sender: writer, senderVersion: senderVersion, sealed: contiguous).encoded(using: &encoder), to: target)
+        var removed = 0
+        for file in used where file.path != target && file.first >= first && file.last <= covered {
+            try? fileSystem.remove(file.path)
+            removed += 1
         }
         return removed
     }

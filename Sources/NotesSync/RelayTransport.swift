@@ -74,6 +74,14 @@ public struct RelayTransport: SyncTransport {
     /// sender lacks.
     public func send(_ bundle: SyncBundle) async throws -> SendResult {
         var reply: RelayReply?
+        if bundle.isSealed {
+            // Sealed units go as they are, as many to a request as the relay takes.
+            for piece in SyncBundle.sealedPieces(sender: bundle.sender, senderVersion: bundle.senderVersion, units: bundle.sealedUnits,
+                                                 maxUnits: maxChangesPerRequest) {
+                reply = try await exchange(piece)
+            }
+            return SendResult(replies: try await pages(from: reply!, local: bundle.sender, version: bundle.senderVersion), complete: true)
+        }
         // Requests the relay takes: at most `maxChangesPerRequest` changes, and within a bundle's limits.
         for piece in try SyncBundle.pieces(sender: bundle.sender, senderVersion: bundle.senderVersion, changes: bundle.changes,
                                            maxChanges: maxChangesPerRequest) {
@@ -98,6 +106,9 @@ public struct RelayTransport: SyncTransport {
             var advanced = cursor
             for change in reply.bundle.changes where change.endSeq > advanced[change.replica] {
                 advanced[change.replica] = change.endSeq
+            }
+            for unit in reply.bundle.sealedUnits where unit.endSeq > advanced[unit.author] {
+                advanced[unit.author] = unit.endSeq
             }
             guard advanced != cursor else {
                 throw SyncError(.transient, "\(spaceURL): the relay said there is more but sent nothing new")

@@ -59,6 +59,30 @@ extension SyncBundle {
     }
 }
 
+extension SyncBundle {
+    /// Sealed units as consecutive sealed bundles of at most `maxUnits` units and `maxBytes`
+    /// bytes each (a unit is at most a bundle's size less its framing: its author cut it so).
+    public static func sealedPieces(sender: ReplicaID, senderVersion: VersionVector, units: [SealedUnit],
+                                    maxUnits: Int = SyncBundle.changeLimits.maxChanges / 2) -> [SyncBundle] {
+        let framing = fixedHeaderLength + 11 * (1 + 2 * senderVersion.count) + 16 * senderVersion.count + checksumLength + 10
+        var result: [SyncBundle] = []
+        var current: [SealedUnit] = []
+        var bytes = framing
+        for unit in units {
+            let size = unit.bytes.count + 10
+            if !current.isEmpty, current.count >= max(1, maxUnits) || bytes + size > maxBytes {
+                result.append(SyncBundle(sender: sender, senderVersion: senderVersion, sealed: current))
+                current = []
+                bytes = framing
+            }
+            current.append(unit)
+            bytes += size
+        }
+        result.append(SyncBundle(sender: sender, senderVersion: senderVersion, sealed: current))
+        return result
+    }
+}
+
 extension Change {
     /// The change cut in two between its operations, at the middle: the first half, then the
     /// rest as the change that directly follows it (next seqs, next timestamps, same

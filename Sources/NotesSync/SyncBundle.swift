@@ -27,6 +27,13 @@ public struct SyncError: Error, Hashable, Sendable, CustomStringConvertible {
         public static let rejected = Code("rejected")
         /// Larger than a reader takes (`SyncBundle.maxBytes`, or a limit of `SyncBundle.changeLimits`).
         public static let tooLarge = Code("tooLarge")
+        /// Sealed under another space key than this replica's (a wrong passphrase, another space).
+        public static let wrongKey = Code("wrongKey")
+        /// A sealed unit that does not verify: a forged introduction or signature, a second key for
+        /// a known replica, a ciphertext that was altered, content that is not what its header says.
+        public static let forged = Code("forged")
+        /// Plaintext where the space is encrypted, or sealed data where this replica has no space key.
+        public static let encryption = Code("encryption")
         /// The code's name (e.g. `tooLarge`).
         public var description: String { name }
     }
@@ -62,15 +69,34 @@ public struct SyncBundle: Hashable, Sendable {
     public var sender: ReplicaID
     /// What the sender had applied when it wrote the bundle.
     public var senderVersion: VersionVector
-    /// The changes, in a causal order.
+    /// The changes, in a causal order (none in a sealed bundle: see `sealedUnits`).
     public var changes: [Change]
+    /// Whether this is a sealed bundle (format version 4): its changes travel encrypted and
+    /// signed, in `sealedUnits`, readable only with the space key.
+    public var isSealed: Bool
+    /// The sealed units of a sealed bundle, each one author's changes over a seq range.
+    public var sealedUnits: [SealedUnit]
 
     /// A bundle of `changes` from `sender`, which had applied `senderVersion`.
     public init(sender: ReplicaID, senderVersion: VersionVector, changes: [Change]) {
         self.sender = sender
         self.senderVersion = senderVersion
         self.changes = changes
+        isSealed = false
+        sealedUnits = []
     }
+
+    /// A sealed bundle (format version 4) of `units` from `sender`, which had applied `senderVersion`.
+    public init(sender: ReplicaID, senderVersion: VersionVector, sealed units: [SealedUnit]) {
+        self.sender = sender
+        self.senderVersion = senderVersion
+        changes = []
+        isSealed = true
+        sealedUnits = units
+    }
+
+    /// The version of a sealed bundle.
+    public static let sealedFormatVersion: UInt8 = 4
 
     /// The 8 bytes every bundle starts with: `CRDTBNDL`.
     public static let magic: [UInt8] = Array("CRDTBNDL".utf8)
@@ -104,7 +130,9 @@ public struct SyncBundle: Hashable, Sendable {
     static let fixedHeaderLength = 8 + 1 + 1 + 16
 
     /// The number of operations (sequence numbers) the bundle carries (at most `UInt64.max`).
-    public var operationCount: UInt64 { UInt64.saturatingSum(changes.lazy.map(\.seqCount)) }
+    public var operationCount: UInt64 {
+        isSealed ? UInt64.saturatingSum(sealedUnits.lazy.map { $0.endSeq - $0.startSeq + 1 }) : UInt64.saturatingSum(changes.lazy.map(\.seqCount))
+    }
 
     /// The bundle's bytes.
     public func encoded() -> [UInt8] {
@@ -117,6 +145,21 @@ public struct SyncBundle: Hashable, Sendable {
     public func encoded(using encoder: inout ChangeCodec.Encoder) -> [UInt8] {
         var writer = BinaryWriter()
         writer.raw(SyncBundle.magic)
+        if isSealed {
+            // Version 4: the units as they are (sealed and signed by their authors), no body.
+            writer.byte(SyncBundle.sealedFormatVersion)
+            writer.byte(0)
+            writer.raw(sender.raw.bytes)
+            writer.versionVector(senderVersion)
+            writer.varint(UInt64(sealedUnits.count))
+            for unit in sealedUnits {
+                writer.varint(UInt64(unit.bytes.count))
+                writer.raw(unit.bytes)
+            }
+            var bytes = writer.bytes
+            bytes.append(contentsOf: SyncBundle.checksum(bytes[...]))
+            return bytes
+        }
         let (flags, body) = SyncBundle.packBody(encoder.encode(changes))
         writer.byte(SyncBundle.formatVersion)
         writer.byte(flags)
@@ -135,6 +178,7 @@ public struct SyncBundle: Hashable, Sendable {
     ///   `changeLimits`) that bound its memory.
     public static func decode(_ bytes: [UInt8]) throws -> SyncBundle {
         var (header, flags, body) = try checkedParts(bytes)
+        if header.isSealed { return try sealedBundle(header, &body) }
         do {
             var reader: BinaryReader
             if flags & deflatedFlag != 0 {
@@ -157,6 +201,25 @@ public struct SyncBundle: Hashable, Sendable {
         public var sender: ReplicaID
         /// What the sender had applied when it wrote the bundle.
         public var senderVersion: VersionVector
+        /// Whether the bundle is sealed (format version 4).
+        public var isSealed = false
+    }
+
+    /// The units of a sealed bundle, parsed (their routing headers) but not opened.
+    private static func sealedBundle(_ header: Header, _ reader: inout BinaryReader) throws -> SyncBundle {
+        do {
+            let count = try reader.count(max: min(reader.remaining, changeLimits.maxChanges), "the unit count")
+            var units: [SealedUnit] = []
+            units.reserveCapacity(count)
+            for _ in 0 ..< count {
+                let length = try reader.count(max: reader.remaining, "a unit's length")
+                units.append(try SealedUnit(parsing: Array(try reader.raw(length))))
+            }
+            guard reader.isAtEnd else { throw SyncError(.malformed, "malformed bundle: \(reader.remaining) unexpected bytes after the units") }
+            return SyncBundle(sender: header.sender, senderVersion: header.senderVersion, sealed: units)
+        } catch let error as CRDTError {
+            throw SyncError(.malformed, "malformed bundle: \(error.message)")
+        }
     }
 
     /// Reads only a bundle's header, after the same checks of the whole bundle as `decode` (the
@@ -175,8 +238,8 @@ public struct SyncBundle: Hashable, Sendable {
         }
         guard bytes.count > magic.count else { throw SyncError(.truncated, "truncated bundle: no format version") }
         let version = bytes[magic.count]
-        guard (1 ... formatVersion).contains(version) else {
-            throw SyncError(.unsupportedVersion, "bundle format version \(version) is not supported (this build reads versions 1 to \(formatVersion)); upgrade crdt-sync to read it")
+        guard (1 ... sealedFormatVersion).contains(version) else {
+            throw SyncError(.unsupportedVersion, "bundle format version \(version) is not supported (this build reads versions 1 to \(sealedFormatVersion)); upgrade crdt-sync to read it")
         }
         guard bytes.count <= maxBytes else {
             throw SyncError(.tooLarge, "the bundle is \(bytes.count) bytes, more than the \(maxBytes) a reader takes")
@@ -191,10 +254,13 @@ public struct SyncBundle: Hashable, Sendable {
         do {
             var reader = BinaryReader(bytes, range: magic.count + 1 ..< contentEnd)
             let flags = try reader.byte()
-            let knownFlags = version == 1 ? 0 : deflatedFlag
+            let knownFlags = version == 1 || version == sealedFormatVersion ? 0 : deflatedFlag
             guard flags & ~knownFlags == 0 else { throw SyncError(.malformed, "unknown flags \(flags) in a version \(version) bundle") }
             let sender = ReplicaID(Identifier128(bytes: try reader.raw(16))!)
             let senderVersion = try reader.versionVector(maxEntries: changeLimits.maxReplicas, maxSeq: Change.maxSeq)
+            if version == sealedFormatVersion {
+                return (Header(sender: sender, senderVersion: senderVersion, isSealed: true), flags, reader)
+            }
             let bodyLength = try reader.count(max: reader.remaining, "the body length")
             guard bodyLength == reader.remaining else {
                 throw SyncError(.malformed, "the body length says \(bodyLength) bytes but \(reader.remaining) follow")

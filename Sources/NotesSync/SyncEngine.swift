@@ -53,7 +53,9 @@ public struct SyncEngine: Sendable {
     /// Runs one sync of `replica` over `transport`.
     public func sync(_ replica: any SyncReplica, over transport: any SyncTransport) async throws -> SyncReport {
         let local = replica.replicaID
-        var session = SyncSession(local: local, version: try replica.currentVersion())
+        let sealing = replica as? any SealedSyncReplica
+        let sealed = try sealing?.isInEncryptedSpace() ?? false
+        var session = SyncSession(local: local, version: try replica.currentVersion(), sealed: sealed)
         var action = try session.start()
         while true {
             switch action {
@@ -70,6 +72,10 @@ public struct SyncEngine: Sendable {
                 action = try session.received(result)
             case .apply(let changes):
                 action = try session.applied(try replica.integrate(changes))
+            case .loadSealedUnits(let since):
+                action = try session.unitsLoaded(try sealing!.sealedUnits(since: since))
+            case .applySealed(let units):
+                action = try session.applied(try sealing!.integrate(sealed: units))
             case .recordPeers(let peers):
                 for peer in peers { try replica.recordPeer(peer.replica, version: peer.version) }
                 action = try session.peersRecorded()

@@ -24,6 +24,11 @@ public struct SyncSession: Sendable {
         case receive(version: VersionVector)
         /// Apply these changes to the replica in one batch (`applied`).
         case apply([Change])
+        /// In an encrypted space: ask the replica for the sealed units a replica at this version
+        /// lacks, sealing its own new changes first (`unitsLoaded`).
+        case loadSealedUnits(since: VersionVector)
+        /// In an encrypted space: open these units and apply what they hold in one batch (`applied`).
+        case applySealed([SealedUnit])
         /// Record what these peers have (`peersRecorded`).
         case recordPeers([PeerVersion])
         /// Done.
@@ -63,11 +68,14 @@ public struct SyncSession: Sendable {
     private var report = SyncReport()
     /// Bundles received so far (with the send's replies).
     private var received: [ReceivedBundle] = []
+    /// Whether the replica is in an encrypted space: it sends and takes only sealed bundles.
+    public let sealed: Bool
 
-    /// A session for `local`, which has applied `version`.
-    public init(local: ReplicaID, version: VersionVector) {
+    /// A session for `local`, which has applied `version`; `sealed` when it is in an encrypted space.
+    public init(local: ReplicaID, version: VersionVector, sealed: Bool = false) {
         self.local = local
         self.localVersion = version
+        self.sealed = sealed
     }
 
     /// The first action.
@@ -85,7 +93,20 @@ public struct SyncSession: Sendable {
             return .receive(version: localVersion)
         }
         state = .awaitingChanges(remote: remote)
-        return .loadChanges(since: remote)
+        return sealed ? .loadSealedUnits(since: remote) : .loadChanges(since: remote)
+    }
+
+    /// The replica handed over the sealed units the other side lacks: send them as they are.
+    public mutating func unitsLoaded(_ units: [SealedUnit]) throws -> Action {
+        guard case .awaitingChanges = state, sealed else { throw MisuseError(description: "unitsLoaded in state \(state)") }
+        guard !units.isEmpty else {
+            state = .awaitingBundles
+            return .receive(version: localVersion)
+        }
+        state = .awaitingSend
+        report.sentChanges = units.count
+        report.sentOperations = UInt64.saturatingSum(units.lazy.map { $0.endSeq - $0.startSeq + 1 })
+        return .send(SyncBundle(sender: local, senderVersion: localVersion, sealed: units))
     }
 
     /// The replica handed over the changes the other side lacks: send them, in canonical causal order.
@@ -124,8 +145,13 @@ public struct SyncSession: Sendable {
 
     private mutating func finishReceiving(skipped: [SkippedInput]) throws -> Action {
         report.skipped = skipped.map { "\($0.source): \($0.reason)" }
+        if sealed { return finishReceivingSealed() }
         var seen: Set<Change> = []
         var changes: [Change] = []
+        for item in received where item.bundle.isSealed && !item.bundle.sealedUnits.isEmpty {
+            // Sealed data is opened only with the space key, which this replica does not have.
+            report.skipped.append("\(item.source): sealed (end-to-end encrypted) bundle refused: this replica is in no encrypted space (join it with `crdt-sync space join`)")
+        }
         for item in received where !item.bundle.changes.isEmpty {
             report.receivedBundles += 1
             for change in item.bundle.changes {
@@ -141,6 +167,25 @@ public struct SyncSession: Sendable {
         return .apply(CausalOrder.canonical(changes))
     }
 
+    /// In an encrypted space: the sealed units received, once each (by their bytes), in
+    /// author and seq order; plaintext changes are refused.
+    private mutating func finishReceivingSealed() -> Action {
+        var seen: Set<UnitBytes> = []
+        var units: [SealedUnit] = []
+        for item in received {
+            if !item.bundle.changes.isEmpty {
+                report.skipped.append("\(item.source): plaintext bundle refused: this space is end-to-end encrypted")
+                report.rejected += item.bundle.changes.count
+            }
+            guard !item.bundle.sealedUnits.isEmpty else { continue }
+            report.receivedBundles += 1
+            for unit in item.bundle.sealedUnits where seen.insert(UnitBytes(unit.bytes)).inserted { units.append(unit) }
+        }
+        report.receivedChanges = units.count
+        state = .awaitingApply
+        return .applySealed(units.sorted { ($0.author, $0.startSeq, $0.endSeq) < ($1.author, $1.startSeq, $1.endSeq) })
+    }
+
     /// The replica applied the batch.
     public mutating func applied(_ outcome: IntegrationReport) throws -> Action {
         try expect(.awaitingApply)
@@ -148,7 +193,9 @@ public struct SyncSession: Sendable {
         report.duplicates = outcome.duplicates
         report.pending = outcome.pending
         report.quarantined = outcome.quarantined
-        report.rejected = outcome.rejected
+        report.rejected += outcome.rejected
+        report.refused = outcome.refused
+        if outcome.foreignOwnChanges > 0 { report.foreignOwnChanges = outcome.foreignOwnChanges }
         var versions: [ReplicaID: VersionVector] = [:]
         for item in received where item.bundle.sender != local {
             versions[item.bundle.sender, default: VersionVector()].merge(item.bundle.senderVersion)
@@ -197,6 +244,9 @@ public struct SyncReport: Sendable, Codable, Equatable {
     public var rejected = 0
     /// Received changes in this replica's own name that it never made (another copy of it).
     public var foreignOwnChanges = 0
+    /// Why received sealed units were refused (forged, altered, sealed under another key), one
+    /// line each; empty in a plain space.
+    public var refused: [String] = []
     /// Inputs that could not be read this time (they are read again next time).
     public var skipped: [String] = []
     /// Transport retries made.

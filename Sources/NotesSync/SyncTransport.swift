@@ -86,15 +86,38 @@ public struct IntegrationReport: Sendable, Hashable, Codable {
     public var quarantined: Int
     /// Changes of the batch refused and not kept (malformed, or the quarantine was full).
     public var rejected: Int
+    /// Why sealed units of the batch were refused, one line each (in an encrypted space).
+    public var refused: [String] = []
+    /// Sealed units' changes in this replica's own name that it never made (another copy of it).
+    public var foreignOwnChanges = 0
 
     /// A report of what a batch did.
-    public init(applied: Int = 0, duplicates: Int = 0, pending: Int = 0, quarantined: Int = 0, rejected: Int = 0) {
+    public init(applied: Int = 0, duplicates: Int = 0, pending: Int = 0, quarantined: Int = 0, rejected: Int = 0,
+                refused: [String] = [], foreignOwnChanges: Int = 0) {
         self.applied = applied
         self.duplicates = duplicates
         self.pending = pending
         self.quarantined = quarantined
         self.rejected = rejected
+        self.refused = refused
+        self.foreignOwnChanges = foreignOwnChanges
     }
+}
+
+/// A replica that may be in an end-to-end encrypted space: it seals its own changes, keeps the
+/// sealed units it receives to pass them on as they are, and opens them. `NoteStore` conforms.
+public protocol SealedSyncReplica: SyncReplica {
+    /// Whether the replica is in an encrypted space (then it syncs only sealed bundles).
+    func isInEncryptedSpace() throws -> Bool
+    /// The sealed units a replica at `version` lacks, after sealing this replica's own changes
+    /// that no unit holds yet.
+    func sealedUnits(since version: VersionVector) throws -> [SealedUnit]
+    /// Opens the units and applies what they hold in one transaction; units that do not verify
+    /// are refused (reported, kept aside), not thrown.
+    ///
+    /// - Throws: `SyncError` `.wrongKey` when units were received, none is sealed under this
+    ///   replica's key, and it never opened one of another replica (nothing is applied).
+    func integrate(sealed units: [SealedUnit]) throws -> IntegrationReport
 }
 
 /// The replica a sync runs against: `NoteStore` conforms (in NotesStore); a test may use its own.

@@ -49,6 +49,7 @@ struct CRDTSync: AsyncParsableCommand {
             Demo.self,
             TraceCommand.self,
             SimulateCommand.self,
+            SpaceCommand.self,
         ]
     )
 }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import NotesSimulator
+import NotesSync
 
 /// `crdt-sync simulate SCENARIO`: runs a scenario of partitioned devices over many seeds.
 struct SimulateCommand: AsyncParsableCommand {
@@ -97,6 +98,11 @@ struct SimulateCommand: AsyncParsableCommand {
         }
         progress.finish()
         let wall = Date().timeIntervalSince(started)
+        // Read before any shrinking runs more: what the runs spent sealing and opening.
+        let sealingSeconds = Double(SealingTime.nanoseconds) / 1e9
+        if ProcessInfo.processInfo.environment["CRDT_SYNC_SEALING_BREAKDOWN"] != nil {
+            FileHandle.standardError.write(Data("sealing \(Double(SealingTime.sealing.load(ordering: .relaxed)) / 1e9) s, verifying \(Double(SealingTime.verifying.load(ordering: .relaxed)) / 1e9) s, decrypting \(Double(SealingTime.decrypting.load(ordering: .relaxed)) / 1e9) s\n".utf8))
+        }
 
         var failures: [Simulator.Failure] = []
         for result in results where result.failed {
@@ -113,7 +119,8 @@ struct SimulateCommand: AsyncParsableCommand {
                 seed: result.seed, problems: result.problems, shrunkEvents: shrunk, shrunkSchedule: schedule,
                 replay: Simulator.replayCommand(scenarioPath: path, seed: result.seed, events: shrunk ?? only.map { $0.sorted() })))
         }
-        let summary = Simulator.summarize(loaded, seed: seed, results: results, wallSeconds: wall, failures: failures)
+        var summary = Simulator.summarize(loaded, seed: seed, results: results, wallSeconds: wall, failures: failures)
+        summary.sealingSeconds = sealingSeconds
 
         if let report {
             let chosen = results.first(where: \.failed) ?? results[0]
@@ -172,6 +179,9 @@ struct SimulateCommand: AsyncParsableCommand {
         let t = s.stats
         print("  \(t.edits) edits, \(t.syncs) syncs (\(t.failedSyncs) failed), \(t.crashes) crashes, \(t.reinstalls) reinstalls, \(t.copies) copies, "
             + "\(t.corruptInjected) damaged bundles (\(t.corruptRejected) rejected)")
+        if s.sealingSeconds > 0 {
+            print("  \(String(format: "%.3f", s.syncSeconds)) s in syncs, \(String(format: "%.3f", s.sealingSeconds)) s of it sealing and opening (\(String(format: "%.1f", 100 * s.sealingSeconds / max(s.syncSeconds, 1e-9)))%)")
+        }
         print("  trace hash \(s.traceHash)")
         for failure in s.failures {
             print("FAILED seed \(failure.seed):")

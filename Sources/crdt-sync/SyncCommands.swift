@@ -84,8 +84,12 @@ struct ExportBundle: AsyncParsableCommand {
                 since = state.versionVector
                 peerID = state.replica
             }
-            let changes = try store.changes(since: since)
-            let pieces = try SyncBundle.pieces(sender: store.replicaID, senderVersion: try store.versionVector, changes: changes)
+            // In an encrypted space: the sealed units the peer lacks, never plaintext.
+            let sealed = try store.isInEncryptedSpace()
+            let units = sealed ? try store.sealedUnits(since: since) : []
+            let changes = sealed ? [] : try store.changes(since: since)
+            let pieces = sealed ? SyncBundle.sealedPieces(sender: store.replicaID, senderVersion: try store.versionVector, units: units)
+                : try SyncBundle.pieces(sender: store.replicaID, senderVersion: try store.versionVector, changes: changes)
             // A history larger than one bundle may hold goes to FILE, FILE-2, ... (each one a reader takes).
             let stem = out.hasSuffix(".crdtb") ? String(out.dropLast(6)) : out
             let files = pieces.indices.map { $0 == 0 ? out : stem + "-\($0 + 1)" + (out.hasSuffix(".crdtb") ? ".crdtb" : "") }
@@ -97,12 +101,13 @@ struct ExportBundle: AsyncParsableCommand {
             }
             let operations = UInt64.saturatingSum(pieces.lazy.map(\.operationCount))
             if json {
-                struct Out: Encodable { var file: String; var files: [String]; var changes: Int; var operations: UInt64; var bytes: Int; var peer: String? }
-                try printJSON(Out(file: out, files: files, changes: changes.count, operations: operations, bytes: bytes, peer: peerID?.description))
+                struct Out: Encodable { var file: String; var files: [String]; var changes: Int; var operations: UInt64; var bytes: Int; var peer: String?; var sealedUnits: Int? }
+                try printJSON(Out(file: out, files: files, changes: changes.count, operations: operations, bytes: bytes, peer: peerID?.description,
+                                  sealedUnits: sealed ? units.count : nil))
             } else {
                 let target = peerID.map { " for \($0.description.prefix(12))" } ?? ""
                 let written = files.count == 1 ? out : "\(files.count) files (\(files.joined(separator: ", ")))"
-                print("wrote \(written)\(target): \(changes.count) change(s), \(operations) operation(s), \(bytes) bytes")
+                print("wrote \(written)\(target): " + (sealed ? "\(units.count) sealed unit(s)" : "\(changes.count) change(s)") + ", \(operations) operation(s), \(bytes) bytes")
             }
         }
     }
@@ -149,9 +154,23 @@ struct ImportBundles: AsyncParsableCommand {
             }
             let store = try replica.open()
             let changes = bundles.flatMap(\.changes)
+            let encrypted = try store.isInEncryptedSpace()
+            // An encrypted space takes only sealed bundles; a plain replica cannot open them.
+            if let index = bundles.indices.first(where: { encrypted ? !bundles[$0].changes.isEmpty : !bundles[$0].sealedUnits.isEmpty }) {
+                printError(encrypted ? "\(files[index]): plaintext bundle refused: this replica is in an end-to-end encrypted space; nothing was applied"
+                    : "\(files[index]): sealed (end-to-end encrypted) bundle: this replica is in no encrypted space (`crdt-sync space join`); nothing was applied")
+                throw ExitCode(2)
+            }
             let progress = ProgressLine(label: "importing", total: changes.count)
-            let report = try store.apply(changes)
+            let report: IntegrationReport
+            do {
+                report = encrypted ? try store.integrate(sealed: bundles.flatMap(\.sealedUnits)) : try store.integrate(changes)
+            } catch let error as SyncError where error.code == .wrongKey {
+                printError(error.message)
+                throw ExitCode(2)
+            }
             progress.finish()
+            for line in report.refused { printError("refused: \(line)") }
             for bundle in bundles where bundle.sender != store.replicaID {
                 try store.recordPeer(bundle.sender, versionVector: bundle.senderVersion)
             }
@@ -260,7 +279,12 @@ struct SyncCommand: AsyncParsableCommand {
             try await runReportingAsync {
                 let store = try replica.open()
                 let report = try await syncWithRelay(store, url: url, space: space, token: relayToken)
-                if json { try printJSON(report) } else { print(relayLine(report, url: url, space: space)) }
+                if json {
+                    try printJSON(report)
+                } else {
+                    print(relayLine(report, url: url, space: space))
+                    for line in report.refused { print("refused: \(line)") }
+                }
             }
             return
         }
@@ -304,7 +328,10 @@ struct SyncCommand: AsyncParsableCommand {
                     }
                     try store.recordRemoteSync(remote.name, result: line, failed: false)
                     outcomes.append(Outcome(remote: remote.name, ok: true, report: report))
-                    if !json { print("\(remote.name): \(line)") }
+                    if !json {
+                        print("\(remote.name): \(line)")
+                        for refused in report.refused { print("\(remote.name): refused: \(refused)") }
+                    }
                 } catch {
                     let message = describeFailure(error)
                     failures += 1
@@ -319,7 +346,8 @@ struct SyncCommand: AsyncParsableCommand {
     }
 
     private func syncWithFolder(_ store: NoteStore, dir: String) async throws -> SyncReport {
-        let transport = FolderTransport(folder: dir)
+        var transport = FolderTransport(folder: dir)
+        transport.sealedUnitCheck = try store.sealedUnitCheck()
         let report = try await SyncEngine(retry: RetryPolicy(maxAttempts: 1)).sync(store, over: transport)
         _ = try? transport.compact(writer: store.replicaID)
         return report
@@ -332,6 +360,7 @@ struct SyncCommand: AsyncParsableCommand {
     private func printFolderLines(_ report: SyncReport) {
         print(folderLine(report))
         for skipped in report.skipped { print("skipped (will retry next time): \(skipped)") }
+        for line in report.refused { print("refused: \(line)") }
     }
 
     func relayLine(_ report: SyncReport, url: String, space: String) -> String {

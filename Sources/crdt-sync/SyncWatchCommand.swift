@@ -56,7 +56,7 @@ extension SyncCommand {
 
     /// The transports of --dir, --url, the named remote or every remote.
     private func watchTargets(_ store: NoteStore) throws -> [WatchTarget] {
-        if let dir { return [folderTarget(nil, dir)] }
+        if let dir { return [try folderTarget(nil, dir, store)] }
         if let url, let space, let relayToken { return [try relayTarget(nil, url, space, relayToken)] }
         let remotes = try remote.map { [try store.remote(named: $0)] } ?? store.remotes()
         if remotes.isEmpty {
@@ -65,7 +65,7 @@ extension SyncCommand {
         return try remotes.map { remote in
             switch remote.target {
             case .folder(let path):
-                return folderTarget(remote.name, path)
+                return try folderTarget(remote.name, path, store)
             case .relay(let url, let space):
                 guard let token = try store.token(forRemote: remote.name) else {
                     throw NoteCommandError("the remote \(remote.name) has no token (`crdt-sync remote set-token \(remote.name)`)")
@@ -75,9 +75,11 @@ extension SyncCommand {
         }
     }
 
-    private func folderTarget(_ name: String?, _ dir: String) -> WatchTarget {
+    private func folderTarget(_ name: String?, _ dir: String, _ store: NoteStore) throws -> WatchTarget {
         let command = self
-        return WatchTarget(remote: name, transport: FolderTransport(folder: dir), describe: { command.folderLine($0) })
+        var transport = FolderTransport(folder: dir)
+        transport.sealedUnitCheck = try store.sealedUnitCheck()
+        return WatchTarget(remote: name, transport: transport, describe: { command.folderLine($0) })
     }
 
     private func relayTarget(_ name: String?, _ url: String, _ space: String, _ token: String) throws -> WatchTarget {

@@ -93,6 +93,18 @@ import Testing
         #expect(!anyFailed)
     }
 
+    /// An encrypted space with member devices that forge in the others' names: forgeries happen,
+    /// the relay and the readers refuse them, and every run passes (converges, loses nothing).
+    @Test func forgeriesInAnEncryptedSpaceAreRefused() async throws {
+        let scenario = try SimulatorTestSupport.scenario("encrypted-space.json")
+        #expect(scenario.encrypted && scenario.faults.memberForgeries > 0)
+        let results = try await Simulator.runMany(scenario, seed: 1, runs: 10)
+        #expect(results.reduce(0) { $0 + $1.stats.memberForgeries } > 0)
+        #expect(results.reduce(0) { $0 + $1.stats.forgeryRefusals } > 0)
+        let anyFailed = results.contains { $0.failed }
+        #expect(!anyFailed)
+    }
+
     @Test func reinstallsForgetExactlyWhatNeverLeftTheDevice() async throws {
         let scenario = try SimulatorTestSupport.scenario("crash-reinstall.json")
         let results = try await Simulator.runMany(scenario, seed: 1, runs: 30)
