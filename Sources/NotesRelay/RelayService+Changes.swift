@@ -56,7 +56,12 @@ extension RelayService {
         let signals = storage.changes.stream()
         let storage = self.storage
         @Sendable func look() async -> RelayResponse? {
-            guard let status = try? await storage.status(space: space) else {
+            let status: RelaySpaceStatus
+            do {
+                status = try await storage.status(space: space)
+            } catch {
+                // Cancelled (the server shutting down) while reading: the wait ends as a timeout would.
+                if Task.isCancelled || error is CancellationError { return RelayResponse(status: 204) }
                 return RelayService.text(503, "the relay could not read its store; try again")
             }
             let ahead = status.version.sortedEntries.contains { $0.seq > since[$0.replica] }
