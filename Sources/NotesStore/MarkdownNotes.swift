@@ -55,6 +55,9 @@ public struct MarkdownNote: Hashable, Sendable {
 
 /// Writing and reading notes as Markdown files (`MarkdownNote`).
 public enum MarkdownNotes {
+    /// The file in an export's folder that lists what the export wrote (`exportMarkdown`).
+    public static let manifestName = ".crdt-sync-export.json"
+
     /// The file's text for a stored note (read with its body).
     public static func render(_ note: StoredNote) -> String {
         var out = "---\n"
@@ -223,6 +226,23 @@ public struct MarkdownExportResult: Hashable, Sendable {
     public var removed: Int
 }
 
+/// What an export wrote into its folder (`MarkdownNotes.manifestName`): each file's name and the
+/// SHA-256 of its content, so that a later export removes only its own files, unchanged since.
+struct MarkdownExportManifest: Codable {
+    var version = 1
+    /// File name -> lowercase hex SHA-256 of what the export wrote.
+    var files: [String: String]
+
+    /// The folder's manifest; empty when there is none or it cannot be read (then nothing is removed).
+    static func read(_ folder: String) -> MarkdownExportManifest {
+        guard let data = FileManager.default.contents(atPath: folder + "/" + MarkdownNotes.manifestName),
+              let manifest = try? JSONDecoder().decode(MarkdownExportManifest.self, from: data) else {
+            return MarkdownExportManifest(files: [:])
+        }
+        return manifest
+    }
+}
+
 /// What `importMarkdown` did.
 public struct MarkdownImportResult: Hashable, Sendable {
     /// Files that became new notes.
@@ -236,7 +256,10 @@ public struct MarkdownImportResult: Hashable, Sendable {
 extension NoteStore {
     /// Writes every note that is not deleted into `folder` (created if needed) as one Markdown
     /// file each (`MarkdownNotes`), each through a temporary file renamed into place. A file an
-    /// earlier export wrote for the same note under another name (its title changed) is removed.
+    /// earlier export wrote for the same note under another name (its title changed) is removed,
+    /// but only while its content is exactly what that export wrote: the folder's manifest
+    /// (`MarkdownNotes.manifestName`, replaced atomically) lists each written file's SHA-256.
+    /// Other files, and exported files since changed, are never removed.
     public func exportMarkdown(to folder: String) throws -> MarkdownExportResult {
         let files = FileManager.default
         do {
@@ -253,26 +276,45 @@ extension NoteStore {
             taken.insert(name)
             names[note.id] = name
         }
-        // Earlier exports of these notes under other names, found before writing.
+        // Earlier exports of these notes under other names, found before writing: only files the
+        // manifest lists, still exactly as written (a file a person wrote or changed stays).
+        let previous = MarkdownExportManifest.read(folder)
+        var manifest = MarkdownExportManifest(files: [:])
         var stale: [String] = []
-        for existing in (try? files.contentsOfDirectory(atPath: folder)) ?? [] where existing.hasSuffix(".md") && !taken.contains(existing) {
-            let path = folder + "/" + existing
-            guard let data = files.contents(atPath: path), let text = String(data: data, encoding: .utf8),
-                  let parsed = try? MarkdownNotes.parse(text, fileName: existing), let id = parsed.id, names[id] != nil else { continue }
-            stale.append(path)
+        for (existing, hash) in previous.files.sorted(by: { $0.key < $1.key }) where !taken.contains(existing) {
+            guard !existing.contains("/"), let data = files.contents(atPath: folder + "/" + existing),
+                  SHA256.hex(data) == hash else { continue }
+            if let text = String(data: data, encoding: .utf8), let parsed = try? MarkdownNotes.parse(text, fileName: existing),
+               let id = parsed.id, names[id] != nil {
+                stale.append(existing)
+            } else {
+                manifest.files[existing] = hash  // still the export's own, of a note not exported now
+            }
         }
-        for note in notes {
-            let path = folder + "/" + names[note.id]!
-            let temporary = folder + "/.\(names[note.id]!).\(UUID().uuidString).tmp"
+        func writeAtomically(_ data: Data, _ name: String) throws {
+            let path = folder + "/" + name
+            let temporary = folder + "/.\(name).\(UUID().uuidString).tmp"
             do {
-                try Data(MarkdownNotes.render(note).utf8).write(to: URL(fileURLWithPath: temporary))
+                try data.write(to: URL(fileURLWithPath: temporary))
                 guard rename(temporary, path) == 0 else { throw CocoaError(.fileWriteUnknown) }
             } catch {
                 try? files.removeItem(atPath: temporary)
                 throw StoreError(.invalidArgument, "cannot write \(path): \(error.localizedDescription)")
             }
         }
-        for path in stale { try? files.removeItem(atPath: path) }
+        for note in notes {
+            let data = Data(MarkdownNotes.render(note).utf8)
+            try writeAtomically(data, names[note.id]!)
+            manifest.files[names[note.id]!] = SHA256.hex(data)
+        }
+        // Written before the stale files go: a failure then leaves files the next export still knows.
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        var listed = manifest
+        for name in stale { listed.files[name] = previous.files[name] }
+        try writeAtomically(try encoder.encode(listed), MarkdownNotes.manifestName)
+        for name in stale { try? files.removeItem(atPath: folder + "/" + name) }
+        if !stale.isEmpty { try writeAtomically(try encoder.encode(manifest), MarkdownNotes.manifestName) }
         return MarkdownExportResult(written: notes.count, removed: stale.count)
     }
 

@@ -1,0 +1,47 @@
+import Foundation
+import Testing
+
+/// Regressions from a QA pass over the notes tool: Markdown export and import, the trash, the
+/// editor's read-back, tag names, and output to a closed pipe.
+@Suite(.serialized)
+struct NotesToolFixTests {
+    static func fingerprint(_ db: String) throws -> String { try NotesToolTests.fingerprint(db) }
+    static func show(_ id: String, _ db: String) throws -> [String: Any] { try NotesToolTests.show(id, db) }
+
+    /// `edit ID` with `editor` (a shell script body) as $VISUAL, temporary files under `tmp`.
+    static func editWith(_ script: String, _ id: String, db: String, scratch: Scratch, tmp: String? = nil) throws -> CLI.Result {
+        let editor = scratch.path + "/editor-\(UUID().uuidString).sh"
+        try NotesToolTests.script(editor, script)
+        var environment = ["VISUAL": editor]
+        if let tmp { environment["TMPDIR"] = tmp }
+        return try CLI.run(["edit", String(id.prefix(8))], db: db, environment: environment)
+    }
+
+    @Test func anExportRemovesOnlyItsOwnUnchangedFiles() throws {
+        let scratch = Scratch()
+        let db = scratch.db, folder = scratch.path + "/md"
+        try CLI.ok(["init"], db: db)
+        let id = try CLI.ok(["new", "--title", "Plan", "--body", "one\n"], db: db)
+        let other = try CLI.ok(["new", "--title", "Other", "--body", "x\n"], db: db)
+        try CLI.ok(["export", "--markdown", folder], db: db)
+        let exported = folder + "/plan-\(id.prefix(8)).md"
+        let text = try String(contentsOfFile: exported, encoding: .utf8)
+        // A person's variant of an exported file: same id, another name.
+        let variant = text.replacingOccurrences(of: "title: \"Plan\"", with: "title: \"Plan v2\"") + "more\n"
+        try variant.write(toFile: folder + "/variant.md", atomically: true, encoding: .utf8)
+        let again = try CLI.ok(["export", "--markdown", folder], db: db)
+        #expect(!again.contains("removed"))
+        #expect(try String(contentsOfFile: folder + "/variant.md", encoding: .utf8) == variant)
+        // An exported file changed since is kept when its note is renamed; an unchanged one goes.
+        let otherFile = folder + "/other-\(other.prefix(8)).md"
+        try (String(contentsOfFile: otherFile, encoding: .utf8) + "typed here\n").write(toFile: otherFile, atomically: true, encoding: .utf8)
+        try CLI.ok(["edit", String(id.prefix(8)), "--title", "Renamed"], db: db)
+        try CLI.ok(["edit", String(other.prefix(8)), "--title", "Other renamed"], db: db)
+        let renamed = try #require(try CLI.json(["export", "--markdown", folder], db: db) as? [String: Any])
+        #expect(renamed["removed"] as? Int == 1)
+        let names = Set(try FileManager.default.contentsOfDirectory(atPath: folder))
+        #expect(!names.contains("plan-\(id.prefix(8)).md"))
+        #expect(names.isSuperset(of: ["variant.md", "other-\(other.prefix(8)).md", "renamed-\(id.prefix(8)).md",
+                                      "other-renamed-\(other.prefix(8)).md"]))
+    }
+}
