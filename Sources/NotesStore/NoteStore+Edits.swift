@@ -309,9 +309,13 @@ extension NoteStore {
     ///
     /// - Returns: whether anything changed (false: the note already is in `state` as a reader sees
     ///   it; nothing is recorded).
+    /// - Throws: `.notFound` when moving a deleted note to the trash (restoring it, `.active`, is
+    ///   the way back).
     @discardableResult
     public func setState(_ note: NoteID, _ state: NoteLifecycle) throws -> Bool {
-        try edit(requiringKnown: note) { try $0.setState(note, state) != nil }
+        // Trashing a deleted note would bring it back unasked; only `.active` (restore) may do that.
+        if state == .trashed { return try editLive(note) { try $0.setState(note, state) != nil } }
+        return try edit(requiringKnown: note) { try $0.setState(note, state) != nil }
     }
 
     /// Adds a note to a tag (`member: true`) or removes it.

@@ -44,4 +44,24 @@ struct NotesToolFixTests {
         #expect(names.isSuperset(of: ["variant.md", "other-\(other.prefix(8)).md", "renamed-\(id.prefix(8)).md",
                                       "other-renamed-\(other.prefix(8)).md"]))
     }
+
+    @Test func aDeletedNoteCannotBeTrashed() throws {
+        let scratch = Scratch()
+        let db = scratch.db
+        try CLI.ok(["init"], db: db)
+        let x = String(try CLI.ok(["new", "--title", "x"], db: db).prefix(8))
+        let y = String(try CLI.ok(["new", "--title", "y"], db: db).prefix(8))
+        try CLI.ok(["delete", x], db: db)
+        try CLI.ok(["trash", y], db: db)
+        try CLI.ok(["trash", "empty"], db: db)
+        let before = try Self.fingerprint(db)
+        for arguments in [["trash", x], ["trash", "note", y]] {
+            let refused = try CLI.run(arguments, db: db)
+            #expect(refused.status == 2 && refused.stderr.contains("is deleted"), "\(arguments): \(refused.stderr)")
+        }
+        #expect(try Self.fingerprint(db) == before)
+        #expect(try CLI.ok(["list", "--trashed"], db: db).isEmpty)
+        try CLI.ok(["restore", x], db: db)
+        #expect(try Self.show(x, db)["state"] as? String == "active")
+    }
 }
