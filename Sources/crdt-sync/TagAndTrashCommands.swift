@@ -35,7 +35,7 @@ struct ListTags: ParsableCommand {
             if json { return try printJSON(tags.map { TagJSON(name: $0.name, notes: $0.notes) }) }
             var out = ""
             for tag in tags { out += "#\(TerminalText.escaped(tag.name))  \(tag.notes) note\(tag.notes == 1 ? "" : "s")\n" }
-            FileHandle.standardOutput.write(Data(out.utf8))
+            writeStandardOutput(Data(out.utf8))
         }
     }
 }

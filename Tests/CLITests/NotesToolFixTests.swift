@@ -64,4 +64,27 @@ struct NotesToolFixTests {
         try CLI.ok(["restore", x], db: db)
         #expect(try Self.show(x, db)["state"] as? String == "active")
     }
+
+    @Test func outputToAClosedPipeEndsQuietly() throws {
+        let scratch = Scratch()
+        let db = scratch.db
+        try CLI.ok(["init"], db: db)
+        try CLI.ok(["new", "--title", "x", "--body", String(repeating: "long line\n", count: 2000)], db: db)
+        for arguments in [["list", "--json"], ["list"], ["status", "--json"]] {
+            var ends: [Int32] = [0, 0]
+            #expect(pipe(&ends) == 0)
+            close(ends[0])  // no reader at all: the first write fails
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: CLI.binary)
+            process.arguments = arguments + ["--db", db]
+            process.standardOutput = FileHandle(fileDescriptor: ends[1], closeOnDealloc: true)
+            let err = Pipe()
+            process.standardError = err
+            try process.run()
+            let stderr = String(decoding: err.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            #expect(process.terminationReason == .exit && process.terminationStatus == 0, "\(arguments): \(stderr)")
+            #expect(!stderr.contains("Fatal error"))
+        }
+    }
 }
