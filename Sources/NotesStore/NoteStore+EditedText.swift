@@ -18,8 +18,44 @@ public struct NoteText: Hashable, Sendable {
 
     /// The text of the editor file.
     public var editorFile: String {
-        let oneLine = String(String.UnicodeScalarView(title.unicodeScalars.map { $0 == "\n" || $0 == "\r" ? " " : $0 }))
-        return oneLine + "\n\n" + body + "\n"
+        oneLineTitle + "\n\n" + body + "\n"
+    }
+
+    /// The title as the file's first line: its line breaks written as spaces.
+    var oneLineTitle: String {
+        String(String.UnicodeScalarView(title.unicodeScalars.map { $0 == "\n" || $0 == "\r" ? " " : $0 }))
+    }
+
+    /// Reads back an editor file that was written as `original.editorFile`: CRLF line ends are
+    /// read as LF when the editor brought them (the written file had none), and a first line
+    /// still as written keeps `original.title` (a title with line breaks is not flattened).
+    public init(editorFile text: String, writtenFrom original: NoteText) {
+        var text = text
+        if Self.hasCRLF(text), !Self.hasCRLF(original.editorFile) {
+            text = String(String.UnicodeScalarView(Self.withoutCR(text.unicodeScalars)))
+        }
+        self.init(editorFile: text)
+        if title == original.oneLineTitle { title = original.title }
+    }
+
+    static func hasCRLF(_ text: String) -> Bool {
+        var previous: Unicode.Scalar?
+        for scalar in text.unicodeScalars {
+            if scalar == "\n", previous == "\r" { return true }
+            previous = scalar
+        }
+        return false
+    }
+
+    /// The scalars with each CR that ends a line (before an LF) left out.
+    static func withoutCR(_ scalars: String.UnicodeScalarView) -> [Unicode.Scalar] {
+        var out: [Unicode.Scalar] = []
+        out.reserveCapacity(scalars.count)
+        for scalar in scalars {
+            if scalar == "\n", out.last == "\r" { out.removeLast() }
+            out.append(scalar)
+        }
+        return out
     }
 
     /// Reads an editor file back: the first line is the title; an empty line after it is left

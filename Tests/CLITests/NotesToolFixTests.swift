@@ -65,6 +65,52 @@ struct NotesToolFixTests {
         #expect(try Self.show(x, db)["state"] as? String == "active")
     }
 
+    @Test func anEditThatCannotBeReadBackIsKept() throws {
+        let scratch = Scratch()
+        let db = scratch.db, tmp = scratch.path + "/tmp"
+        try FileManager.default.createDirectory(atPath: tmp, withIntermediateDirectories: true)
+        try CLI.ok(["init"], db: db)
+        let id = try CLI.ok(["new", "--title", "T", "--body", "b"], db: db)
+        let before = try Self.fingerprint(db)
+        let result = try Self.editWith("printf 't\\n\\n\\377\\376\\n' > \"$1\"\n", id, db: db, scratch: scratch, tmp: tmp)
+        #expect(result.status != 0)
+        let line = try #require(result.stderr.split(separator: "\n").first { $0.contains("kept in ") })
+        let path = String(line[line.range(of: "kept in ")!.upperBound...])
+        #expect(FileManager.default.contents(atPath: path) == Data([0x74, 0x0A, 0x0A, 0xFF, 0xFE, 0x0A]))
+        #expect(try Self.fingerprint(db) == before)
+    }
+
+    @Test func theEditorReadsCRLFAndKeepsAMultiLineTitle() throws {
+        let scratch = Scratch()
+        let db = scratch.db
+        try CLI.ok(["init"], db: db)
+        let id = try CLI.ok(["new", "--title", "T", "--body", "b"], db: db)
+        #expect(try Self.editWith("printf 'Win title\\r\\n\\r\\nbody\\r\\nmore\\r\\n' > \"$1\"\n", id, db: db, scratch: scratch).status == 0)
+        var note = try Self.show(id, db)
+        #expect(note["title"] as? String == "Win title")
+        #expect(note["body"] as? String == "body\nmore")
+        let multi = try CLI.ok(["new", "--title", "multi\nline", "--body", "b"], db: db)
+        #expect(try Self.editWith("sed -i 's/^b$/c/' \"$1\"\n", multi, db: db, scratch: scratch).status == 0)
+        note = try Self.show(multi, db)
+        #expect(note["title"] as? String == "multi\nline")
+        #expect(note["body"] as? String == "c")
+    }
+
+    @Test func anEmptiedFileOrAnUnchangedOneRecordsNothing() throws {
+        let scratch = Scratch()
+        let db = scratch.db
+        try CLI.ok(["init"], db: db)
+        let id = try CLI.ok(["new", "--title", "T", "--body", "b"], db: db)
+        let before = try Self.fingerprint(db)
+        let emptied = try Self.editWith(": > \"$1\"\n", id, db: db, scratch: scratch)
+        #expect(emptied.status == 1 && emptied.stderr.contains("the file is empty; nothing recorded"))
+        #expect(!emptied.stderr.contains("kept in"))
+        let unchanged = try Self.editWith("true\n", id, db: db, scratch: scratch)
+        #expect(unchanged.status == 0 && unchanged.stdout.contains("not changed") && unchanged.stderr.isEmpty)
+        #expect(try Self.fingerprint(db) == before)
+        #expect(try Self.show(id, db)["title"] as? String == "T")
+    }
+
     @Test func outputToAClosedPipeEndsQuietly() throws {
         let scratch = Scratch()
         let db = scratch.db

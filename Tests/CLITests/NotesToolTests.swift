@@ -77,7 +77,7 @@ struct NotesToolTests {
         let before = try Self.fingerprint(db)
         let unchanged = try CLI.run(["edit", id], db: db, environment: ["VISUAL": "true"])
         #expect(unchanged.status == 0)
-        #expect(unchanged.stderr.contains("not changed"))
+        #expect(unchanged.stdout.contains("not changed"))
         // $VISUAL comes before $EDITOR; a failing editor is an error and nothing is saved.
         let editor = scratch.path + "/rewrite.sh"
         try Self.script(editor, "printf 'New\\n\\nnew body\\n' > \"$1\"\nexit 3\n")

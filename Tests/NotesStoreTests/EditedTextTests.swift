@@ -33,6 +33,17 @@ struct EditedTextTests {
         #expect(NoteText(editorFile: NoteText(title: "a\nb", body: "c").editorFile) == NoteText(title: "a b", body: "c"))
     }
 
+    @Test func readingBackWhatWasWrittenKeepsAMultiLineTitleAndReadsCRLF() {
+        let multi = NoteText(title: "a\nb", body: "c")
+        #expect(NoteText(editorFile: "a b\n\nd\n", writtenFrom: multi) == NoteText(title: "a\nb", body: "d"))
+        #expect(NoteText(editorFile: "a c\n\nc\n", writtenFrom: multi) == NoteText(title: "a c", body: "c"))
+        let plain = NoteText(title: "T", body: "b")
+        #expect(NoteText(editorFile: "Win\r\n\r\nx\r\ny\r\n", writtenFrom: plain) == NoteText(title: "Win", body: "x\ny"))
+        // A body that had CRLF already keeps it: the editor did not bring it.
+        let windows = NoteText(title: "T", body: "x\r\ny")
+        #expect(NoteText(editorFile: windows.editorFile, writtenFrom: windows) == windows)
+    }
+
     @Test func aMarkdownFileReadsBackAsTheNote() throws {
         let store = try NoteStore.openInMemory()
         let id = try store.createNote(title: "Quote \" and: colon", body: "---\nnot front matter\n", tags: ["b", "A"])
