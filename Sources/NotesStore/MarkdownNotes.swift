@@ -20,7 +20,7 @@ import NotesCRDT
 /// The title is the `title:` field (not a `# heading`: a body may begin with its own heading, and a
 /// title may hold anything). A file from elsewhere, without front matter (or without `title:`),
 /// takes its title from a first line `# heading` (left out of the body, with one empty line after
-/// it), else from the file's name. `created` and `updated` are written for people and other
+/// it), else from the file's name; but a file with an `id` and no `title:` leaves the title alone. `created` and `updated` are written for people and other
 /// apps; an import ignores them.
 public struct MarkdownNote: Hashable, Sendable {
     /// The note's identity (nil: a file from elsewhere, imported as a new note).
@@ -39,6 +39,9 @@ public struct MarkdownNote: Hashable, Sendable {
     public var color: String??
     /// `.active` or `.trashed`.
     public var state: NoteLifecycle?
+    /// False for a file with front matter and an `id` but no `title:`: an import leaves that
+    /// note's title as it is (`title` is then the file's name, for a note this replica lacks).
+    public var givesTitle: Bool = true
 
     public init(id: NoteID? = nil, title: String, body: String, tags: [String]? = nil, pinned: Bool? = nil,
                 archived: Bool? = nil, color: String?? = nil, state: NoteLifecycle? = nil) {
@@ -167,7 +170,11 @@ public enum MarkdownNotes {
                 inUnknown = true  // created, updated, and other apps' keys
             }
         }
-        if !hasTitle {
+        if !hasTitle, note.id != nil {
+            // Set only what the file gives: the body stays whole, the title as it is.
+            note.title = fallbackTitle
+            note.givesTitle = false
+        } else if !hasTitle {
             let titled = foreign(note.body, fallbackTitle: fallbackTitle)
             note.title = titled.title
             note.body = titled.body
@@ -351,6 +358,13 @@ extension NoteStore {
             } catch let error as StoreError {
                 throw StoreError(error.code, error.message + "; nothing was imported")
             }
+            for tag in note.tags ?? [] {
+                do {
+                    try Self.checkTagName(tag)
+                } catch let error as StoreError {
+                    throw StoreError(error.code, "\(name): \(error.message); nothing was imported")
+                }
+            }
             if let id = note.id {
                 if let other = seen[id] { throw StoreError(.invalidArgument, "\(name) and \(other) both have id \(id); nothing was imported") }
                 seen[id] = name
@@ -368,7 +382,7 @@ extension NoteStore {
                 let id: NoteID
                 if let known = file.id, notebook.note(known) != nil {
                     id = known
-                    _ = try notebook.setTitle(id, file.title)
+                    if file.givesTitle { _ = try notebook.setTitle(id, file.title) }
                     try Self.apply(file, to: id, in: &notebook)
                     if notebook.versionVector[notebook.replicaID] == before { result.unchanged += 1 } else { result.updated += 1 }
                 } else {

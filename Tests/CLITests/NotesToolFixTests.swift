@@ -111,6 +111,25 @@ struct NotesToolFixTests {
         #expect(try Self.show(id, db)["title"] as? String == "T")
     }
 
+    @Test func aMarkdownImportChecksTagNamesAndLeavesAMissingTitleAlone() throws {
+        let scratch = Scratch()
+        let db = scratch.db, folder = scratch.path + "/in"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        try CLI.ok(["init"], db: db)
+        let id = try CLI.ok(["new", "--title", "Keep", "--body", "a\n"], db: db)
+        try "---\ntitle: \"r\"\ntags: [\"crdt-sync.device.x\"]\n---\n".write(toFile: folder + "/reserved.md", atomically: true, encoding: .utf8)
+        let before = try Self.fingerprint(db)
+        let refused = try CLI.run(["import", "--markdown", folder], db: db)
+        #expect(refused.status == 2 && refused.stderr.contains("reserved.md") && refused.stderr.contains("reserved"))
+        #expect(try Self.fingerprint(db) == before)
+        try FileManager.default.removeItem(atPath: folder + "/reserved.md")
+        try "---\nid: \(id)\n---\nb\n".write(toFile: folder + "/x.md", atomically: true, encoding: .utf8)
+        try CLI.ok(["import", "--markdown", folder], db: db)
+        let note = try Self.show(id, db)
+        #expect(note["title"] as? String == "Keep")
+        #expect(note["body"] as? String == "b\n")
+    }
+
     @Test func outputToAClosedPipeEndsQuietly() throws {
         let scratch = Scratch()
         let db = scratch.db
