@@ -402,7 +402,7 @@ extension NoteStore {
             for name in notebook.note(id)?.tags ?? [] where !wanted.contains(Notebook.tagKey(name)) {
                 _ = try notebook.setTag(id, name, member: false)
             }
-            for name in tags { _ = try notebook.setTag(id, name, member: true) }
+            for name in tags { _ = try notebook.setTag(id, NoteStore.trimmedTagName(name), member: true) }
         }
         if let pinned = file.pinned { _ = try notebook.setPinned(id, pinned) }
         if let archived = file.archived { _ = try notebook.setArchived(id, archived) }

@@ -84,6 +84,18 @@ public struct EditedTextResult: Hashable, Sendable {
     public var changed: Bool { titleChanged || bodySplices > 0 }
 }
 
+/// What `renameTag` did.
+public struct TagRenameResult: Hashable, Sendable {
+    /// The notes in the tag (moved, unless nothing changed).
+    public var notes: Int
+    /// The tag's name as it was stored before.
+    public var oldName: String
+    /// The tag's name as stored now (an existing tag the notes joined keeps its own).
+    public var newName: String
+    /// Whether anything was recorded (false: the tag already had that name).
+    public var changed: Bool
+}
+
 /// A tag with how many notes are in it.
 public struct TagCount: Hashable, Sendable {
     /// The tag's display name.
@@ -135,12 +147,13 @@ extension NoteStore {
     /// Renames a tag: every note in `old` (trashed ones too) is taken out of it and put in `new`,
     /// in one transaction, as tag operations that merge with other devices' (a note put in `old`
     /// elsewhere meanwhile stays in `old`). When `new` exists, the notes join it. A change of
-    /// case only renames the tag entity.
+    /// case only renames the tag entity; the same name again records nothing. Names are trimmed.
     ///
-    /// - Returns: how many notes moved.
+    /// - Returns: the notes in the tag, the names as stored, and whether anything was recorded.
     /// - Throws: `.notFound` when no note is in `old`; `.invalidArgument` for an empty name.
     @discardableResult
-    public func renameTag(_ old: String, to new: String) throws -> Int {
+    public func renameTag(_ old: String, to new: String) throws -> TagRenameResult {
+        let old = Self.trimmedTagName(old), new = Self.trimmedTagName(new)
         let oldKey = Notebook.tagKey(old)
         let newKey = Notebook.tagKey(new)
         guard !oldKey.isEmpty, !newKey.isEmpty else { throw StoreError(.invalidArgument, "a tag name cannot be empty") }
@@ -148,17 +161,18 @@ extension NoteStore {
         return try edit { notebook in
             let members = notebook.allNotes.filter { note in note.state != .deleted && note.tags.contains { Notebook.tagKey($0) == oldKey } }
             guard !members.isEmpty else { throw StoreError(.notFound, "there is no tag \(old)") }
+            func storedName(_ key: String, _ typed: String) -> String { notebook.tags.first { $0.key == key }?.name ?? typed }
+            let oldName = storedName(oldKey, old)
             if oldKey == newKey {
-                if notebook.tags.first(where: { $0.key == oldKey })?.name != new {
-                    try notebook.setTagField(new, .name, .string(new))
-                }
-                return members.count
+                guard oldName != new else { return TagRenameResult(notes: members.count, oldName: oldName, newName: oldName, changed: false) }
+                try notebook.setTagField(new, .name, .string(new))
+                return TagRenameResult(notes: members.count, oldName: oldName, newName: new, changed: true)
             }
             for note in members {
                 _ = try notebook.setTag(note.id, old, member: false)
                 _ = try notebook.setTag(note.id, new, member: true)
             }
-            return members.count
+            return TagRenameResult(notes: members.count, oldName: oldName, newName: storedName(newKey, new), changed: true)
         }
     }
 

@@ -227,6 +227,7 @@ extension NoteStore {
     /// Creates a note and returns its identity.
     @discardableResult
     public func createNote(title: String, body: String = "", tags: [String] = [], id: NoteID = .random()) throws -> NoteID {
+        let tags = tags.map(NoteStore.trimmedTagName)
         for tag in tags { try NoteStore.checkTagName(tag) }
         return try edit(requiring: nil, allowingDeleted: false, onlyOn: id) { $0.createNote(id: id, title: title, body: body, tags: tags).id }
     }
@@ -324,6 +325,7 @@ extension NoteStore {
     ///   is recorded).
     @discardableResult
     public func setTag(_ note: NoteID, _ name: String, member: Bool) throws -> Bool {
+        let name = NoteStore.trimmedTagName(name)
         guard !Notebook.tagKey(name).isEmpty else { throw StoreError(.invalidArgument, "a tag name cannot be empty") }
         try NoteStore.checkTagName(name)
         return try editLive(note) { try $0.setTag(note, name, member: member) != nil }

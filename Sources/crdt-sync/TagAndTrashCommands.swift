@@ -54,9 +54,11 @@ struct RenameTag: ParsableCommand {
 
     func run() throws {
         try runReporting {
-            let moved = try replica.open().renameTag(old, to: new)
-            if json { return try printJSON(["notes": moved]) }
-            print("renamed #\(TerminalText.escaped(old)) to #\(TerminalText.escaped(new)) on \(moved) note\(moved == 1 ? "" : "s")")
+            let result = try replica.open().renameTag(old, to: new)
+            if json { return try printJSON(["notes": result.changed ? result.notes : 0]) }
+            guard result.changed else { return print("the tag is already named #\(TerminalText.escaped(result.oldName)); nothing changed") }
+            let moved = result.notes
+            print("renamed #\(TerminalText.escaped(result.oldName)) to #\(TerminalText.escaped(result.newName)) on \(moved) note\(moved == 1 ? "" : "s")")
         }
     }
 }

@@ -130,6 +130,20 @@ struct NotesToolFixTests {
         #expect(note["body"] as? String == "b\n")
     }
 
+    @Test func tagNamesAreTrimmedAndARenameToTheSameNameChangesNothing() throws {
+        let scratch = Scratch()
+        let db = scratch.db
+        try CLI.ok(["init"], db: db)
+        let a = String(try CLI.ok(["new", "--title", "a", "--tag", "  spaced  ", "--tag", "WORK"], db: db).prefix(8))
+        try CLI.ok(["tag", a, " more "], db: db)
+        #expect(Set(try Self.show(a, db)["tags"] as? [String] ?? []) == ["more", "spaced", "WORK"])
+        let before = try Self.fingerprint(db)
+        let same = try CLI.run(["tag", "rename", "work", "WORK"], db: db)
+        #expect(same.status == 0 && same.stdout.contains("nothing changed") && !same.stdout.contains("renamed"))
+        #expect(try Self.fingerprint(db) == before)
+        #expect(try CLI.ok(["tag", "rename", "wOrK", " job "], db: db) == "renamed #WORK to #job on 1 note")
+    }
+
     @Test func outputToAClosedPipeEndsQuietly() throws {
         let scratch = Scratch()
         let db = scratch.db

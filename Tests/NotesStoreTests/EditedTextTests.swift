@@ -44,6 +44,18 @@ struct EditedTextTests {
         #expect(NoteText(editorFile: windows.editorFile, writtenFrom: windows) == windows)
     }
 
+    @Test func aDeletedNoteCannotBeTrashedAndTagNamesAreTrimmed() throws {
+        let store = try NoteStore.openInMemory()
+        let id = try store.createNote(title: "x", tags: [" home "])
+        #expect(try store.note(id)?.tags == ["home"])
+        #expect(try !store.renameTag("HOME", to: "home ").changed)
+        try store.setState(id, .deleted)
+        let before = try store.versionVector
+        #expect(throws: StoreError.self) { try store.setState(id, .trashed) }
+        #expect(try store.versionVector == before)
+        #expect(try store.setState(id, .active))
+    }
+
     @Test func aMarkdownFileReadsBackAsTheNote() throws {
         let store = try NoteStore.openInMemory()
         let id = try store.createNote(title: "Quote \" and: colon", body: "---\nnot front matter\n", tags: ["b", "A"])
@@ -63,7 +75,7 @@ struct EditedTextTests {
         let a = try store.createNote(title: "a", tags: ["old", "keep"])
         let b = try store.createNote(title: "b", tags: ["Old"])
         _ = try store.createNote(title: "c", tags: ["new"])
-        #expect(try store.renameTag("old", to: "new") == 2)
+        #expect(try store.renameTag("old", to: "new").notes == 2)
         #expect(try store.tagCounts() == [TagCount(name: "keep", notes: 1), TagCount(name: "new", notes: 3)])
         #expect(throws: StoreError.self) { try store.renameTag("old", to: "x") }
         try store.setState(a, .trashed)
