@@ -10,8 +10,11 @@ import NotesStore
 /// nothing; prints the error and exits 2 when the file cannot be read.
 func bodyInput(body: String?, bodyFile: String?) throws -> String? {
     if let bodyFile {
-        guard let data = FileManager.default.contents(atPath: bodyFile) else {
-            printError("cannot read --body-file \(bodyFile): \(FileManager.default.fileExists(atPath: bodyFile) ? "not readable" : "no such file"); nothing changed")
+        var isFolder: ObjCBool = false
+        let exists = FileManager.default.fileExists(atPath: bodyFile, isDirectory: &isFolder)
+        guard !isFolder.boolValue, let data = FileManager.default.contents(atPath: bodyFile) else {
+            let why = isFolder.boolValue ? "is a directory" : exists ? "not readable" : "no such file"
+            printError("cannot read --body-file \(bodyFile): \(why); nothing changed")
             throw ExitCode(2)
         }
         return try decodedUTF8(data, from: bodyFile)

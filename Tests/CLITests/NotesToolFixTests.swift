@@ -144,6 +144,20 @@ struct NotesToolFixTests {
         #expect(try CLI.ok(["tag", "rename", "wOrK", " job "], db: db) == "renamed #WORK to #job on 1 note")
     }
 
+    @Test func aBodyFileThatIsAFolderAndTheRemoteExampleArePlain() throws {
+        let scratch = Scratch()
+        let db = scratch.db
+        try CLI.ok(["init"], db: db)
+        let folder = try CLI.run(["new", "--title", "x", "--body-file", scratch.path], db: db)
+        #expect(folder.status == 2 && folder.stderr.contains("is a directory"))
+        let help = try CLI.run(["remote", "add", "--help"])
+        // Pasted as shown: a line ending in "\" goes on with the next.
+        let joined = help.stdout.replacingOccurrences(of: "\\\n", with: " ")
+            .split(separator: "\n").map { $0.split(separator: " ").joined(separator: " ") }
+        #expect(joined.contains("crdt-sync remote add home --url https://relay.example.net --space notes --token-file ~/relay-token"),
+                "\(help.stdout)")
+    }
+
     @Test func outputToAClosedPipeEndsQuietly() throws {
         let scratch = Scratch()
         let db = scratch.db
