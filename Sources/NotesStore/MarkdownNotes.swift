@@ -20,7 +20,7 @@ import NotesCRDT
 /// The title is the `title:` field (not a `# heading`: a body may begin with its own heading, and a
 /// title may hold anything). A file from elsewhere, without front matter (or without `title:`),
 /// takes its title from a first line `# heading` (left out of the body, with one empty line after
-/// it), else from the file's name. `created` and `updated` are written for people and other
+/// it), else from the file's name; but a file with an `id` and no `title:` leaves the title alone. `created` and `updated` are written for people and other
 /// apps; an import ignores them.
 public struct MarkdownNote: Hashable, Sendable {
     /// The note's identity (nil: a file from elsewhere, imported as a new note).
@@ -39,6 +39,9 @@ public struct MarkdownNote: Hashable, Sendable {
     public var color: String??
     /// `.active` or `.trashed`.
     public var state: NoteLifecycle?
+    /// False for a file with front matter and an `id` but no `title:`: an import leaves that
+    /// note's title as it is (`title` is then the file's name, for a note this replica lacks).
+    public var givesTitle: Bool = true
 
     public init(id: NoteID? = nil, title: String, body: String, tags: [String]? = nil, pinned: Bool? = nil,
                 archived: Bool? = nil, color: String?? = nil, state: NoteLifecycle? = nil) {
@@ -55,6 +58,9 @@ public struct MarkdownNote: Hashable, Sendable {
 
 /// Writing and reading notes as Markdown files (`MarkdownNote`).
 public enum MarkdownNotes {
+    /// The file in an export's folder that lists what the export wrote (`exportMarkdown`).
+    public static let manifestName = ".crdt-sync-export.json"
+
     /// The file's text for a stored note (read with its body).
     public static func render(_ note: StoredNote) -> String {
         var out = "---\n"
@@ -164,7 +170,11 @@ public enum MarkdownNotes {
                 inUnknown = true  // created, updated, and other apps' keys
             }
         }
-        if !hasTitle {
+        if !hasTitle, note.id != nil {
+            // Set only what the file gives: the body stays whole, the title as it is.
+            note.title = fallbackTitle
+            note.givesTitle = false
+        } else if !hasTitle {
             let titled = foreign(note.body, fallbackTitle: fallbackTitle)
             note.title = titled.title
             note.body = titled.body
@@ -223,6 +233,23 @@ public struct MarkdownExportResult: Hashable, Sendable {
     public var removed: Int
 }
 
+/// What an export wrote into its folder (`MarkdownNotes.manifestName`): each file's name and the
+/// SHA-256 of its content, so that a later export removes only its own files, unchanged since.
+struct MarkdownExportManifest: Codable {
+    var version = 1
+    /// File name -> lowercase hex SHA-256 of what the export wrote.
+    var files: [String: String]
+
+    /// The folder's manifest; empty when there is none or it cannot be read (then nothing is removed).
+    static func read(_ folder: String) -> MarkdownExportManifest {
+        guard let data = FileManager.default.contents(atPath: folder + "/" + MarkdownNotes.manifestName),
+              let manifest = try? JSONDecoder().decode(MarkdownExportManifest.self, from: data) else {
+            return MarkdownExportManifest(files: [:])
+        }
+        return manifest
+    }
+}
+
 /// What `importMarkdown` did.
 public struct MarkdownImportResult: Hashable, Sendable {
     /// Files that became new notes.
@@ -236,7 +263,10 @@ public struct MarkdownImportResult: Hashable, Sendable {
 extension NoteStore {
     /// Writes every note that is not deleted into `folder` (created if needed) as one Markdown
     /// file each (`MarkdownNotes`), each through a temporary file renamed into place. A file an
-    /// earlier export wrote for the same note under another name (its title changed) is removed.
+    /// earlier export wrote for the same note under another name (its title changed) is removed,
+    /// but only while its content is exactly what that export wrote: the folder's manifest
+    /// (`MarkdownNotes.manifestName`, replaced atomically) lists each written file's SHA-256.
+    /// Other files, and exported files since changed, are never removed.
     public func exportMarkdown(to folder: String) throws -> MarkdownExportResult {
         let files = FileManager.default
         do {
@@ -253,26 +283,45 @@ extension NoteStore {
             taken.insert(name)
             names[note.id] = name
         }
-        // Earlier exports of these notes under other names, found before writing.
+        // Earlier exports of these notes under other names, found before writing: only files the
+        // manifest lists, still exactly as written (a file a person wrote or changed stays).
+        let previous = MarkdownExportManifest.read(folder)
+        var manifest = MarkdownExportManifest(files: [:])
         var stale: [String] = []
-        for existing in (try? files.contentsOfDirectory(atPath: folder)) ?? [] where existing.hasSuffix(".md") && !taken.contains(existing) {
-            let path = folder + "/" + existing
-            guard let data = files.contents(atPath: path), let text = String(data: data, encoding: .utf8),
-                  let parsed = try? MarkdownNotes.parse(text, fileName: existing), let id = parsed.id, names[id] != nil else { continue }
-            stale.append(path)
+        for (existing, hash) in previous.files.sorted(by: { $0.key < $1.key }) where !taken.contains(existing) {
+            guard !existing.contains("/"), let data = files.contents(atPath: folder + "/" + existing),
+                  SHA256.hex(data) == hash else { continue }
+            if let text = String(data: data, encoding: .utf8), let parsed = try? MarkdownNotes.parse(text, fileName: existing),
+               let id = parsed.id, names[id] != nil {
+                stale.append(existing)
+            } else {
+                manifest.files[existing] = hash  // still the export's own, of a note not exported now
+            }
         }
-        for note in notes {
-            let path = folder + "/" + names[note.id]!
-            let temporary = folder + "/.\(names[note.id]!).\(UUID().uuidString).tmp"
+        func writeAtomically(_ data: Data, _ name: String) throws {
+            let path = folder + "/" + name
+            let temporary = folder + "/.\(name).\(UUID().uuidString).tmp"
             do {
-                try Data(MarkdownNotes.render(note).utf8).write(to: URL(fileURLWithPath: temporary))
+                try data.write(to: URL(fileURLWithPath: temporary))
                 guard rename(temporary, path) == 0 else { throw CocoaError(.fileWriteUnknown) }
             } catch {
                 try? files.removeItem(atPath: temporary)
                 throw StoreError(.invalidArgument, "cannot write \(path): \(error.localizedDescription)")
             }
         }
-        for path in stale { try? files.removeItem(atPath: path) }
+        for note in notes {
+            let data = Data(MarkdownNotes.render(note).utf8)
+            try writeAtomically(data, names[note.id]!)
+            manifest.files[names[note.id]!] = SHA256.hex(data)
+        }
+        // Written before the stale files go: a failure then leaves files the next export still knows.
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        var listed = manifest
+        for name in stale { listed.files[name] = previous.files[name] }
+        try writeAtomically(try encoder.encode(listed), MarkdownNotes.manifestName)
+        for name in stale { try? files.removeItem(atPath: folder + "/" + name) }
+        if !stale.isEmpty { try writeAtomically(try encoder.encode(manifest), MarkdownNotes.manifestName) }
         return MarkdownExportResult(written: notes.count, removed: stale.count)
     }
 
@@ -309,6 +358,13 @@ extension NoteStore {
             } catch let error as StoreError {
                 throw StoreError(error.code, error.message + "; nothing was imported")
             }
+            for tag in note.tags ?? [] {
+                do {
+                    try Self.checkTagName(tag)
+                } catch let error as StoreError {
+                    throw StoreError(error.code, "\(name): \(error.message); nothing was imported")
+                }
+            }
             if let id = note.id {
                 if let other = seen[id] { throw StoreError(.invalidArgument, "\(name) and \(other) both have id \(id); nothing was imported") }
                 seen[id] = name
@@ -326,7 +382,7 @@ extension NoteStore {
                 let id: NoteID
                 if let known = file.id, notebook.note(known) != nil {
                     id = known
-                    _ = try notebook.setTitle(id, file.title)
+                    if file.givesTitle { _ = try notebook.setTitle(id, file.title) }
                     try Self.apply(file, to: id, in: &notebook)
                     if notebook.versionVector[notebook.replicaID] == before { result.unchanged += 1 } else { result.updated += 1 }
                 } else {
@@ -346,7 +402,7 @@ extension NoteStore {
             for name in notebook.note(id)?.tags ?? [] where !wanted.contains(Notebook.tagKey(name)) {
                 _ = try notebook.setTag(id, name, member: false)
             }
-            for name in tags { _ = try notebook.setTag(id, name, member: true) }
+            for name in tags { _ = try notebook.setTag(id, NoteStore.trimmedTagName(name), member: true) }
         }
         if let pinned = file.pinned { _ = try notebook.setPinned(id, pinned) }
         if let archived = file.archived { _ = try notebook.setArchived(id, archived) }

@@ -68,7 +68,7 @@ public enum NoteEdit: Hashable, Sendable {
         case .archived(let archived): _ = try notebook.setArchived(note, archived)
         case .color(let color): _ = try notebook.setColor(note, color)
         case .state(let state): _ = try notebook.setState(note, state)
-        case .tag(let name, let member): _ = try notebook.setTag(note, name, member: member)
+        case .tag(let name, let member): _ = try notebook.setTag(note, NoteStore.trimmedTagName(name), member: member)
         }
     }
 }

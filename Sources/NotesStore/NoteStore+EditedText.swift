@@ -18,8 +18,44 @@ public struct NoteText: Hashable, Sendable {
 
     /// The text of the editor file.
     public var editorFile: String {
-        let oneLine = String(String.UnicodeScalarView(title.unicodeScalars.map { $0 == "\n" || $0 == "\r" ? " " : $0 }))
-        return oneLine + "\n\n" + body + "\n"
+        oneLineTitle + "\n\n" + body + "\n"
+    }
+
+    /// The title as the file's first line: its line breaks written as spaces.
+    var oneLineTitle: String {
+        String(String.UnicodeScalarView(title.unicodeScalars.map { $0 == "\n" || $0 == "\r" ? " " : $0 }))
+    }
+
+    /// Reads back an editor file that was written as `original.editorFile`: CRLF line ends are
+    /// read as LF when the editor brought them (the written file had none), and a first line
+    /// still as written keeps `original.title` (a title with line breaks is not flattened).
+    public init(editorFile text: String, writtenFrom original: NoteText) {
+        var text = text
+        if Self.hasCRLF(text), !Self.hasCRLF(original.editorFile) {
+            text = String(String.UnicodeScalarView(Self.withoutCR(text.unicodeScalars)))
+        }
+        self.init(editorFile: text)
+        if title == original.oneLineTitle { title = original.title }
+    }
+
+    static func hasCRLF(_ text: String) -> Bool {
+        var previous: Unicode.Scalar?
+        for scalar in text.unicodeScalars {
+            if scalar == "\n", previous == "\r" { return true }
+            previous = scalar
+        }
+        return false
+    }
+
+    /// The scalars with each CR that ends a line (before an LF) left out.
+    static func withoutCR(_ scalars: String.UnicodeScalarView) -> [Unicode.Scalar] {
+        var out: [Unicode.Scalar] = []
+        out.reserveCapacity(scalars.count)
+        for scalar in scalars {
+            if scalar == "\n", out.last == "\r" { out.removeLast() }
+            out.append(scalar)
+        }
+        return out
     }
 
     /// Reads an editor file back: the first line is the title; an empty line after it is left
@@ -46,6 +82,18 @@ public struct EditedTextResult: Hashable, Sendable {
     public var bodySplices: Int
     /// Whether anything was recorded.
     public var changed: Bool { titleChanged || bodySplices > 0 }
+}
+
+/// What `renameTag` did.
+public struct TagRenameResult: Hashable, Sendable {
+    /// The notes in the tag (moved, unless nothing changed).
+    public var notes: Int
+    /// The tag's name as it was stored before.
+    public var oldName: String
+    /// The tag's name as stored now (an existing tag the notes joined keeps its own).
+    public var newName: String
+    /// Whether anything was recorded (false: the tag already had that name).
+    public var changed: Bool
 }
 
 /// A tag with how many notes are in it.
@@ -99,12 +147,13 @@ extension NoteStore {
     /// Renames a tag: every note in `old` (trashed ones too) is taken out of it and put in `new`,
     /// in one transaction, as tag operations that merge with other devices' (a note put in `old`
     /// elsewhere meanwhile stays in `old`). When `new` exists, the notes join it. A change of
-    /// case only renames the tag entity.
+    /// case only renames the tag entity; the same name again records nothing. Names are trimmed.
     ///
-    /// - Returns: how many notes moved.
+    /// - Returns: the notes in the tag, the names as stored, and whether anything was recorded.
     /// - Throws: `.notFound` when no note is in `old`; `.invalidArgument` for an empty name.
     @discardableResult
-    public func renameTag(_ old: String, to new: String) throws -> Int {
+    public func renameTag(_ old: String, to new: String) throws -> TagRenameResult {
+        let old = Self.trimmedTagName(old), new = Self.trimmedTagName(new)
         let oldKey = Notebook.tagKey(old)
         let newKey = Notebook.tagKey(new)
         guard !oldKey.isEmpty, !newKey.isEmpty else { throw StoreError(.invalidArgument, "a tag name cannot be empty") }
@@ -112,17 +161,18 @@ extension NoteStore {
         return try edit { notebook in
             let members = notebook.allNotes.filter { note in note.state != .deleted && note.tags.contains { Notebook.tagKey($0) == oldKey } }
             guard !members.isEmpty else { throw StoreError(.notFound, "there is no tag \(old)") }
+            func storedName(_ key: String, _ typed: String) -> String { notebook.tags.first { $0.key == key }?.name ?? typed }
+            let oldName = storedName(oldKey, old)
             if oldKey == newKey {
-                if notebook.tags.first(where: { $0.key == oldKey })?.name != new {
-                    try notebook.setTagField(new, .name, .string(new))
-                }
-                return members.count
+                guard oldName != new else { return TagRenameResult(notes: members.count, oldName: oldName, newName: oldName, changed: false) }
+                try notebook.setTagField(new, .name, .string(new))
+                return TagRenameResult(notes: members.count, oldName: oldName, newName: new, changed: true)
             }
             for note in members {
                 _ = try notebook.setTag(note.id, old, member: false)
                 _ = try notebook.setTag(note.id, new, member: true)
             }
-            return members.count
+            return TagRenameResult(notes: members.count, oldName: oldName, newName: storedName(newKey, new), changed: true)
         }
     }
 

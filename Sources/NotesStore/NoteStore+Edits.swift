@@ -227,6 +227,7 @@ extension NoteStore {
     /// Creates a note and returns its identity.
     @discardableResult
     public func createNote(title: String, body: String = "", tags: [String] = [], id: NoteID = .random()) throws -> NoteID {
+        let tags = tags.map(NoteStore.trimmedTagName)
         for tag in tags { try NoteStore.checkTagName(tag) }
         return try edit(requiring: nil, allowingDeleted: false, onlyOn: id) { $0.createNote(id: id, title: title, body: body, tags: tags).id }
     }
@@ -309,9 +310,13 @@ extension NoteStore {
     ///
     /// - Returns: whether anything changed (false: the note already is in `state` as a reader sees
     ///   it; nothing is recorded).
+    /// - Throws: `.notFound` when moving a deleted note to the trash (restoring it, `.active`, is
+    ///   the way back).
     @discardableResult
     public func setState(_ note: NoteID, _ state: NoteLifecycle) throws -> Bool {
-        try edit(requiringKnown: note) { try $0.setState(note, state) != nil }
+        // Trashing a deleted note would bring it back unasked; only `.active` (restore) may do that.
+        if state == .trashed { return try editLive(note) { try $0.setState(note, state) != nil } }
+        return try edit(requiringKnown: note) { try $0.setState(note, state) != nil }
     }
 
     /// Adds a note to a tag (`member: true`) or removes it.
@@ -320,6 +325,7 @@ extension NoteStore {
     ///   is recorded).
     @discardableResult
     public func setTag(_ note: NoteID, _ name: String, member: Bool) throws -> Bool {
+        let name = NoteStore.trimmedTagName(name)
         guard !Notebook.tagKey(name).isEmpty else { throw StoreError(.invalidArgument, "a tag name cannot be empty") }
         try NoteStore.checkTagName(name)
         return try editLive(note) { try $0.setTag(note, name, member: member) != nil }

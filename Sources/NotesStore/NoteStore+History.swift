@@ -177,6 +177,14 @@ extension NoteStore {
         return true
     }
 
+    /// A tag name as stored: without the surrounding whitespace it is matched without.
+    static func trimmedTagName(_ name: String) -> String {
+        var scalars = Substring(name).unicodeScalars
+        while let first = scalars.first, first.properties.isWhitespace { scalars.removeFirst() }
+        while let last = scalars.last, last.properties.isWhitespace { scalars.removeLast() }
+        return String(String.UnicodeScalarView(scalars))
+    }
+
     /// Refuses a tag name in the reserved namespace (`crdt-sync.`), where device names live.
     static func checkTagName(_ name: String) throws {
         if Notebook.tagKey(name).hasPrefix(Notebook.reservedExtraPrefix) {

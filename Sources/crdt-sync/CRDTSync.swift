@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 
 @main
 struct CRDTSync: AsyncParsableCommand {
@@ -52,4 +53,10 @@ struct CRDTSync: AsyncParsableCommand {
             SpaceCommand.self,
         ]
     )
+
+    static func main() async {
+        // A closed pipe (`| head`) makes a write fail with EPIPE (see writeStandardOutput) instead of killing the process mid-write.
+        signal(SIGPIPE, SIG_IGN)
+        await main(nil)
+    }
 }

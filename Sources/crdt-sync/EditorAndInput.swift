@@ -10,8 +10,11 @@ import NotesStore
 /// nothing; prints the error and exits 2 when the file cannot be read.
 func bodyInput(body: String?, bodyFile: String?) throws -> String? {
     if let bodyFile {
-        guard let data = FileManager.default.contents(atPath: bodyFile) else {
-            printError("cannot read --body-file \(bodyFile): \(FileManager.default.fileExists(atPath: bodyFile) ? "not readable" : "no such file"); nothing changed")
+        var isFolder: ObjCBool = false
+        let exists = FileManager.default.fileExists(atPath: bodyFile, isDirectory: &isFolder)
+        guard !isFolder.boolValue, let data = FileManager.default.contents(atPath: bodyFile) else {
+            let why = isFolder.boolValue ? "is a directory" : exists ? "not readable" : "no such file"
+            printError("cannot read --body-file \(bodyFile): \(why); nothing changed")
             throw ExitCode(2)
         }
         return try decodedUTF8(data, from: bodyFile)
@@ -63,27 +66,33 @@ func editInEditor(_ replica: ReplicaOptions, _ idPrefix: String) throws {
         throw NoteCommandError("cannot start the editor (\(editor)): \(error.localizedDescription)")
     }
     process.waitUntilExit()
-    guard process.terminationReason == .exit, process.terminationStatus == 0 else {
-        throw NoteCommandError("the editor (\(editor)) exited with status \(process.terminationStatus); nothing changed")
-    }
-    guard let data = FileManager.default.contents(atPath: file.path), let text = String(data: data, encoding: .utf8) else {
-        throw NoteCommandError("cannot read back \(file.path) (missing, or not UTF-8); nothing changed")
-    }
-    let edited = NoteText(editorFile: text)
-    if edited == original {
-        FileHandle.standardError.write(Data("crdt-sync: the note was not changed in the editor; nothing recorded\n".utf8))
-        return
-    }
+    var emptied = false
     do {
+        guard process.terminationReason == .exit, process.terminationStatus == 0 else {
+            throw NoteCommandError("the editor (\(editor)) exited with status \(process.terminationStatus); nothing changed")
+        }
+        guard let data = FileManager.default.contents(atPath: file.path), let text = String(data: data, encoding: .utf8) else {
+            throw NoteCommandError("cannot read back \(file.path) (missing, or not UTF-8); nothing changed")
+        }
+        let edited = NoteText(editorFile: text, writtenFrom: original)
+        if edited == original {
+            print("the note was not changed in the editor; nothing recorded")
+            return
+        }
+        // As `git commit` does with an empty message: an emptied file is taken as giving up, not as "wipe the note".
+        if text.unicodeScalars.allSatisfy(\.properties.isWhitespace) {
+            emptied = true
+            throw NoteCommandError("the file is empty; nothing recorded")
+        }
         store = try replica.open()
         let result = try store!.applyEditedText(note, original: original, edited: edited)
         if !result.changed {
-            FileHandle.standardError.write(Data("crdt-sync: nothing to record (the note already reads as saved)\n".utf8))
+            print("nothing to record (the note already reads as saved)")
         }
     } catch {
         // What the person typed is not lost: the file stays, and the message says where.
-        keepFile = true
-        printError("your edit is kept in \(file.path)")
+        keepFile = !emptied && FileManager.default.fileExists(atPath: file.path)
+        if keepFile { printError("your edit is kept in \(file.path)") }
         throw error
     }
 }

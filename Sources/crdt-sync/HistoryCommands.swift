@@ -47,7 +47,7 @@ struct HistoryCommand: ParsableCommand {
                 out += "\(shownDate(version.timestamp.milliseconds))  \(version.label)  \(device)\n"
                 out += "    \(TerminalText.escaped(summary(version.edits)))\n"
             }
-            FileHandle.standardOutput.write(Data(out.utf8))
+            writeStandardOutput(Data(out.utf8))
         }
     }
 }

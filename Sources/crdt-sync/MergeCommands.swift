@@ -46,7 +46,7 @@ struct ConflictsCommand: ParsableCommand {
                 if entry.state != NoteLifecycle.active.rawValue { out += "  [\(entry.state)]" }
                 out += "\n"
             }
-            FileHandle.standardOutput.write(Data(out.utf8))
+            writeStandardOutput(Data(out.utf8))
         }
     }
 }

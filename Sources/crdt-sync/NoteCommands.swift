@@ -345,7 +345,7 @@ struct ShowNote: ParsableCommand {
             }
         }
         out += "\n`crdt-sync resolve \(short)` marks them reviewed on every device.\n"
-        FileHandle.standardOutput.write(Data(out.utf8))
+        writeStandardOutput(Data(out.utf8))
     }
 }
 
@@ -432,7 +432,7 @@ struct ListNotes: ParsableCommand {
                 if note.hasConflicts { out += "  [merged]" }
                 out += "\n"
             }
-            FileHandle.standardOutput.write(Data(out.utf8))
+            writeStandardOutput(Data(out.utf8))
         }
     }
 }
@@ -503,7 +503,7 @@ struct LogCommand: ParsableCommand {
                 out += "\(shownDate(entry.timestamp.milliseconds))  \(names[entry.replica].map { TerminalText.escaped($0) } ?? String(entry.replica.description.prefix(8)))\(entry.isLocal ? " (this replica)" : "")  seq \(seqs)\n"
                 for line in entry.summary { out += "    \(TerminalText.escaped(line))\n" }
             }
-            FileHandle.standardOutput.write(Data(out.utf8))
+            writeStandardOutput(Data(out.utf8))
         }
     }
 }

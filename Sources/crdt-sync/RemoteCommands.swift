@@ -24,7 +24,8 @@ struct RemoteAdd: ParsableCommand {
         abstract: "Add a remote: a shared folder (--dir) or a space on a relay (--url and --space).",
         discussion: """
         crdt-sync remote add usb --dir /media/usb/notes
-        crdt-sync remote add home --url https://relay.example.net --space notes --token-file ~/relay-token
+        crdt-sync remote add home --url https://relay.example.net \\
+          --space notes --token-file ~/relay-token
         """
     )
 

@@ -119,7 +119,7 @@ struct NoteCommandError: Error {
 }
 
 func printError(_ message: String) {
-    FileHandle.standardError.write(Data("crdt-sync: error: \(message)\n".utf8))
+    writeStandardError(Data("crdt-sync: error: \(message)\n".utf8))
 }
 
 /// Writes a value as pretty JSON (sorted keys) to stdout.
@@ -127,8 +127,8 @@ func printJSON(_ value: some Encodable) throws {
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
     let data = try encoder.encode(value)
-    FileHandle.standardOutput.write(data)
-    FileHandle.standardOutput.write(Data("\n".utf8))
+    writeStandardOutput(data)
+    writeStandardOutput(Data("\n".utf8))
 }
 
 /// Milliseconds since the epoch as ISO 8601 with milliseconds, in UTC.

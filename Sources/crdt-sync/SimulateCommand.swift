@@ -222,11 +222,11 @@ final class ProgressBar: @unchecked Sendable {
         guard filled != last || done == total else { return }
         last = filled
         let bar = String(repeating: "#", count: filled) + String(repeating: "-", count: width - filled)
-        FileHandle.standardError.write(Data("\r[\(bar)] \(done)/\(total)".utf8))
+        writeStandardError(Data("\r[\(bar)] \(done)/\(total)".utf8))
     }
 
     func finish() {
         guard enabled else { return }
-        FileHandle.standardError.write(Data("\r\u{1B}[K".utf8))
+        writeStandardError(Data("\r\u{1B}[K".utf8))
     }
 }

@@ -383,7 +383,7 @@ struct SyncCommand: AsyncParsableCommand {
             let transport = try client.transport(url: url, space: space, token: token)
             let maxAttempts = attempts
             let engine = SyncEngine(retry: RetryPolicy(maxAttempts: maxAttempts), onRetry: { attempt, delay, error in
-                FileHandle.standardError.write(Data("crdt-sync: \(error.message); retrying in \(delay) ms (attempt \(attempt) of \(maxAttempts))\n".utf8))
+                writeStandardError(Data("crdt-sync: \(error.message); retrying in \(delay) ms (attempt \(attempt) of \(maxAttempts))\n".utf8))
             })
             outcome = .success(try await engine.sync(store, over: transport))
         } catch {
@@ -423,13 +423,13 @@ final class ProgressLine {
         let width = 30
         let filled = width * done / total
         let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
-        FileHandle.standardError.write(Data("\r\(label) [\(bar)] \(done)/\(total)".utf8))
+        writeStandardError(Data("\r\(label) [\(bar)] \(done)/\(total)".utf8))
     }
 
     func finish() {
         guard enabled, Date().timeIntervalSince(start) > 0.3 else { return }
         update(total)
-        FileHandle.standardError.write(Data("\n".utf8))
+        writeStandardError(Data("\n".utf8))
     }
 }
 

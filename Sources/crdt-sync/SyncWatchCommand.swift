@@ -124,7 +124,7 @@ extension SyncCommand {
                         writeLine(jsonLine(Out(time: watchTime(), remote: target.remote, error: error.message, retryInMilliseconds: delay)))
                     } else {
                         let prefix = target.remote.map { "\($0): " } ?? ""
-                        FileHandle.standardError.write(Data("crdt-sync: \(prefix)\(error.message); retrying in \(delay) ms\n".utf8))
+                        writeStandardError(Data("crdt-sync: \(prefix)\(error.message); retrying in \(delay) ms\n".utf8))
                     }
                 }
             }
@@ -147,7 +147,7 @@ extension SyncCommand {
 
     /// One line on stdout, written at once (a pipe would otherwise hold it in a buffer).
     static func writeLine(_ line: String) {
-        FileHandle.standardOutput.write(Data((line + "\n").utf8))
+        writeStandardOutput(Data((line + "\n").utf8))
     }
 
     static func jsonLine(_ value: some Encodable) -> String {

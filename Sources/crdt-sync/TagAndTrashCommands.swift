@@ -35,7 +35,7 @@ struct ListTags: ParsableCommand {
             if json { return try printJSON(tags.map { TagJSON(name: $0.name, notes: $0.notes) }) }
             var out = ""
             for tag in tags { out += "#\(TerminalText.escaped(tag.name))  \(tag.notes) note\(tag.notes == 1 ? "" : "s")\n" }
-            FileHandle.standardOutput.write(Data(out.utf8))
+            writeStandardOutput(Data(out.utf8))
         }
     }
 }
@@ -54,9 +54,11 @@ struct RenameTag: ParsableCommand {
 
     func run() throws {
         try runReporting {
-            let moved = try replica.open().renameTag(old, to: new)
-            if json { return try printJSON(["notes": moved]) }
-            print("renamed #\(TerminalText.escaped(old)) to #\(TerminalText.escaped(new)) on \(moved) note\(moved == 1 ? "" : "s")")
+            let result = try replica.open().renameTag(old, to: new)
+            if json { return try printJSON(["notes": result.changed ? result.notes : 0]) }
+            guard result.changed else { return print("the tag is already named #\(TerminalText.escaped(result.oldName)); nothing changed") }
+            let moved = result.notes
+            print("renamed #\(TerminalText.escaped(result.oldName)) to #\(TerminalText.escaped(result.newName)) on \(moved) note\(moved == 1 ? "" : "s")")
         }
     }
 }

@@ -33,6 +33,29 @@ struct EditedTextTests {
         #expect(NoteText(editorFile: NoteText(title: "a\nb", body: "c").editorFile) == NoteText(title: "a b", body: "c"))
     }
 
+    @Test func readingBackWhatWasWrittenKeepsAMultiLineTitleAndReadsCRLF() {
+        let multi = NoteText(title: "a\nb", body: "c")
+        #expect(NoteText(editorFile: "a b\n\nd\n", writtenFrom: multi) == NoteText(title: "a\nb", body: "d"))
+        #expect(NoteText(editorFile: "a c\n\nc\n", writtenFrom: multi) == NoteText(title: "a c", body: "c"))
+        let plain = NoteText(title: "T", body: "b")
+        #expect(NoteText(editorFile: "Win\r\n\r\nx\r\ny\r\n", writtenFrom: plain) == NoteText(title: "Win", body: "x\ny"))
+        // A body that had CRLF already keeps it: the editor did not bring it.
+        let windows = NoteText(title: "T", body: "x\r\ny")
+        #expect(NoteText(editorFile: windows.editorFile, writtenFrom: windows) == windows)
+    }
+
+    @Test func aDeletedNoteCannotBeTrashedAndTagNamesAreTrimmed() throws {
+        let store = try NoteStore.openInMemory()
+        let id = try store.createNote(title: "x", tags: [" home "])
+        #expect(try store.note(id)?.tags == ["home"])
+        #expect(try !store.renameTag("HOME", to: "home ").changed)
+        try store.setState(id, .deleted)
+        let before = try store.versionVector
+        #expect(throws: StoreError.self) { try store.setState(id, .trashed) }
+        #expect(try store.versionVector == before)
+        #expect(try store.setState(id, .active))
+    }
+
     @Test func aMarkdownFileReadsBackAsTheNote() throws {
         let store = try NoteStore.openInMemory()
         let id = try store.createNote(title: "Quote \" and: colon", body: "---\nnot front matter\n", tags: ["b", "A"])
@@ -52,7 +75,7 @@ struct EditedTextTests {
         let a = try store.createNote(title: "a", tags: ["old", "keep"])
         let b = try store.createNote(title: "b", tags: ["Old"])
         _ = try store.createNote(title: "c", tags: ["new"])
-        #expect(try store.renameTag("old", to: "new") == 2)
+        #expect(try store.renameTag("old", to: "new").notes == 2)
         #expect(try store.tagCounts() == [TagCount(name: "keep", notes: 1), TagCount(name: "new", notes: 3)])
         #expect(throws: StoreError.self) { try store.renameTag("old", to: "x") }
         try store.setState(a, .trashed)
