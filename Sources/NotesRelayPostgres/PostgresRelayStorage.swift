@@ -9,8 +9,8 @@ import Synchronization
 /// The relay's storage in PostgreSQL, for several relay processes over one database.
 ///
 /// Every instance keeps the `RelayStorage` rules through the database's own guarantees: an append
-/// is one READ COMMITTED transaction that first locks the space's row in `relay_space`
-/// (`SELECT ... FOR UPDATE`), so appends of one space are serialized across all instances, each
+/// is one READ COMMITTED transaction that first creates or locks the space's row in `relay_space`
+/// (`INSERT ... ON CONFLICT DO UPDATE`), so appends of one space are serialized across all instances, each
 /// reads the authors' current heads after taking the lock, and arrival numbers (an identity
 /// column, taken under the lock) commit in order within a space. A page is read in one
 /// REPEATABLE READ, READ ONLY transaction: one snapshot, so the version vector and the records
@@ -120,7 +120,7 @@ public final class PostgresRelayStorage: RelayStorage {
     static let migrations: [Migration] = [
         Migration(version: 1, name: "relay-pg-v1", statements: [
             "CREATE TABLE relay_meta (key text PRIMARY KEY, value bytea NOT NULL)",
-            // One row per space: appends of a space lock it (SELECT ... FOR UPDATE).
+            // One row per space: appends of a space lock it.
             "CREATE TABLE relay_space (space text PRIMARY KEY)",
             """
             CREATE TABLE relay_author (
@@ -278,10 +278,11 @@ public final class PostgresRelayStorage: RelayStorage {
     }
 
     /// Locks the space, then stores the records that extend what it holds (the same rules as
-    /// `SQLiteRelayStorage`), then notifies the other instances (at commit).
+    /// `SQLiteRelayStorage`), then notifies the other instances (at commit): four statements.
     static func append(_ connection: PostgresConnection, space: String, _ records: [RelayRecord], logger: Logger) async throws -> [Int] {
-        try await connection.query("INSERT INTO relay_space(space) VALUES (\(space)) ON CONFLICT (space) DO NOTHING", logger: logger)
-        try await connection.query("SELECT space FROM relay_space WHERE space = \(space) FOR UPDATE", logger: logger)
+        // Creates the space's row or locks it: every append of the space waits here, whichever instance.
+        try await connection.query(
+            "INSERT INTO relay_space(space) VALUES (\(space)) ON CONFLICT (space) DO UPDATE SET space = excluded.space", logger: logger)
         // Read after the lock: READ COMMITTED takes a fresh snapshot per statement, so these are current.
         var coverage: [ReplicaID: Coverage] = [:]
         for try await (key, seq, changes, bytes) in try await connection.query(
@@ -296,10 +297,6 @@ public final class PostgresRelayStorage: RelayStorage {
             guard record.startSeq >= 1, record.startSeq - 1 <= covered else {
                 throw RelayStorageError(.gap, "changes of \(author) from seq \(record.startSeq) would leave a gap: the relay holds them up to seq \(covered)")
             }
-            try await connection.query("""
-                INSERT INTO relay_change(space, author, start_seq, end_seq, payload)
-                VALUES (\(space), \(Data(author.raw.bytes)), \(Int64(bitPattern: record.startSeq)), \(Int64(bitPattern: record.endSeq)), \(Data(record.payload)))
-                """, logger: logger)
             var entry = coverage[author] ?? Coverage(seq: 0, changes: 0, bytes: 0)
             entry.seq = record.endSeq
             entry.changes += 1
@@ -308,16 +305,34 @@ public final class PostgresRelayStorage: RelayStorage {
             coverage[author] = entry
             stored.append(index)
         }
+        guard !stored.isEmpty else { return [] }
+        // The records (in order, so arrival follows it), the authors' heads and the notification, in one statement.
+        var binds = PostgresBindings(capacity: 1 + stored.count * 4 + coverage.count * 4)
+        binds.append(space)
+        var sql = "WITH new_changes AS (INSERT INTO relay_change(space, author, start_seq, end_seq, payload) VALUES "
+        for (position, index) in stored.enumerated() {
+            let record = records[index]
+            let base = binds.count
+            sql += (position == 0 ? "" : ", ") + "($1, $\(base + 1), $\(base + 2), $\(base + 3), $\(base + 4))"
+            binds.append(ByteBuffer(bytes: record.author.raw.bytes))
+            binds.append(Int64(bitPattern: record.startSeq))
+            binds.append(Int64(bitPattern: record.endSeq))
+            binds.append(ByteBuffer(bytes: record.payload))
+        }
+        sql += "), new_heads AS (INSERT INTO relay_author(space, author, seq, changes, bytes) VALUES "
+        var first = true
         for (author, entry) in coverage where entry.touched {
-            try await connection.query("""
-                INSERT INTO relay_author(space, author, seq, changes, bytes)
-                VALUES (\(space), \(Data(author.raw.bytes)), \(Int64(bitPattern: entry.seq)), \(entry.changes), \(entry.bytes))
-                ON CONFLICT (space, author) DO UPDATE SET seq = excluded.seq, changes = excluded.changes, bytes = excluded.bytes
-                """, logger: logger)
+            let base = binds.count
+            sql += (first ? "" : ", ") + "($1, $\(base + 1), $\(base + 2), $\(base + 3), $\(base + 4))"
+            first = false
+            binds.append(ByteBuffer(bytes: author.raw.bytes))
+            binds.append(Int64(bitPattern: entry.seq))
+            binds.append(entry.changes)
+            binds.append(entry.bytes)
         }
-        if !stored.isEmpty {
-            try await connection.query("SELECT pg_notify(\(channel), \(space))", logger: logger)
-        }
+        sql += " ON CONFLICT (space, author) DO UPDATE SET seq = excluded.seq, changes = excluded.changes, bytes = excluded.bytes)"
+        sql += " SELECT pg_notify('\(channel)', $1)"
+        try await connection.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger)
         return stored
     }
 
@@ -337,20 +352,28 @@ public final class PostgresRelayStorage: RelayStorage {
         }
         guard !lagging.isEmpty else { return RelayPage(records: [], version: version, more: false) }
         typealias Candidate = (id: Int64, author: ReplicaID, startSeq: UInt64, endSeq: UInt64, size: Int)
-        var queues: [[Candidate]] = []
-        for entry in lagging {
-            // An entry beyond what signed bigints hold has everything stored.
-            guard entry.have <= UInt64(Int64.max) else { continue }
-            var queue: [Candidate] = []
+        // An entry beyond what signed bigints hold has everything stored.
+        let asked = lagging.filter { $0.have <= UInt64(Int64.max) }
+        var byAuthor: [Data: [Candidate]] = [:]
+        if !asked.isEmpty {
+            // Per lagging author, its first rows past the client's entry (one statement for all authors).
+            let keys = asked.map { ByteBuffer(bytes: $0.key) }
+            let haves = asked.map { Int64($0.have) }
             let rows = try await connection.query("""
-                SELECT arrival, start_seq, end_seq, length(payload)::bigint FROM relay_change
-                WHERE space = \(space) AND author = \(entry.key) AND end_seq > \(Int64(entry.have)) ORDER BY end_seq LIMIT \(Int64(limits.maxChanges))
+                SELECT c.author, c.arrival, c.start_seq, c.end_seq, length(c.payload)::bigint
+                FROM unnest(\(keys)::bytea[], \(haves)::bigint[]) AS lag(author, have)
+                CROSS JOIN LATERAL (
+                    SELECT author, arrival, start_seq, end_seq, payload FROM relay_change
+                    WHERE space = \(space) AND author = lag.author AND end_seq > lag.have ORDER BY end_seq LIMIT \(Int64(limits.maxChanges))) c
+                ORDER BY c.author, c.end_seq
                 """, logger: logger)
-            for try await (id, start, end, size) in rows.decode((Int64, Int64, Int64, Int64).self) {
-                queue.append((id, entry.author, UInt64(bitPattern: start), UInt64(bitPattern: end), Int(size)))
+            let authors = Dictionary(asked.map { ($0.key, $0.author) }, uniquingKeysWith: { first, _ in first })
+            for try await (key, id, start, end, size) in rows.decode((Data, Int64, Int64, Int64, Int64).self) {
+                guard let author = authors[key] else { continue }
+                byAuthor[key, default: []].append((id, author, UInt64(bitPattern: start), UInt64(bitPattern: end), Int(size)))
             }
-            if !queue.isEmpty { queues.append(queue) }
         }
+        let queues = asked.compactMap { byAuthor[$0.key] }
         // Merge by arrival, keeping each author's rows in seq order.
         var heads = [Int](repeating: 0, count: queues.count)
         var picked: [Candidate] = []
