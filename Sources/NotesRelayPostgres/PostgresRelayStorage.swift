@@ -142,8 +142,8 @@ public final class PostgresRelayStorage: RelayStorage {
     /// returns the relay's identity (made by the first instance).
     static func migrate(_ connection: PostgresConnection, relayID fixedID: [UInt8]?, logger: Logger) async throws -> [UInt8] {
         try await transaction(connection, begin: "BEGIN ISOLATION LEVEL READ COMMITTED", logger: logger) { connection in
-            try await connection.query("SELECT pg_advisory_xact_lock(\(migrationLock))", logger: logger)
-            try await connection.query("""
+            try await connection.run("SELECT pg_advisory_xact_lock(\(migrationLock))", logger: logger)
+            try await connection.run("""
                 CREATE TABLE IF NOT EXISTS relay_migrations (
                     version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())
                 """, logger: logger)
@@ -157,18 +157,18 @@ public final class PostgresRelayStorage: RelayStorage {
             }
             for migration in migrations where !applied.contains(migration.version) {
                 for statement in migration.statements {
-                    try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                    try await connection.run(PostgresQuery(unsafeSQL: statement), logger: logger)
                 }
-                try await connection.query("INSERT INTO relay_migrations(version, name) VALUES (\(Int32(migration.version)), \(migration.name))",
+                try await connection.run("INSERT INTO relay_migrations(version, name) VALUES (\(Int32(migration.version)), \(migration.name))",
                                            logger: logger)
             }
             let fresh = Data(fixedID ?? ReplicaID.random().raw.bytes)
-            try await connection.query("INSERT INTO relay_meta(key, value) VALUES ('relay_id', \(fresh)) ON CONFLICT (key) DO NOTHING",
+            try await connection.run("INSERT INTO relay_meta(key, value) VALUES ('relay_id', \(fresh)) ON CONFLICT (key) DO NOTHING",
                                        logger: logger)
-            for try await value in try await connection.query("SELECT value FROM relay_meta WHERE key = 'relay_id'", logger: logger)
-                .decode(Data.self) {
-                return [UInt8](value)
-            }
+            let values = try await connection.query("SELECT value FROM relay_meta WHERE key = 'relay_id'", logger: logger).decode(Data.self)
+            var found: [UInt8]?
+            for try await value in values { found = [UInt8](value) }
+            if let found { return found }
             throw RelayStorageError(.failure, "relay_meta holds no relay_id")
         }
     }
@@ -281,7 +281,7 @@ public final class PostgresRelayStorage: RelayStorage {
     /// `SQLiteRelayStorage`), then notifies the other instances (at commit): four statements.
     static func append(_ connection: PostgresConnection, space: String, _ records: [RelayRecord], logger: Logger) async throws -> [Int] {
         // Creates the space's row or locks it: every append of the space waits here, whichever instance.
-        try await connection.query(
+        try await connection.run(
             "INSERT INTO relay_space(space) VALUES (\(space)) ON CONFLICT (space) DO UPDATE SET space = excluded.space", logger: logger)
         // Read after the lock: READ COMMITTED takes a fresh snapshot per statement, so these are current.
         var coverage: [ReplicaID: Coverage] = [:]
@@ -332,7 +332,7 @@ public final class PostgresRelayStorage: RelayStorage {
         }
         sql += " ON CONFLICT (space, author) DO UPDATE SET seq = excluded.seq, changes = excluded.changes, bytes = excluded.bytes)"
         sql += " SELECT pg_notify('\(channel)', $1)"
-        try await connection.query(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger)
+        try await connection.run(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger)
         return stored
     }
 
@@ -413,15 +413,15 @@ public final class PostgresRelayStorage: RelayStorage {
     /// Runs `body` in a transaction begun with `begin`; rolls back if it throws.
     static func transaction<Result: Sendable>(_ connection: PostgresConnection, begin: String, logger: Logger,
                                               _ body: (PostgresConnection) async throws -> Result) async throws -> Result {
-        try await connection.query(PostgresQuery(unsafeSQL: begin), logger: logger)
+        try await connection.run(PostgresQuery(unsafeSQL: begin), logger: logger)
         let result: Result
         do {
             result = try await body(connection)
         } catch {
-            _ = try? await connection.query("ROLLBACK", logger: logger)
+            try? await connection.run("ROLLBACK", logger: logger)
             throw error
         }
-        try await connection.query("COMMIT", logger: logger)
+        try await connection.run("COMMIT", logger: logger)
         return result
     }
 
@@ -456,6 +456,14 @@ public final class PostgresRelayStorage: RelayStorage {
             return "\(error.code)"
         }
         return "\(error)"
+    }
+}
+
+extension PostgresConnection {
+    /// Runs a statement to its end: its error comes with its last row, so a statement whose rows
+    /// are not read could fail unseen (and the COMMIT after it silently roll back).
+    func run(_ query: PostgresQuery, logger: Logger) async throws {
+        for try await _ in try await self.query(query, logger: logger) {}
     }
 }
 
