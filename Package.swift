@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "NotesSync", targets: ["NotesSync"]),
         .library(name: "NotesSyncHTTP", targets: ["NotesSyncHTTP"]),
         .library(name: "NotesRelayServer", targets: ["NotesRelay", "NotesRelayServer"]),
+        .library(name: "NotesRelayPostgres", targets: ["NotesRelayPostgres"]),
         .library(name: "NotesSimulator", targets: ["NotesSimulator"]),
         .executable(name: "crdt-sync", targets: ["crdt-sync"]),
     ],
@@ -33,6 +34,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
         .package(url: "https://github.com/apple/swift-crypto", "3.12.3" ..< "5.0.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
         // Documentation: `swift package generate-documentation --target NotesSync` (CI builds every catalog).
         .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
@@ -64,6 +66,16 @@ let package = Package(
                 "NotesCRDT", "NotesSync",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Crypto", package: "swift-crypto"),
+            ],
+            swiftSettings: swiftSettings
+        ),
+        // The relay's PostgreSQL storage, apart so that NotesRelay's users (the simulator, apps) need no postgres-nio.
+        .target(
+            name: "NotesRelayPostgres",
+            dependencies: [
+                "NotesRelay", "NotesCRDT", "NotesSync",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: swiftSettings
         ),
@@ -105,7 +117,7 @@ let package = Package(
         .executableTarget(
             name: "crdt-sync-bench",
             dependencies: [
-                "NotesCRDT", "NotesStore", "NotesSync", "NotesSyncHTTP", "NotesRelay", "NotesRelayServer", "NotesTestSupport",
+                "NotesCRDT", "NotesStore", "NotesSync", "NotesSyncHTTP", "NotesRelay", "NotesRelayServer", "NotesRelayPostgres", "NotesTestSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift"),
@@ -127,7 +139,7 @@ let package = Package(
             name: "crdt-sync",
             dependencies: [
                 "NotesCRDT", "NotesStore", "NotesSync", "EditingTraces", "NotesSyncHTTP", "NotesRelay", "NotesRelayServer",
-                "NotesSimulator",
+                "NotesRelayPostgres", "NotesSimulator",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -151,7 +163,7 @@ let package = Package(
         .testTarget(
             name: "NotesSyncHTTPTests",
             dependencies: [
-                "NotesSyncHTTP", "NotesRelay", "NotesRelayServer", "NotesSync", "NotesStore", "NotesCRDT",
+                "NotesSyncHTTP", "NotesRelay", "NotesRelayServer", "NotesRelayPostgres", "NotesSync", "NotesStore", "NotesCRDT",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
@@ -160,7 +172,7 @@ let package = Package(
         ),
         .testTarget(
             name: "NotesRelayTests",
-            dependencies: ["NotesRelay", "NotesSync", "NotesStore", "NotesCRDT"],
+            dependencies: ["NotesRelay", "NotesRelayPostgres", "NotesSync", "NotesStore", "NotesCRDT"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

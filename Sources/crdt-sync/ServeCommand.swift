@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Logging
 import NotesRelay
+import NotesRelayPostgres
 import NotesRelayServer
 import NotesSync
 
@@ -17,7 +18,9 @@ struct ServeCommand: AsyncParsableCommand {
         tokens file keeps tokens out of the process list). It listens on 127.0.0.1 unless --host \
         says otherwise; put it behind a TLS-terminating proxy to reach it from other machines. \
         Each request is logged to stderr (method, path, status, duration; never a token). \
-        Docs/HTTP.md describes the endpoints.
+        Docs/HTTP.md describes the endpoints. With --postgres URL (or $CRDT_SYNC_RELAY_POSTGRES) \
+        the relay keeps its spaces in PostgreSQL instead, and several relay processes over one \
+        database can serve the same spaces behind a load balancer.
         """
     )
 
@@ -28,7 +31,15 @@ struct ServeCommand: AsyncParsableCommand {
     var host: String = "127.0.0.1"
 
     @Option(name: .long, help: ArgumentHelp("The relay's SQLite file (created if missing).", valueName: "FILE"))
-    var store: String
+    var store: String?
+
+    @Option(name: .long, help: ArgumentHelp(
+        "Keep the spaces in this PostgreSQL database instead (postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE[?sslmode=disable|prefer|require]; default $CRDT_SYNC_RELAY_POSTGRES when --store is not given).",
+        valueName: "URL"))
+    var postgres: String?
+
+    @Option(name: .customLong("postgres-connections"), help: ArgumentHelp("At most this many pooled PostgreSQL connections (one more listens).", valueName: "N"))
+    var postgresConnections: Int = 20
 
     @Option(name: .customLong("token"), help: ArgumentHelp("A space and its bearer token (repeatable).", valueName: "SPACE=TOKEN"))
     var tokens: [String] = []
@@ -72,7 +83,21 @@ struct ServeCommand: AsyncParsableCommand {
     @Flag(name: .customLong("power-loss-durable"), help: "fsync at every commit, so a power cut loses nothing either (slower).")
     var powerLossDurable = false
 
+    /// The PostgreSQL URL: --postgres, else $CRDT_SYNC_RELAY_POSTGRES unless --store says SQLite.
+    var postgresURL: String? {
+        if let postgres { return postgres }
+        if store != nil { return nil }
+        return ProcessInfo.processInfo.environment["CRDT_SYNC_RELAY_POSTGRES"].flatMap { $0.isEmpty ? nil : $0 }
+    }
+
     func validate() throws {
+        if store != nil, postgres != nil { throw ValidationError("give --store FILE (SQLite) or --postgres URL, not both") }
+        if store == nil, postgresURL == nil { throw ValidationError("give --store FILE (SQLite) or --postgres URL (or set CRDT_SYNC_RELAY_POSTGRES)") }
+        if postgresURL != nil, powerLossDurable { throw ValidationError("--power-loss-durable is for --store; PostgreSQL's durability is its own (synchronous_commit)") }
+        if postgresConnections < 1 { throw ValidationError("--postgres-connections must be positive") }
+        if let postgresURL {
+            do { _ = try PostgresLocation(url: postgresURL) } catch let error as RelayStorageError { throw ValidationError(error.message) }
+        }
         if tokens.isEmpty, tokensFile == nil { throw ValidationError("give at least one --token SPACE=TOKEN or a --tokens-file") }
         if !(0 ... 65535).contains(port) { throw ValidationError("--port must be between 0 and 65535") }
         if maxBodyBytes < 1024 { throw ValidationError("--max-body-bytes must be at least 1024") }
@@ -115,9 +140,18 @@ struct ServeCommand: AsyncParsableCommand {
             }
             var logger = Logger(label: "crdt-sync.relay")
             logger.logLevel = level
-            let storage: SQLiteRelayStorage
+            let storage: any RelayStorage
+            let storeName: String
             do {
-                storage = try SQLiteRelayStorage(path: store, powerLoss: powerLossDurable)
+                if let postgresURL {
+                    let location = try PostgresLocation(url: postgresURL)
+                    storage = try await PostgresRelayStorage.connect(location, maxConnections: postgresConnections, logger: logger)
+                    storeName = location.redacted
+                } else {
+                    let path = store ?? ""
+                    storage = try SQLiteRelayStorage(path: path, powerLoss: powerLossDurable)
+                    storeName = path
+                }
             } catch let error as RelayStorageError {
                 throw SyncError(.io, error.message)
             }
@@ -133,7 +167,7 @@ struct ServeCommand: AsyncParsableCommand {
             let scheme = tlsCert == nil ? "http" : "https"
             do {
                 let app = try server.application { boundPort in
-                    startLogger.notice("relay listening on \(scheme)://\(host):\(boundPort), store \(store), spaces: \(spaces.joined(separator: ", "))")
+                    startLogger.notice("relay listening on \(scheme)://\(host):\(boundPort), store \(storeName), spaces: \(spaces.joined(separator: ", "))")
                 }
                 do {
                     try await app.runService()

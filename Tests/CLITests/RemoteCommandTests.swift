@@ -140,9 +140,14 @@ final class RelayProcess: @unchecked Sendable {
     let process = Process()
     let url: String
 
-    init(store: String, token: String) throws {
+    convenience init(store: String, token: String) throws {
+        try self.init(arguments: ["--store", store, "--token", token])
+    }
+
+    /// `serve` on a free loopback port with these further arguments.
+    init(arguments: [String]) throws {
         process.executableURL = URL(fileURLWithPath: CLI.binary)
-        process.arguments = ["serve", "--port", "0", "--host", "127.0.0.1", "--store", store, "--token", token]
+        process.arguments = ["serve", "--port", "0", "--host", "127.0.0.1"] + arguments
         let err = Pipe()
         process.standardError = err
         process.standardOutput = FileHandle.nullDevice

@@ -16,22 +16,21 @@ func records(_ changes: [Change]) -> [RelayRecord] {
     changes.map { RelayRecord(author: $0.replica, startSeq: $0.startSeq, endSeq: $0.endSeq, payload: ChangeCodec.encode([$0])) }
 }
 
-/// The relay's SQLite storage, in memory and in a file: the same SQL.
+/// The rules every relay storage keeps, against each backend (SQLite in memory and in a file;
+/// PostgreSQL when configured); then what is SQLite's own.
 struct SQLiteRelayStorageTests {
-    static func makeStorages() throws -> [(String, SQLiteRelayStorage)] {
-        let folder = try temporaryFolder()
-        return [("memory", try SQLiteRelayStorage.inMemory()), ("file", try SQLiteRelayStorage(path: folder.appendingPathComponent("r.sqlite").path))]
-    }
-
-    @Test func storesEachRecordOnceAndRefusesGaps() async throws {
-        for (name, storage) in try Self.makeStorages() {
+    @Test(arguments: RelayBackend.available)
+    func storesEachRecordOnceAndRefusesGaps(_ backend: RelayBackend) async throws {
+        try await backend.with { storage in
+            let name = backend.rawValue
+            let s = uniqueSpace()
             var a = Notebook(replicaID: .random(), wallClock: FixedWallClock(1_700_000_000_000))
             let (id, created) = a.createNote(title: "t", body: "0123456789")
             let all = [created, try #require(try a.insertText(id, at: 10, "abcdef")), try #require(try a.setPinned(id, true))]
-            #expect(try await storage.append(space: "s", records: records(Array(all.prefix(1)))) == [0], "\(name)")
-            #expect(try await storage.append(space: "s", records: records(all)) == Array(1 ..< all.count), "\(name)")
-            #expect(try await storage.append(space: "s", records: records(all)).isEmpty, "\(name)")
-            let status = try await storage.status(space: "s")
+            #expect(try await storage.append(space: s, records: records(Array(all.prefix(1)))) == [0], "\(name)")
+            #expect(try await storage.append(space: s, records: records(all)) == Array(1 ..< all.count), "\(name)")
+            #expect(try await storage.append(space: s, records: records(all)).isEmpty, "\(name)")
+            let status = try await storage.status(space: s)
             #expect(status.changes == all.count, "\(name)")
             #expect(status.version == a.versionVector, "\(name)")
             #expect(status.operations == a.versionVector[a.replicaID], "\(name)")
@@ -40,16 +39,19 @@ struct SQLiteRelayStorageTests {
             let (bid, _) = b.createNote(title: "b")
             let gap = records([try #require(try b.setPinned(bid, true))])
             await #expect(throws: RelayStorageError.self, "\(name)") {
-                _ = try await storage.append(space: "s", records: records(Array(all.prefix(0))) + gap)
+                _ = try await storage.append(space: s, records: records(Array(all.prefix(0))) + gap)
             }
-            #expect(try await storage.status(space: "s").version[b.replicaID] == 0, "\(name)")
+            #expect(try await storage.status(space: s).version[b.replicaID] == 0, "\(name)")
             // Spaces are separate.
-            #expect(try await storage.status(space: "other").changes == 0, "\(name)")
+            #expect(try await storage.status(space: uniqueSpace("other")).changes == 0, "\(name)")
         }
     }
 
-    @Test func pagesAreCausalPrefixesInArrivalOrder() async throws {
-        for (name, storage) in try Self.makeStorages() {
+    @Test(arguments: RelayBackend.available)
+    func pagesAreCausalPrefixesInArrivalOrder(_ backend: RelayBackend) async throws {
+        try await backend.with { storage in
+            let name = backend.rawValue
+            let s = uniqueSpace()
             // Three authors, interleaved arrivals.
             let stores = try (0 ..< 3).map { _ in try NoteStore.openInMemory() }
             var arrivals: [Change] = []
@@ -59,14 +61,14 @@ struct SQLiteRelayStorageTests {
                     _ = try store.createNote(title: "round \(round)")
                     let new = try store.changes(since: before)
                     arrivals += new
-                    _ = try await storage.append(space: "s", records: records(new))
+                    _ = try await storage.append(space: s, records: records(new))
                 }
             }
             var cursor = VersionVector()
             var seen: [RelayRecord] = []
             var pages = 0
             while true {
-                let page = try await storage.page(space: "s", after: cursor, limits: RelayPageLimits(maxChanges: 5))
+                let page = try await storage.page(space: s, after: cursor, limits: RelayPageLimits(maxChanges: 5))
                 pages += 1
                 for stored in page.records {
                     #expect(stored.record.startSeq == cursor[stored.record.author] + 1, "\(name): each author's part is contiguous")

@@ -63,3 +63,19 @@ struct SealedRelayTests {
         #expect(await RelayServiceTests.post(service, upload(a, units)).status == 200)
     }
 }
+
+extension RelayServiceTests {
+    /// A service over an in-memory SQLite storage with one space, "s".
+    static func service(pageSize: Int = 1000) throws -> RelayService {
+        RelayService(storage: try SQLiteRelayStorage.inMemory(), tokens: try RelayTokens([(space: "s", token: token)]),
+                     limits: RelayLimits(page: RelayPageLimits(maxChanges: pageSize)))
+    }
+
+    static func post(_ service: RelayService, _ bundle: SyncBundle, token: String? = RelayServiceTests.token) async -> RelayResponse {
+        await post(service, "s", bundle, token: token)
+    }
+
+    static func post(_ service: RelayService, _ body: [UInt8], token: String? = RelayServiceTests.token) async -> RelayResponse {
+        await post(service, "s", body, token: token)
+    }
+}

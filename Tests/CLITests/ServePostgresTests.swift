@@ -1,0 +1,58 @@
+import Foundation
+import Testing
+
+/// `crdt-sync serve --postgres`: usage errors, a server that is not there, and (with
+/// `$CRDT_SYNC_TEST_POSTGRES`) two relay processes over one database serving one space.
+struct ServePostgresTests {
+    static let postgresURL = ProcessInfo.processInfo.environment["CRDT_SYNC_TEST_POSTGRES"].flatMap { $0.isEmpty ? nil : $0 }
+
+    @Test func storageChoiceIsRequiredAndExclusive() throws {
+        let neither = try CLI.run(["serve", "--token", "s=t"], environment: ["CRDT_SYNC_RELAY_POSTGRES": ""])
+        #expect(neither.status != 0)
+        #expect(neither.stderr.contains("--store FILE (SQLite) or --postgres URL"), "\(neither.stderr)")
+        let both = try CLI.run(["serve", "--token", "s=t", "--store", "/tmp/x.sqlite", "--postgres", "postgres://u@127.0.0.1/db"])
+        #expect(both.status != 0)
+        #expect(both.stderr.contains("not both"), "\(both.stderr)")
+        let badURL = try CLI.run(["serve", "--token", "s=t", "--postgres", "mysql://u@h/db"])
+        #expect(badURL.status != 0)
+        #expect(badURL.stderr.contains("is not a PostgreSQL URL"), "\(badURL.stderr)")
+        let durable = try CLI.run(["serve", "--token", "s=t", "--postgres", "postgres://u@h/db", "--power-loss-durable"])
+        #expect(durable.status != 0)
+        #expect(durable.stderr.contains("--power-loss-durable is for --store"), "\(durable.stderr)")
+    }
+
+    @Test func anUnreachableDatabaseIsAClearErrorWithoutThePassword() throws {
+        // The environment variable selects PostgreSQL when --store is not given; port 1 has no server.
+        let result = try CLI.run(["serve", "--token", "s=t"],
+                                 environment: ["CRDT_SYNC_RELAY_POSTGRES": "postgres://relay:hunter2@127.0.0.1:1/notes?sslmode=disable"])
+        #expect(result.status == 1)
+        #expect(result.stderr.contains("postgres://relay@127.0.0.1:1/notes: cannot connect to PostgreSQL"), "\(result.stderr)")
+        #expect(!result.stderr.contains("hunter2"))
+    }
+
+    @Test(.enabled(if: ServePostgresTests.postgresURL != nil,
+                   "set CRDT_SYNC_TEST_POSTGRES to a PostgreSQL URL (Scripts/with-postgres.sh does) to test serve --postgres"))
+    func twoRelayProcessesOverOneDatabaseServeOneSpace() throws {
+        let url = try #require(Self.postgresURL)
+        let space = "cli-\(UUID().uuidString.lowercased())"
+        let token = "tok-\(UUID().uuidString)"
+        let first = try RelayProcess(arguments: ["--postgres", url, "--token", "\(space)=\(token)"])
+        defer { first.stop() }
+        let second = try RelayProcess(arguments: ["--postgres", url, "--token", "\(space)=\(token)"])
+        defer { second.stop() }
+        let scratch = Scratch()
+        let a = scratch.path + "/a.db", b = scratch.path + "/b.db"
+        try CLI.ok(["init"], db: a)
+        try CLI.ok(["init"], db: b)
+        let id = try CLI.ok(["new", "--title", "via first", "--body", "hello"], db: a)
+        let env = ["CRDT_SYNC_TOKEN": token]
+        #expect(try CLI.run(["sync", "--url", first.url, "--space", space], db: a, environment: env).status == 0)
+        let pulled = try CLI.run(["sync", "--url", second.url, "--space", space], db: b, environment: env)
+        #expect(pulled.status == 0, "\(pulled.stderr)")
+        #expect(try CLI.ok(["show", id], db: b).contains("hello"))
+        try CLI.ok(["edit", id, "--append", " and back"], db: b)
+        #expect(try CLI.run(["sync", "--url", second.url, "--space", space], db: b, environment: env).status == 0)
+        #expect(try CLI.run(["sync", "--url", first.url, "--space", space], db: a, environment: env).status == 0)
+        #expect(try CLI.ok(["digest"], db: a) == CLI.ok(["digest"], db: b))
+    }
+}

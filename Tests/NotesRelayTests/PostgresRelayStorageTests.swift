@@ -1,0 +1,182 @@
+import Foundation
+import NotesCRDT
+import NotesRelay
+@testable import NotesRelayPostgres
+import NotesSync
+import Testing
+
+/// Several relay instances (each a `PostgresRelayStorage`, with its own pool and LISTEN
+/// connection) over one PostgreSQL database.
+@Suite(.enabled(if: RelayBackend.postgresURL != nil, RelayBackend.postgresNote))
+struct PostgresRelayStorageTests {
+    static func instance() async throws -> PostgresRelayStorage {
+        try await PostgresRelayStorage.connect(try PostgresLocation(url: RelayBackend.postgresURL ?? ""), maxConnections: 4)
+    }
+
+    /// `count` changes of one fresh author, one record each.
+    static func authorRecords(_ count: Int) throws -> [RelayRecord] {
+        var notebook = Notebook(replicaID: .random(), wallClock: FixedWallClock(1_700_000_000_000))
+        let (id, first) = notebook.createNote(title: "0")
+        var changes = [first]
+        for index in 1 ..< count { changes.append(try #require(try notebook.setTitle(id, "\(index)"))) }
+        return records(changes)
+    }
+
+    /// Every author's records through a page walk: seqs 1...n contiguous, none twice.
+    static func walk(_ storage: any RelayStorage, _ space: String, pageSize: Int = 7) async throws -> [ReplicaID: [UInt64]] {
+        var cursor = VersionVector()
+        var seqs: [ReplicaID: [UInt64]] = [:]
+        while true {
+            let page = try await storage.page(space: space, after: cursor, limits: RelayPageLimits(maxChanges: pageSize))
+            for stored in page.records {
+                #expect(stored.record.startSeq == cursor[stored.record.author] + 1)
+                cursor[stored.record.author] = stored.record.endSeq
+                seqs[stored.record.author, default: []].append(stored.record.startSeq)
+            }
+            if !page.more { return seqs }
+        }
+    }
+
+    @Test func instancesStartingTogetherShareOneSchemaAndIdentity() async throws {
+        async let first = Self.instance()
+        async let second = Self.instance()
+        let (a, b) = try await (first, second)
+        #expect(a.relayID == b.relayID)
+        #expect(a.relayID.count == 16)
+        await a.close()
+        await b.close()
+    }
+
+    /// Concurrent uploads of one space through two instances: each author's clients resend
+    /// growing prefixes through both (as retrying clients do); every change is stored exactly once.
+    @Test func concurrentAppendsThroughTwoInstancesStoreEachChangeOnce() async throws {
+        let a = try await Self.instance()
+        let b = try await Self.instance()
+        let space = uniqueSpace()
+        let perAuthor = 40
+        let authors = try (0 ..< 6).map { _ in try Self.authorRecords(perAuthor) }
+        let stored = try await withThrowingTaskGroup(of: Int.self) { group in
+            for (index, all) in authors.enumerated() {
+                for (client, instance) in [a, b].enumerated() {
+                    let step = 3 + client + index % 3
+                    group.addTask {
+                        var count = 0
+                        var end = 0
+                        while end < all.count {
+                            end = min(all.count, end + step)
+                            count += try await instance.append(space: space, records: Array(all[0 ..< end])).count
+                        }
+                        return count
+                    }
+                }
+            }
+            return try await group.reduce(0, +)
+        }
+        #expect(stored == authors.count * perAuthor)
+        for instance in [a, b] {
+            let status = try await instance.status(space: space)
+            #expect(status.changes == authors.count * perAuthor)
+            #expect(status.authors == authors.count)
+            let seqs = try await Self.walk(instance, space)
+            for all in authors {
+                #expect(seqs[all[0].author] == all.map(\.startSeq))
+                #expect(status.version[all[0].author] == all.last?.endSeq)
+            }
+        }
+        await a.close()
+        await b.close()
+    }
+
+    /// A reader paging through one instance while another writes sees, at every page, a prefix:
+    /// each author contiguous, within the page's version, in arrival order.
+    @Test func aReaderThroughOneInstanceSeesPrefixesWhileAnotherWrites() async throws {
+        let writer = try await Self.instance()
+        let reader = try await Self.instance()
+        let space = uniqueSpace()
+        let authors = try (0 ..< 3).map { _ in try Self.authorRecords(30) }
+        let writing = Task {
+            for index in 0 ..< 30 {
+                for all in authors { _ = try await writer.append(space: space, records: [all[index]]) }
+            }
+        }
+        var cursor = VersionVector()
+        var final = VersionVector()
+        for all in authors { final[all[0].author] = all.last!.endSeq }
+        var pages = 0
+        while cursor != final {
+            let page = try await reader.page(space: space, after: cursor, limits: RelayPageLimits(maxChanges: 4))
+            pages += 1
+            #expect(zip(page.records, page.records.dropFirst()).allSatisfy { $0.arrival < $1.arrival })
+            for stored in page.records {
+                #expect(stored.record.startSeq == cursor[stored.record.author] + 1)
+                #expect(stored.record.endSeq <= page.version[stored.record.author])
+                cursor[stored.record.author] = stored.record.endSeq
+            }
+            #expect(page.version.isCovered(by: cursor) == !page.more)
+            if page.records.isEmpty { await Task.yield() }
+            if pages > 100_000 { break }
+        }
+        try await writing.value
+        #expect(cursor == final)
+        await writer.close()
+        await reader.close()
+    }
+
+    /// An append through instance A wakes B's listeners (NOTIFY, LISTEN).
+    @Test func anAppendThroughOneInstanceSignalsTheOther() async throws {
+        let a = try await Self.instance()
+        let b = try await Self.instance()
+        let space = uniqueSpace()
+        let signals = b.changes.stream()
+        let waiting = Task {
+            for await changed in signals where changed == space { return true }
+            return false
+        }
+        // Bounded, so that a lost notification fails the test rather than hanging it.
+        let timeout = Task {
+            try await Task.sleep(for: .seconds(30))
+            waiting.cancel()
+        }
+        _ = try await a.append(space: space, records: try Self.authorRecords(2))
+        #expect(await waiting.value)
+        timeout.cancel()
+        await a.close()
+        await b.close()
+    }
+}
+
+/// What needs no server: URLs, and a server that is not there.
+struct PostgresLocationTests {
+    @Test func parsesURLs() throws {
+        let location = try PostgresLocation(url: "postgres://relay:s%40cret@db.example:6543/notes?sslmode=require")
+        #expect(location.username == "relay")
+        #expect(location.password == "s@cret")
+        #expect(location.host == "db.example")
+        #expect(location.port == 6543)
+        #expect(location.database == "notes")
+        #expect(location.tls == .require)
+        #expect(!location.redacted.contains("cret"))
+        let defaults = try PostgresLocation(url: "postgresql://me@localhost")
+        #expect(defaults.port == 5432)
+        #expect(defaults.database == "me")
+        #expect(defaults.tls == .prefer)
+    }
+
+    @Test(arguments: ["http://x/y", "postgres://host/db", "postgres://u@h/db?sslmode=maybe", "postgres://u@h/db?timeout=3", "not a url"])
+    func refusesBadURLs(_ url: String) {
+        #expect(throws: RelayStorageError.self) { _ = try PostgresLocation(url: url) }
+    }
+
+    @Test func anUnreachableServerIsAClearError() async throws {
+        // Port 1 on loopback: nothing listens there.
+        let location = try PostgresLocation(url: "postgres://u:secret@127.0.0.1:1/db?sslmode=disable")
+        do {
+            _ = try await PostgresRelayStorage.connect(location)
+            Issue.record("connected to nothing")
+        } catch let error as RelayStorageError {
+            #expect(error.message.contains("cannot connect to PostgreSQL"))
+            #expect(error.message.contains("127.0.0.1:1"))
+            #expect(!error.message.contains("secret"))
+        }
+    }
+}
