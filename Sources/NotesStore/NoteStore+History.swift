@@ -22,8 +22,12 @@ public struct UndoResult: Hashable, Sendable {
     public var seqs: ClosedRange<UInt64>
     /// The notes it touched.
     public var notes: [NoteID]
-    /// Whether reverting it changed anything (false: later edits had replaced all of it).
+    /// Whether reverting it changed anything (false: later edits had replaced all of it, or
+    /// another device deleted the notes since).
     public var changed: Bool
+    /// The notes it touched that another device has deleted since: the undo leaves them deleted
+    /// and reverts nothing in them.
+    public var deletedElsewhere: [NoteID] = []
 }
 
 /// How a local edit goes on the undo stack (`undo_stack`, Docs/Storage.md "Undo").
@@ -128,8 +132,11 @@ extension NoteStore {
             let notes = notebook.notes(touchedByOwn: seqs)
             if let note, !notes.contains(note) { continue }
             var changed = false
-            try edit(requiring: nil, allowingDeleted: true, undo: .undoes(row.row)) { changed = try !$0.revert(seqs).isEmpty }
-            return UndoResult(seqs: seqs, notes: notes, changed: changed)
+            let deleted = try edit(requiring: nil, allowingDeleted: true, undo: .undoes(row.row)) { notebook in
+                changed = try !notebook.revert(seqs).isEmpty
+                return notes.filter { notebook.isDeletedByAnotherReplica($0) }
+            }
+            return UndoResult(seqs: seqs, notes: notes, changed: changed, deletedElsewhere: deleted)
         }
         return nil
     }

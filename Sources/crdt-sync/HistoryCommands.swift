@@ -224,12 +224,18 @@ struct UndoCommand: ParsableCommand {
                     ?? "nothing to undo: this device has no edit left to undo")
                 return
             }
-            let notes = result.notes.map { String($0.description.prefix(8)) }.joined(separator: ", ")
+            func named(_ ids: [NoteID]) -> String {
+                (ids.count == 1 ? "note " : "notes ") + ids.map { String($0.description.prefix(8)) }.joined(separator: ", ")
+            }
             let seqs = result.seqs.count == 1 ? "seq \(result.seqs.lowerBound)" : "seqs \(result.seqs.lowerBound)-\(result.seqs.upperBound)"
+            let deleted = result.deletedElsewhere
+            let gone = deleted.isEmpty ? "" : "\(named(deleted)) \(deleted.count == 1 ? "was" : "were") deleted on another device since"
             if result.changed {
-                print("undid the edit of note \(notes) (\(seqs))")
+                print("undid the edit of \(named(result.notes)) (\(seqs))" + (gone.isEmpty ? "" : "; \(gone) and stays deleted"))
+            } else if deleted.count == result.notes.count {
+                print("nothing to undo in the edit of \(named(result.notes)) (\(seqs)): \(gone)")
             } else {
-                print("undid the edit of note \(notes) (\(seqs)): later edits had already replaced it; nothing changed")
+                print("nothing to undo in the edit of \(named(result.notes)) (\(seqs)): later edits had already replaced it" + (gone.isEmpty ? "" : "; \(gone)"))
             }
         }
     }
