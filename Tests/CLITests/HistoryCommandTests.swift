@@ -124,6 +124,25 @@ struct HistoryCommandTests {
         #expect(try CLI.ok(["digest"], db: a) == digest)
     }
 
+    @Test func historyShowsTextInDocumentOrder() throws {
+        let scratch = Scratch()
+        let a = scratch.path + "/a.db", b = scratch.path + "/b.db"
+        let shared = scratch.path + "/shared"
+        try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
+        try CLI.ok(["init"], db: a)
+        try CLI.ok(["init"], db: b)
+        let id = try CLI.ok(["new", "--title", "T", "--body", "aaa bbb ccc"], db: a)
+        try CLI.ok(["sync", "--dir", shared], db: a)
+        try CLI.ok(["sync", "--dir", shared], db: b)
+        try CLI.ok(["edit", id, "--insert", "XX", "--at", "4"], db: b)
+        try CLI.ok(["edit", id, "--delete", "8", "--at", "0"], db: a)
+        for db in [b, a] { try CLI.ok(["sync", "--dir", shared], db: db) }
+        try CLI.ok(["undo"], db: a)
+        #expect(try CLI.ok(["show", id], db: a).hasSuffix("aaa XXbbb ccc"))
+        let history = try CLI.ok(["history", id], db: a)
+        #expect(history.split(separator: "\n")[1].hasSuffix("+8 chars: \"aaa \"…\"bbb \""), "\(history)")
+    }
+
     @Test func deviceNamesShowOnTheOtherDeviceAfterSync() throws {
         let scratch = Scratch()
         let laptop = scratch.path + "/laptop.db"

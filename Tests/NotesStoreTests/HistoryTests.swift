@@ -36,7 +36,7 @@ struct HistoryTests {
         }
         // Each version is the note as its author had it: b appended without having seen the new title.
         let append = try #require(onA.first { $0.replica == b.replicaID })
-        #expect(append.edits == [.inserted(count: 5, text: " eggs")])
+        #expect(append.edits == [.inserted(count: 5, pieces: [" eggs"])])
         let atAppend = try #require(try a.note(id, at: a.resolveVersion(append.label)))
         #expect(atAppend.title == "Groceries" && atAppend.body == "milk eggs")
         let retitle = try #require(onB.first { $0.edits.contains(.field(.title, from: .string("Groceries"), to: .string("Shopping"))) })
@@ -156,6 +156,24 @@ struct HistoryTests {
         #expect(try a.note(id)?.title == "theirs")
     }
 
+    @Test func insertedAndDeletedTextIsSummarizedInDocumentOrder() throws {
+        let a = try NoteStore.openInMemory()
+        let b = try NoteStore.openInMemory()
+        let id = try a.createNote(title: "T", body: "aaa bbb ccc")
+        try exchange(a, b)
+        try b.insertText(id, at: 4, "XX")
+        try a.deleteText(id, at: 0, count: 8)
+        try exchange(a, b)
+        try a.undo()  // inserts "bbb " after XX, then "aaa " before it
+        #expect(try a.note(id)?.body == "aaa XXbbb ccc")
+        #expect(try a.versions(of: id).last?.edits == [.inserted(count: 8, pieces: ["aaa ", "bbb "])])
+
+        let body = "one two three four"
+        try a.replaceBody(id, with: body)
+        try a.applyEditedText(id, original: NoteText(title: "T", body: body), edited: NoteText(title: "T", body: "ONE two three FOUR"))
+        #expect(try a.versions(of: id).last?.edits == [.inserted(count: 7, pieces: ["ONE", "FOUR"]), .deleted(count: 7, pieces: ["one", "four"])])
+    }
+
     @Test func undoOfADeleteInsertsTheTextAgainWhereItWas() throws {
         let a = try NoteStore.openInMemory()
         let b = try NoteStore.openInMemory()
@@ -208,7 +226,7 @@ extension HistoryTests {
         try store.appendText(id, "ef")
         let versions = try store.versions(of: id)
         #expect(versions.count == 3)
-        #expect(versions.last?.edits == [.inserted(count: 2, text: "ef")])
+        #expect(versions.last?.edits == [.inserted(count: 2, pieces: ["ef"])])
         let middle = try #require(try store.note(id, at: store.resolveVersion(versions[1].label)))
         #expect(middle.body == "abcd")
         // Another device, which has the changes joined, shows one version with the last label.

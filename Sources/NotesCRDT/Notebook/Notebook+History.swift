@@ -14,10 +14,12 @@ public struct NoteRevision: Hashable, Sendable {
         /// A field was written: its value before (as replayed in log order here; `.null` when unset)
         /// and the value written.
         case field(NoteField, from: FieldValue, to: FieldValue)
-        /// Characters were inserted into the body.
-        case inserted(count: Int, text: String)
-        /// Characters were deleted from the body (the text they spelled).
-        case deleted(count: Int, text: String)
+        /// Characters were inserted into the body: the text, in document order, as one piece per
+        /// stretch of adjacent characters.
+        case inserted(count: Int, pieces: [String])
+        /// Characters were deleted from the body: the text they spelled, in document order, as one
+        /// piece per stretch of adjacent characters.
+        case deleted(count: Int, pieces: [String])
     }
 
     /// The replica that made the change.
@@ -59,8 +61,8 @@ extension Notebook {
             for change in Notebook.pieces(of: logged, endingAt: logged.replica == replicaID ? ends : [])
             where change.operations.contains(where: { $0.note == id }) {
                 var edits: [NoteRevision.Edit] = []
-                var inserted: [Unicode.Scalar] = []
-                var deleted: [Unicode.Scalar] = []
+                var inserted: [OpID] = []
+                var deleted: [OpID] = []
                 var lastSeq = change.startSeq
                 var seq = change.startSeq
                 // Before the change is applied: the values it overwrites and the text it deletes.
@@ -72,11 +74,11 @@ extension Notebook {
                     case .setNoteField(_, let field, let value):
                         edits.append(field == .createdAt ? .created : .field(field, from: record.value(field), to: value))
                     case .insertText(_, _, let scalars):
-                        inserted.append(contentsOf: scalars)
+                        for k in 0 ..< UInt64(scalars.count) { inserted.append(OpID(replica: change.replica, seq: seq + k)) }
                     case .deleteText(_, let targets):
-                        for target in targets { deleted.append(contentsOf: text.scalars(of: target)) }
+                        for target in targets { deleted += target.ids }
                     case .deleteEach(_, let runs):
-                        for run in runs { deleted.append(contentsOf: text.scalars(of: run.range)) }
+                        for run in runs { deleted += run.range.ids }
                     case .setTagField:
                         break
                     }
@@ -93,8 +95,9 @@ extension Notebook {
                         }
                     }
                 }
-                if !inserted.isEmpty { edits.append(.inserted(count: inserted.count, text: String(String.UnicodeScalarView(inserted)))) }
-                if !deleted.isEmpty { edits.append(.deleted(count: deleted.count, text: String(String.UnicodeScalarView(deleted)))) }
+                // After the change: the characters in document order (a later insert can sit before an earlier one).
+                if !inserted.isEmpty { edits.append(.inserted(count: inserted.count, pieces: text.pieces(of: inserted))) }
+                if !deleted.isEmpty { edits.append(.deleted(count: deleted.count, pieces: text.pieces(of: deleted))) }
                 var context = change.dependencies
                 context[change.replica] = lastSeq
                 result.append(NoteRevision(replica: change.replica, seq: lastSeq, timestamp: change.timestamp(ofSeq: lastSeq),
@@ -168,14 +171,26 @@ extension Notebook {
     }
 }
 
+extension OpIDRange {
+    /// Each identity in the range.
+    var ids: [OpID] { (seq ..< seq + count).map { OpID(replica: replica, seq: $0) } }
+}
+
 extension RGAText {
-    /// The scalars of the characters in `range` that are in the text (visible or deleted), in seq order.
-    func scalars(of range: OpIDRange) -> [Unicode.Scalar] {
-        var result: [Unicode.Scalar] = []
-        for seq in range.seq ..< range.seq + range.count {
-            if let place = placement(of: OpID(replica: range.replica, seq: seq)) { result.append(place.scalar) }
+    /// The text of `ids` that are in the text, in document order, one piece per stretch of
+    /// characters with nothing visible between them but one another: visible ones at consecutive
+    /// offsets, deleted ones at the same offset (where text inserted in their place would go).
+    func pieces(of ids: [OpID]) -> [String] {
+        var pieces: [(visible: Bool, end: Int, scalars: [Unicode.Scalar])] = []
+        for place in placements(of: ids) {
+            if let last = pieces.last, last.visible == place.visible, place.offset == (place.visible ? last.end + 1 : last.end) {
+                pieces[pieces.count - 1].end = place.offset
+                pieces[pieces.count - 1].scalars.append(place.scalar)
+            } else {
+                pieces.append((place.visible, place.offset, [place.scalar]))
+            }
         }
-        return result
+        return pieces.map { String(String.UnicodeScalarView($0.scalars)) }
     }
 
     /// Where the character `id` sits: its scalar, whether it is visible, and the visible offset it
