@@ -49,11 +49,17 @@ extension NoteStore {
     /// This device's own versions are one per edit (per command), as the undo stack records them,
     /// even where the log joined consecutive edits into one change.
     public func versions(of id: NoteID) throws -> [NoteRevision] {
+        try notebook.revisions(of: id, ownEdits: ownEdits())
+    }
+
+    /// This device's edits as the undo stack records them (undos too), with the time each was made.
+    func ownEdits() throws -> [OwnEdit] {
         let me = replicaID
-        let ends = try read("cannot read the undo stack") { db in
-            Set(try Int64.fetchAll(db, sql: "SELECT end_seq FROM undo_stack WHERE replica = ?", arguments: [Data(me.raw.bytes)]).map { UInt64($0) })
+        return try read("cannot read the undo stack") { db in
+            try Row.fetchAll(db, sql: "SELECT start_seq, end_seq, made_at FROM undo_stack WHERE replica = ?", arguments: [Data(me.raw.bytes)]).map {
+                OwnEdit(seqs: UInt64($0[0] as Int64) ... UInt64($0[1] as Int64), time: ($0[2] as Int64?).map { Timestamp(milliseconds: UInt64($0)) })
+            }
         }
-        return try notebook.revisions(of: id, ownEdits: ends)
     }
 
     /// The moment a version label names: `REPLICA-SEQ`, where REPLICA is a unique prefix (hex) of
@@ -75,7 +81,8 @@ extension NoteStore {
         }
     }
 
-    /// The note as it was at `point`, or nil when it did not exist then. Deleted notes too.
+    /// The note as it was at `point`, or nil when it did not exist then. Deleted notes too. This
+    /// device's edits are at the time each was made.
     ///
     /// - Throws: `.notFound` for an operation the log does not hold.
     public func note(_ id: NoteID, at point: NotePoint) throws -> Note? {
@@ -88,7 +95,7 @@ extension NoteStore {
             }
             cut = context
         case .time(let timestamp):
-            cut = notebook.context(atTime: timestamp)
+            cut = notebook.context(atTime: timestamp, ownEdits: try ownEdits())
         }
         do {
             return try notebook.note(id, at: cut)
@@ -122,7 +129,7 @@ extension NoteStore {
     public func undo(_ note: NoteID? = nil) throws -> UndoResult? {
         let me = replicaID
         let rows = try read("cannot read the undo stack") { db in
-            try Row.fetchAll(db, sql: "SELECT row, start_seq, end_seq FROM undo_stack WHERE replica = ? AND undone_at IS NULL ORDER BY row DESC",
+            try Row.fetchAll(db, sql: "SELECT row, start_seq, end_seq FROM undo_stack WHERE replica = ? AND undone_at IS NULL AND is_undo = 0 ORDER BY row DESC",
                              arguments: [Data(me.raw.bytes)]).map { (row: $0[0] as Int64, start: UInt64($0[1] as Int64), end: UInt64($0[2] as Int64)) }
         }
         guard !rows.isEmpty else { return nil }
@@ -146,14 +153,19 @@ extension NoteStore {
         switch undo {
         case .push:
             guard made else { return }
-            try statement("INSERT INTO undo_stack (replica, start_seq, end_seq) VALUES (?, ?, ?)", db)
-                .run(.blob(replicaID.raw.bytes), .int(Int64(seqs.lowerBound)), .int(Int64(seqs.upperBound)))
+            try statement("INSERT INTO undo_stack (replica, start_seq, end_seq, made_at) VALUES (?, ?, ?, ?)", db)
+                .run(.blob(replicaID.raw.bytes), .int(Int64(seqs.lowerBound)), .int(Int64(seqs.upperBound)), .int(Int64(options.wallClock.milliseconds())))
             // The stack keeps this device's last thousand edits.
             let row = db.lastInsertedRowID
             if row % 64 == 0 { try statement("DELETE FROM undo_stack WHERE row <= ?", db).run(.int(row - 1000)) }
         case .undoes(let row):
             try statement("UPDATE undo_stack SET undone_at = ? WHERE row = ?", db)
                 .run(.int(Int64(options.wallClock.milliseconds())), .int(row))
+            // The undo is a version of its own (history, `show --at`), though not itself undoable.
+            if made {
+                try statement("INSERT INTO undo_stack (replica, start_seq, end_seq, made_at, is_undo) VALUES (?, ?, ?, ?, 1)", db)
+                    .run(.blob(replicaID.raw.bytes), .int(Int64(seqs.lowerBound)), .int(Int64(seqs.upperBound)), .int(Int64(options.wallClock.milliseconds())))
+            }
         case .none:
             break
         }

@@ -62,6 +62,28 @@ struct HistoryTests {
         #expect(try store.note(id, at: .time(milliseconds: (1 << 48) - 1))?.body == "second")  // the last time a timestamp holds
     }
 
+    @Test func anAppendRightAfterTheCreationIsItsOwnVersionAtItsOwnTime() throws {
+        let clock = SettableClock(HistoryTests.start)
+        let store = try NoteStore.openInMemory(options: StoreOptions(wallClock: clock))
+        let id = try store.createNote(title: "W3", body: "hello")
+        clock.set(HistoryTests.start + 2000)
+        try store.appendText(id, " world")  // continues the creation's text: the log joins the two
+
+        let versions = try store.versions(of: id)
+        #expect(versions.count == 2)
+        #expect(versions.map(\.timestamp.milliseconds) == [HistoryTests.start, HistoryTests.start + 2000])
+        #expect(versions.last?.edits == [.inserted(count: 6, pieces: [" world"])])
+        #expect(try store.note(id, at: .time(milliseconds: HistoryTests.start + 1000))?.body == "hello")
+        #expect(try store.note(id, at: .time(milliseconds: HistoryTests.start + 2000))?.body == "hello world")
+        // An undo is a version of its own, at its time.
+        clock.set(HistoryTests.start + 4000)
+        try store.undo()
+        clock.set(HistoryTests.start + 6000)
+        try store.appendText(id, "!")
+        #expect(try store.versions(of: id).map(\.timestamp.milliseconds).suffix(2) == [HistoryTests.start + 4000, HistoryTests.start + 6000])
+        #expect(try store.note(id, at: .time(milliseconds: HistoryTests.start + 5000))?.body == "hello")
+    }
+
     @Test func restoringAVersionMakesNewOperationsThatSync() throws {
         let a = try NoteStore.openInMemory()
         let b = try NoteStore.openInMemory()

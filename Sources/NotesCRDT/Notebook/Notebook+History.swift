@@ -42,21 +42,39 @@ public struct NoteRevision: Hashable, Sendable {
     }
 }
 
+/// One edit this replica made (one command or library call), as a store's undo stack records it:
+/// its sequence numbers and the wall-clock time it was made. The log does not always keep that
+/// time: an insert that continues this replica's last insert takes the timestamps right after it
+/// (so that the text stays one run), and carries that earlier edit's time.
+public struct OwnEdit: Hashable, Sendable {
+    /// The edit's sequence numbers.
+    public var seqs: ClosedRange<UInt64>
+    /// When it was made (wall clock), or nil when not known.
+    public var time: Timestamp?
+
+    public init(seqs: ClosedRange<UInt64>, time: Timestamp?) {
+        self.seqs = seqs
+        self.time = time
+    }
+}
+
 extension Notebook {
     /// The note's versions, oldest first: one per logged change with operations on it, in the order
     /// applied here. Empty for an unknown note.
     ///
-    /// The log joins consecutive changes of one replica; `ownEdits` (the last seqs of this
-    /// replica's edits, as a store records them) cuts its own changes back into one version per edit.
+    /// The log joins consecutive changes of one replica; `ownEdits` (this replica's edits, as a
+    /// store records them) cuts its own changes back into one version per edit, each at the time
+    /// it was made. Another replica's joined changes stay one version, at the time the log has.
     ///
     /// - Complexity: O(size of the log) plus the note's body operations; one note is replayed.
-    public func revisions(of id: NoteID, ownEdits: Set<UInt64> = []) -> [NoteRevision] {
+    public func revisions(of id: NoteID, ownEdits: [OwnEdit] = []) -> [NoteRevision] {
         if deferred != nil { return materialized.revisions(of: id, ownEdits: ownEdits) }
         guard notes[id] != nil else { return [] }
         var record = NoteRecord()
         var text = RGAText()
         var result: [NoteRevision] = []
-        let ends = ownEdits.sorted()
+        let own = Notebook.sorted(ownEdits)
+        let ends = own.map(\.seqs.upperBound)
         for logged in history where logged.operations.contains(where: { $0.note == id }) {
             for change in Notebook.pieces(of: logged, endingAt: logged.replica == replicaID ? ends : [])
             where change.operations.contains(where: { $0.note == id }) {
@@ -100,11 +118,43 @@ extension Notebook {
                 if !deleted.isEmpty { edits.append(.deleted(count: deleted.count, pieces: text.pieces(of: deleted))) }
                 var context = change.dependencies
                 context[change.replica] = lastSeq
-                result.append(NoteRevision(replica: change.replica, seq: lastSeq, timestamp: change.timestamp(ofSeq: lastSeq),
+                result.append(NoteRevision(replica: change.replica, seq: lastSeq, timestamp: time(of: change, lastSeq, own),
                                            context: context, edits: edits))
             }
         }
         return result
+    }
+
+    /// When operation `seq` of `change` was made: its timestamp, or for this replica's own edits
+    /// the time the edit was made when that is later (the log carries an earlier one for an
+    /// insert that continued the previous one).
+    func time(of change: Change, _ seq: UInt64, _ own: [OwnEdit]) -> Timestamp {
+        let stamped = change.timestamp(ofSeq: seq)
+        guard change.replica == replicaID, let made = Notebook.edit(holding: seq, in: own)?.time else { return stamped }
+        return max(stamped, made)
+    }
+
+    /// `edits` by increasing seqs.
+    static func sorted(_ edits: [OwnEdit]) -> [OwnEdit] {
+        edits.sorted { $0.seqs.lowerBound < $1.seqs.lowerBound }
+    }
+
+    /// The edit of `edits` (sorted, disjoint) that holds `seq`, or nil.
+    static func edit(holding seq: UInt64, in edits: [OwnEdit]) -> OwnEdit? {
+        let index = firstEdit(endingAtOrAfter: seq, in: edits)
+        guard index < edits.count, edits[index].seqs.contains(seq) else { return nil }
+        return edits[index]
+    }
+
+    /// The index of the first of `edits` (sorted, disjoint) that ends at or after `seq`.
+    static func firstEdit(endingAtOrAfter seq: UInt64, in edits: [OwnEdit]) -> Int {
+        var low = 0
+        var high = edits.count
+        while low < high {
+            let mid = (low + high) / 2
+            if edits[mid].seqs.upperBound < seq { low = mid + 1 } else { high = mid }
+        }
+        return low
     }
 
     /// `change` cut after each of `ends` (sorted) that falls inside it (before its last seq).
@@ -145,14 +195,29 @@ extension Notebook {
     /// walked in applied (causal) order, a change kept (up to its last operation stamped in time)
     /// only when everything it depends on is. A clock that went backwards can leave out a later
     /// operation stamped earlier; a cut never holds an operation without its dependencies.
-    public func context(atTime timestamp: Timestamp) -> VersionVector {
-        if deferred != nil { return materialized.context(atTime: timestamp) }
+    ///
+    /// This replica's edits (`ownEdits`, as a store records them) are kept whole or not at all, at
+    /// the time each was made (see `OwnEdit`).
+    public func context(atTime timestamp: Timestamp, ownEdits: [OwnEdit] = []) -> VersionVector {
+        if deferred != nil { return materialized.context(atTime: timestamp, ownEdits: ownEdits) }
+        let own = Notebook.sorted(ownEdits)
+        let ends = own.map(\.seqs.upperBound)
         var cut = VersionVector()
-        for change in history where change.timestamp <= timestamp {
-            guard cut[change.replica] == change.startSeq - 1, change.dependencies.isCovered(by: cut) else { continue }
-            let span = timestamp.rawValue - change.timestamp.rawValue  // an operation per tick: no overflow below
-            let last = span >= change.endSeq - change.startSeq ? change.endSeq : change.startSeq + span
-            cut[change.replica] = last
+        for logged in history where logged.timestamp <= timestamp {
+            guard cut[logged.replica] == logged.startSeq - 1, logged.dependencies.isCovered(by: cut) else { continue }
+            for change in Notebook.pieces(of: logged, endingAt: logged.replica == replicaID ? ends : []) {
+                let last: UInt64
+                if change.replica == replicaID, Notebook.edit(holding: change.endSeq, in: own) != nil {
+                    last = time(of: change, change.endSeq, own) <= timestamp ? change.endSeq : change.startSeq - 1
+                } else if change.timestamp <= timestamp {
+                    let span = timestamp.rawValue - change.timestamp.rawValue  // an operation per tick: no overflow below
+                    last = span >= change.endSeq - change.startSeq ? change.endSeq : change.startSeq + span
+                } else {
+                    last = change.startSeq - 1
+                }
+                cut[change.replica] = last
+                if last < change.endSeq { break }
+            }
         }
         return cut
     }
