@@ -81,8 +81,10 @@ extension NoteStore {
         }
     }
 
-    /// The note as it was at `point`, or nil when it did not exist then. Deleted notes too. This
-    /// device's edits are at the time each was made.
+    /// The note as it was at `point`, or nil when it did not exist then. Deleted notes too. A
+    /// version is a whole edit: an operation inside one stands for the note after all of it
+    /// (`Notebook.context(ofOperation:seq:ownEdits:)`); this device's edits are at the time each
+    /// was made.
     ///
     /// - Throws: `.notFound` for an operation the log does not hold.
     public func note(_ id: NoteID, at point: NotePoint) throws -> Note? {
@@ -90,7 +92,7 @@ extension NoteStore {
         let cut: VersionVector
         switch point {
         case .operation(let replica, let seq):
-            guard let context = notebook.context(ofOperation: replica, seq: seq) else {
+            guard let context = notebook.context(ofOperation: replica, seq: seq, ownEdits: try ownEdits()) else {
                 throw StoreError(.notFound, "this replica has no version \(NoteRevision.label(replica, seq)) (its log holds \(replica.description.prefix(8)) up to seq \(notebook.versionVector[replica]))")
             }
             cut = context

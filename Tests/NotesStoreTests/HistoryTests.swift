@@ -84,6 +84,37 @@ struct HistoryTests {
         #expect(try store.note(id, at: .time(milliseconds: HistoryTests.start + 5000))?.body == "hello")
     }
 
+    @Test func aSeqInsideAnEditStandsForTheWholeEdit() throws {
+        let clock = SettableClock(HistoryTests.start)
+        let a = try NoteStore.openInMemory(options: StoreOptions(wallClock: clock))
+        let b = try NoteStore.openInMemory(options: StoreOptions(wallClock: clock))
+        let id = try a.createNote(title: "Groceries", body: "milk")
+        try a.appendText(id, ", eggs")  // joined in the log with the creation
+        let versions = try a.versions(of: id)
+        #expect(versions.count == 2)
+        let created = versions[0].seq, appended = versions[1].seq
+        for seq in 1 ... appended {
+            let note = try #require(try a.note(id, at: .operation(a.replicaID, seq: seq)))
+            #expect(note.title == "Groceries", "seq \(seq)")
+            #expect(note.body == (seq <= created ? "milk" : "milk, eggs"), "seq \(seq)")
+        }
+        #expect(try a.restore(id, to: .operation(a.replicaID, seq: created + 2)) == false)
+        try a.restore(id, to: .operation(a.replicaID, seq: created - 1))
+        #expect(try a.note(id)?.body == "milk")
+
+        // Another device's edit: its log entry, whole.
+        clock.set(HistoryTests.start + 1000)
+        let other = try b.createNote(title: "Plan", body: "abc")
+        clock.set(HistoryTests.start + 2000)
+        try b.setTitle(other, "Plan B")
+        try exchange(a, b)
+        let made = try #require(try b.versions(of: other).first).seq
+        for seq in 1 ... made {
+            let note = try #require(try a.note(other, at: .operation(b.replicaID, seq: seq)))
+            #expect(note.title == "Plan" && note.body == "abc", "seq \(seq)")
+        }
+    }
+
     @Test func restoringAVersionMakesNewOperationsThatSync() throws {
         let a = try NoteStore.openInMemory()
         let b = try NoteStore.openInMemory()

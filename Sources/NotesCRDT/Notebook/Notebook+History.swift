@@ -181,13 +181,27 @@ extension Notebook {
         return pieces
     }
 
-    /// The causal cut "as of" operation `(replica, seq)`: what its author had applied when it made
-    /// it, and the operation. Nil when the log does not hold that operation.
-    public func context(ofOperation replica: ReplicaID, seq: UInt64) -> VersionVector? {
-        if deferred != nil { return materialized.context(ofOperation: replica, seq: seq) }
-        guard let change = loggedChange(replica, seq) else { return nil }
+    /// The causal cut "as of" operation `(replica, seq)`, rounded up to the end of the edit that
+    /// holds it (a version is a whole edit, never half of one): what its author had applied when
+    /// it made that edit, and the edit. This replica's edits are `ownEdits` (as a store records
+    /// them); another replica's are the log entries that hold them (the log joins consecutive
+    /// ones). Nil when the log does not hold that operation.
+    public func context(ofOperation replica: ReplicaID, seq: UInt64, ownEdits: [OwnEdit] = []) -> VersionVector? {
+        if deferred != nil { return materialized.context(ofOperation: replica, seq: seq, ownEdits: ownEdits) }
+        guard let holding = loggedChange(replica, seq) else { return nil }
+        var end = holding.endSeq
+        if replica == replicaID {
+            let own = Notebook.sorted(ownEdits)
+            let index = Notebook.firstEdit(endingAtOrAfter: seq, in: own)
+            if index < own.count, own[index].seqs.contains(seq) {
+                end = own[index].seqs.upperBound
+            } else if index < own.count, own[index].seqs.lowerBound - 1 < end {
+                end = own[index].seqs.lowerBound - 1  // not a recorded edit: up to the next one
+            }
+        }
+        guard let change = loggedChange(replica, end) else { return nil }
         var context = change.dependencies
-        context[replica] = seq
+        context[replica] = end
         return context
     }
 
