@@ -22,8 +22,12 @@ public struct UndoResult: Hashable, Sendable {
     public var seqs: ClosedRange<UInt64>
     /// The notes it touched.
     public var notes: [NoteID]
-    /// Whether reverting it changed anything (false: later edits had replaced all of it).
+    /// Whether reverting it changed anything (false: later edits had replaced all of it, or
+    /// another device deleted the notes since).
     public var changed: Bool
+    /// The notes it touched that another device has deleted since: the undo leaves them deleted
+    /// and reverts nothing in them.
+    public var deletedElsewhere: [NoteID] = []
 }
 
 /// How a local edit goes on the undo stack (`undo_stack`, Docs/Storage.md "Undo").
@@ -45,11 +49,17 @@ extension NoteStore {
     /// This device's own versions are one per edit (per command), as the undo stack records them,
     /// even where the log joined consecutive edits into one change.
     public func versions(of id: NoteID) throws -> [NoteRevision] {
+        try notebook.revisions(of: id, ownEdits: ownEdits())
+    }
+
+    /// This device's edits as the undo stack records them (undos too), with the time each was made.
+    func ownEdits() throws -> [OwnEdit] {
         let me = replicaID
-        let ends = try read("cannot read the undo stack") { db in
-            Set(try Int64.fetchAll(db, sql: "SELECT end_seq FROM undo_stack WHERE replica = ?", arguments: [Data(me.raw.bytes)]).map { UInt64($0) })
+        return try read("cannot read the undo stack") { db in
+            try Row.fetchAll(db, sql: "SELECT start_seq, end_seq, made_at FROM undo_stack WHERE replica = ?", arguments: [Data(me.raw.bytes)]).map {
+                OwnEdit(seqs: UInt64($0[0] as Int64) ... UInt64($0[1] as Int64), time: ($0[2] as Int64?).map { Timestamp(milliseconds: UInt64($0)) })
+            }
         }
-        return try notebook.revisions(of: id, ownEdits: ends)
     }
 
     /// The moment a version label names: `REPLICA-SEQ`, where REPLICA is a unique prefix (hex) of
@@ -71,7 +81,10 @@ extension NoteStore {
         }
     }
 
-    /// The note as it was at `point`, or nil when it did not exist then. Deleted notes too.
+    /// The note as it was at `point`, or nil when it did not exist then. Deleted notes too. A
+    /// version is a whole edit: an operation inside one stands for the note after all of it
+    /// (`Notebook.context(ofOperation:seq:ownEdits:)`); this device's edits are at the time each
+    /// was made.
     ///
     /// - Throws: `.notFound` for an operation the log does not hold.
     public func note(_ id: NoteID, at point: NotePoint) throws -> Note? {
@@ -79,12 +92,12 @@ extension NoteStore {
         let cut: VersionVector
         switch point {
         case .operation(let replica, let seq):
-            guard let context = notebook.context(ofOperation: replica, seq: seq) else {
+            guard let context = notebook.context(ofOperation: replica, seq: seq, ownEdits: try ownEdits()) else {
                 throw StoreError(.notFound, "this replica has no version \(NoteRevision.label(replica, seq)) (its log holds \(replica.description.prefix(8)) up to seq \(notebook.versionVector[replica]))")
             }
             cut = context
         case .time(let timestamp):
-            cut = notebook.context(atTime: timestamp)
+            cut = notebook.context(atTime: timestamp, ownEdits: try ownEdits())
         }
         do {
             return try notebook.note(id, at: cut)
@@ -118,7 +131,7 @@ extension NoteStore {
     public func undo(_ note: NoteID? = nil) throws -> UndoResult? {
         let me = replicaID
         let rows = try read("cannot read the undo stack") { db in
-            try Row.fetchAll(db, sql: "SELECT row, start_seq, end_seq FROM undo_stack WHERE replica = ? AND undone_at IS NULL ORDER BY row DESC",
+            try Row.fetchAll(db, sql: "SELECT row, start_seq, end_seq FROM undo_stack WHERE replica = ? AND undone_at IS NULL AND is_undo = 0 ORDER BY row DESC",
                              arguments: [Data(me.raw.bytes)]).map { (row: $0[0] as Int64, start: UInt64($0[1] as Int64), end: UInt64($0[2] as Int64)) }
         }
         guard !rows.isEmpty else { return nil }
@@ -128,8 +141,11 @@ extension NoteStore {
             let notes = notebook.notes(touchedByOwn: seqs)
             if let note, !notes.contains(note) { continue }
             var changed = false
-            try edit(requiring: nil, allowingDeleted: true, undo: .undoes(row.row)) { changed = try !$0.revert(seqs).isEmpty }
-            return UndoResult(seqs: seqs, notes: notes, changed: changed)
+            let deleted = try edit(requiring: nil, allowingDeleted: true, undo: .undoes(row.row)) { notebook in
+                changed = try !notebook.revert(seqs).isEmpty
+                return notes.filter { notebook.isDeletedByAnotherReplica($0) }
+            }
+            return UndoResult(seqs: seqs, notes: notes, changed: changed, deletedElsewhere: deleted)
         }
         return nil
     }
@@ -139,14 +155,19 @@ extension NoteStore {
         switch undo {
         case .push:
             guard made else { return }
-            try statement("INSERT INTO undo_stack (replica, start_seq, end_seq) VALUES (?, ?, ?)", db)
-                .run(.blob(replicaID.raw.bytes), .int(Int64(seqs.lowerBound)), .int(Int64(seqs.upperBound)))
+            try statement("INSERT INTO undo_stack (replica, start_seq, end_seq, made_at) VALUES (?, ?, ?, ?)", db)
+                .run(.blob(replicaID.raw.bytes), .int(Int64(seqs.lowerBound)), .int(Int64(seqs.upperBound)), .int(Int64(options.wallClock.milliseconds())))
             // The stack keeps this device's last thousand edits.
             let row = db.lastInsertedRowID
             if row % 64 == 0 { try statement("DELETE FROM undo_stack WHERE row <= ?", db).run(.int(row - 1000)) }
         case .undoes(let row):
             try statement("UPDATE undo_stack SET undone_at = ? WHERE row = ?", db)
                 .run(.int(Int64(options.wallClock.milliseconds())), .int(row))
+            // The undo is a version of its own (history, `show --at`), though not itself undoable.
+            if made {
+                try statement("INSERT INTO undo_stack (replica, start_seq, end_seq, made_at, is_undo) VALUES (?, ?, ?, ?, 1)", db)
+                    .run(.blob(replicaID.raw.bytes), .int(Int64(seqs.lowerBound)), .int(Int64(seqs.upperBound)), .int(Int64(options.wallClock.milliseconds())))
+            }
         case .none:
             break
         }

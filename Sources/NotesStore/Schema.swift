@@ -307,6 +307,14 @@ enum Schema {
                 );
                 """)
         }
+        // When each local edit was made (the log carries an earlier time for an insert that continues
+        // the last one), and undos as rows of their own, so that versions are whole edits at their times.
+        migrator.registerMigration("v12-history-fixes-undo-stack-times") { db in
+            try db.execute(sql: """
+                ALTER TABLE undo_stack ADD COLUMN made_at INTEGER;                    -- wall-clock ms; NULL: before this column
+                ALTER TABLE undo_stack ADD COLUMN is_undo INTEGER NOT NULL DEFAULT 0; -- 1: an undo (a version, not undoable)
+                """)
+        }
         return migrator
     }
 }

@@ -64,15 +64,27 @@ func summary(_ edits: [NoteRevision.Edit]) -> String {
         let short = scalars.count > 40 ? String(String.UnicodeScalarView(scalars.prefix(40))) + "…" : text
         return "\"" + short.replacingOccurrences(of: "\n", with: "⏎") + "\""
     }
+    // Separate pieces of text in document order, "…" between them, about 40 characters in all.
+    func quoteAll(_ pieces: [String]) -> String {
+        var budget = 40
+        var shown: [String] = []
+        for piece in pieces {
+            guard budget > 0 else { return shown.joined(separator: "…") + "…" }
+            let scalars = piece.unicodeScalars
+            shown.append(scalars.count > budget ? quote(String(String.UnicodeScalarView(scalars.prefix(budget))) + "…") : quote(piece))
+            budget -= scalars.count
+        }
+        return shown.joined(separator: "…")
+    }
     var parts: [String] = []
     let isCreation = edits.contains(.created)
-    var inserted: (count: Int, text: String)?
-    var deleted: (count: Int, text: String)?
+    var inserted: (count: Int, pieces: [String])?
+    var deleted: (count: Int, pieces: [String])?
     for edit in edits {
         switch edit {
         case .created: parts.insert("created", at: 0)
-        case .inserted(let count, let text): inserted = (count, text)
-        case .deleted(let count, let text): deleted = (count, text)
+        case .inserted(let count, let pieces): inserted = (count, pieces)
+        case .deleted(let count, let pieces): deleted = (count, pieces)
         case .field(let field, let from, let to):
             switch field {
             case .title where isCreation: parts.append("title \(quote(to.stringValue ?? ""))")
@@ -92,7 +104,7 @@ func summary(_ edits: [NoteRevision.Edit]) -> String {
     }
     if inserted != nil || deleted != nil {
         var text = [inserted.map { "+\($0.count)" }, deleted.map { "−\($0.count)" }].compactMap { $0 }.joined(separator: " ") + " chars"
-        if let inserted { text += ": " + quote(inserted.text) } else if let deleted { text += ": deleted " + quote(deleted.text) }
+        if let inserted { text += ": " + quoteAll(inserted.pieces) } else if let deleted { text += ": deleted " + quoteAll(deleted.pieces) }
         parts.append(text)
     }
     return parts.isEmpty ? "(no visible change)" : parts.joined(separator: "; ")
@@ -224,12 +236,18 @@ struct UndoCommand: ParsableCommand {
                     ?? "nothing to undo: this device has no edit left to undo")
                 return
             }
-            let notes = result.notes.map { String($0.description.prefix(8)) }.joined(separator: ", ")
+            func named(_ ids: [NoteID]) -> String {
+                (ids.count == 1 ? "note " : "notes ") + ids.map { String($0.description.prefix(8)) }.joined(separator: ", ")
+            }
             let seqs = result.seqs.count == 1 ? "seq \(result.seqs.lowerBound)" : "seqs \(result.seqs.lowerBound)-\(result.seqs.upperBound)"
+            let deleted = result.deletedElsewhere
+            let gone = deleted.isEmpty ? "" : "\(named(deleted)) \(deleted.count == 1 ? "was" : "were") deleted on another device since"
             if result.changed {
-                print("undid the edit of note \(notes) (\(seqs))")
+                print("undid the edit of \(named(result.notes)) (\(seqs))" + (gone.isEmpty ? "" : "; \(gone) and stays deleted"))
+            } else if deleted.count == result.notes.count {
+                print("nothing to undo in the edit of \(named(result.notes)) (\(seqs)): \(gone)")
             } else {
-                print("undid the edit of note \(notes) (\(seqs)): later edits had already replaced it; nothing changed")
+                print("nothing to undo in the edit of \(named(result.notes)) (\(seqs)): later edits had already replaced it" + (gone.isEmpty ? "" : "; \(gone)"))
             }
         }
     }

@@ -99,7 +99,7 @@ struct RemoteList: ParsableCommand {
                 let shown = RemoteJSON(remote)
                 var line = "\(remote.name)\t\(shown.kind)\t\(shown.location)"
                 if let at = remote.lastSyncAt {
-                    line += "\tlast sync \(isoDate(at))" + (remote.lastFailed ? " FAILED: " : ": ") + (remote.lastResult ?? "")
+                    line += "\tlast sync \(shownDate(at))" + (remote.lastFailed ? " FAILED: " : ": ") + (remote.lastResult ?? "")
                 } else {
                     line += "\tnever synced"
                 }

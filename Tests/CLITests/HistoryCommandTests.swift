@@ -78,6 +78,71 @@ struct HistoryCommandTests {
         #expect(nothing.status == 0 && nothing.stdout.contains("nothing to undo"))
     }
 
+    @Test func undoSaysWhatItDidAndWhyNothingChanged() throws {
+        let scratch = Scratch()
+        let a = scratch.path + "/a.db", b = scratch.path + "/b.db"
+        let shared = scratch.path + "/shared"
+        try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
+        try CLI.ok(["init"], db: a)
+        try CLI.ok(["init"], db: b)
+        func exchange() throws {
+            for db in [a, b, a] { try CLI.ok(["sync", "--dir", shared], db: db) }
+        }
+        let id = try CLI.ok(["new", "--title", "T", "--body", "hello"], db: a)
+        let other = try CLI.ok(["new", "--title", "O"], db: a)
+        try CLI.ok(["tag", id, "work"], db: a)
+        try CLI.ok(["tag", other, "work"], db: a)
+        // One command that touched two notes: "notes", both named.
+        try CLI.ok(["tag", "rename", "work", "home"], db: a)
+        let renamed = try CLI.ok(["undo"], db: a)
+        #expect(renamed.hasPrefix("undid the edit of notes "), "\(renamed)")
+        #expect(renamed.contains(String(id.prefix(8))) && renamed.contains(String(other.prefix(8))))
+
+        // A title another device wrote later: nothing to undo, and it does not claim to have undone it.
+        try CLI.ok(["edit", id, "--title", "mine"], db: a)
+        try exchange()
+        try CLI.ok(["edit", id, "--title", "theirs"], db: b)
+        try exchange()
+        let replaced = try CLI.run(["undo"], db: a)
+        #expect(replaced.status == 0)
+        #expect(replaced.stdout.hasPrefix("nothing to undo in the edit of note \(id.prefix(8)) "), "\(replaced.stdout)")
+        #expect(replaced.stdout.contains("later edits had already replaced it") && !replaced.stdout.contains("deleted"))
+        #expect(try CLI.ok(["show", id], db: a).contains("title:   theirs"))
+
+        // A note another device deleted since: that is the reason given, and it stays deleted.
+        try CLI.ok(["edit", other, "--append", "x"], db: a)
+        try exchange()
+        try CLI.ok(["trash", other], db: b)
+        try CLI.ok(["trash", "empty"], db: b)
+        try exchange()
+        let digest = try CLI.ok(["digest"], db: a)
+        let deleted = try CLI.run(["undo"], db: a)
+        #expect(deleted.status == 0)
+        #expect(deleted.stdout.hasPrefix("nothing to undo in the edit of note \(other.prefix(8)) (seq "), "\(deleted.stdout)")
+        #expect(deleted.stdout.contains("): note \(other.prefix(8)) was deleted on another device since"), "\(deleted.stdout)")
+        #expect(!deleted.stdout.contains("later edits"))
+        #expect(try CLI.ok(["digest"], db: a) == digest)
+    }
+
+    @Test func historyShowsTextInDocumentOrder() throws {
+        let scratch = Scratch()
+        let a = scratch.path + "/a.db", b = scratch.path + "/b.db"
+        let shared = scratch.path + "/shared"
+        try FileManager.default.createDirectory(atPath: shared, withIntermediateDirectories: true)
+        try CLI.ok(["init"], db: a)
+        try CLI.ok(["init"], db: b)
+        let id = try CLI.ok(["new", "--title", "T", "--body", "aaa bbb ccc"], db: a)
+        try CLI.ok(["sync", "--dir", shared], db: a)
+        try CLI.ok(["sync", "--dir", shared], db: b)
+        try CLI.ok(["edit", id, "--insert", "XX", "--at", "4"], db: b)
+        try CLI.ok(["edit", id, "--delete", "8", "--at", "0"], db: a)
+        for db in [b, a] { try CLI.ok(["sync", "--dir", shared], db: db) }
+        try CLI.ok(["undo"], db: a)
+        #expect(try CLI.ok(["show", id], db: a).hasSuffix("aaa XXbbb ccc"))
+        let history = try CLI.ok(["history", id], db: a)
+        #expect(history.split(separator: "\n")[1].hasSuffix("+8 chars: \"aaa \"…\"bbb \""), "\(history)")
+    }
+
     @Test func deviceNamesShowOnTheOtherDeviceAfterSync() throws {
         let scratch = Scratch()
         let laptop = scratch.path + "/laptop.db"

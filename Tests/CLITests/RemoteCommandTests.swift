@@ -33,6 +33,13 @@ struct RemoteCommandTests {
         let after = try #require(try CLI.json(["remote", "list"], db: a) as? [[String: Any]])
         #expect(after.first?["lastSyncAt"] is String)
         #expect(after.first?["lastFailed"] as? Bool == false)
+        // Text shows the last sync in local time like `list` and `show` (UTC with --utc); --json stays UTC.
+        let utc = try #require(after.first?["lastSyncAt"] as? String)
+        #expect(utc.hasSuffix("Z"))
+        let tokyo = try CLI.run(["remote", "list"], db: a, environment: ["TZ": "Asia/Tokyo"])
+        #expect(tokyo.stdout.contains("\tlast sync ") && tokyo.stdout.contains("+09:00: "), "\(tokyo.stdout)")
+        #expect(!tokyo.stdout.contains(utc))
+        #expect(try CLI.run(["remote", "list", "--utc"], db: a, environment: ["TZ": "Asia/Tokyo"]).stdout.contains("\tlast sync \(utc): "))
         #expect((after.first?["lastResult"] as? String)?.contains("1 applied") == true)
         #expect(try CLI.ok(["remote"], db: a).contains("usb\tfolder\t\(shared)\tlast sync "))
     }

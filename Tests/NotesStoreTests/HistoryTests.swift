@@ -36,7 +36,7 @@ struct HistoryTests {
         }
         // Each version is the note as its author had it: b appended without having seen the new title.
         let append = try #require(onA.first { $0.replica == b.replicaID })
-        #expect(append.edits == [.inserted(count: 5, text: " eggs")])
+        #expect(append.edits == [.inserted(count: 5, pieces: [" eggs"])])
         let atAppend = try #require(try a.note(id, at: a.resolveVersion(append.label)))
         #expect(atAppend.title == "Groceries" && atAppend.body == "milk eggs")
         let retitle = try #require(onB.first { $0.edits.contains(.field(.title, from: .string("Groceries"), to: .string("Shopping"))) })
@@ -60,6 +60,59 @@ struct HistoryTests {
         #expect(middle.title == "v2" && middle.body == "first")
         #expect(try store.note(id, at: .time(milliseconds: HistoryTests.start + 200_000))?.body == "second")
         #expect(try store.note(id, at: .time(milliseconds: (1 << 48) - 1))?.body == "second")  // the last time a timestamp holds
+    }
+
+    @Test func anAppendRightAfterTheCreationIsItsOwnVersionAtItsOwnTime() throws {
+        let clock = SettableClock(HistoryTests.start)
+        let store = try NoteStore.openInMemory(options: StoreOptions(wallClock: clock))
+        let id = try store.createNote(title: "W3", body: "hello")
+        clock.set(HistoryTests.start + 2000)
+        try store.appendText(id, " world")  // continues the creation's text: the log joins the two
+
+        let versions = try store.versions(of: id)
+        #expect(versions.count == 2)
+        #expect(versions.map(\.timestamp.milliseconds) == [HistoryTests.start, HistoryTests.start + 2000])
+        #expect(versions.last?.edits == [.inserted(count: 6, pieces: [" world"])])
+        #expect(try store.note(id, at: .time(milliseconds: HistoryTests.start + 1000))?.body == "hello")
+        #expect(try store.note(id, at: .time(milliseconds: HistoryTests.start + 2000))?.body == "hello world")
+        // An undo is a version of its own, at its time.
+        clock.set(HistoryTests.start + 4000)
+        try store.undo()
+        clock.set(HistoryTests.start + 6000)
+        try store.appendText(id, "!")
+        #expect(try store.versions(of: id).map(\.timestamp.milliseconds).suffix(2) == [HistoryTests.start + 4000, HistoryTests.start + 6000])
+        #expect(try store.note(id, at: .time(milliseconds: HistoryTests.start + 5000))?.body == "hello")
+    }
+
+    @Test func aSeqInsideAnEditStandsForTheWholeEdit() throws {
+        let clock = SettableClock(HistoryTests.start)
+        let a = try NoteStore.openInMemory(options: StoreOptions(wallClock: clock))
+        let b = try NoteStore.openInMemory(options: StoreOptions(wallClock: clock))
+        let id = try a.createNote(title: "Groceries", body: "milk")
+        try a.appendText(id, ", eggs")  // joined in the log with the creation
+        let versions = try a.versions(of: id)
+        #expect(versions.count == 2)
+        let created = versions[0].seq, appended = versions[1].seq
+        for seq in 1 ... appended {
+            let note = try #require(try a.note(id, at: .operation(a.replicaID, seq: seq)))
+            #expect(note.title == "Groceries", "seq \(seq)")
+            #expect(note.body == (seq <= created ? "milk" : "milk, eggs"), "seq \(seq)")
+        }
+        #expect(try a.restore(id, to: .operation(a.replicaID, seq: created + 2)) == false)
+        try a.restore(id, to: .operation(a.replicaID, seq: created - 1))
+        #expect(try a.note(id)?.body == "milk")
+
+        // Another device's edit: its log entry, whole.
+        clock.set(HistoryTests.start + 1000)
+        let other = try b.createNote(title: "Plan", body: "abc")
+        clock.set(HistoryTests.start + 2000)
+        try b.setTitle(other, "Plan B")
+        try exchange(a, b)
+        let made = try #require(try b.versions(of: other).first).seq
+        for seq in 1 ... made {
+            let note = try #require(try a.note(other, at: .operation(b.replicaID, seq: seq)))
+            #expect(note.title == "Plan" && note.body == "abc", "seq \(seq)")
+        }
     }
 
     @Test func restoringAVersionMakesNewOperationsThatSync() throws {
@@ -156,6 +209,24 @@ struct HistoryTests {
         #expect(try a.note(id)?.title == "theirs")
     }
 
+    @Test func insertedAndDeletedTextIsSummarizedInDocumentOrder() throws {
+        let a = try NoteStore.openInMemory()
+        let b = try NoteStore.openInMemory()
+        let id = try a.createNote(title: "T", body: "aaa bbb ccc")
+        try exchange(a, b)
+        try b.insertText(id, at: 4, "XX")
+        try a.deleteText(id, at: 0, count: 8)
+        try exchange(a, b)
+        try a.undo()  // inserts "bbb " after XX, then "aaa " before it
+        #expect(try a.note(id)?.body == "aaa XXbbb ccc")
+        #expect(try a.versions(of: id).last?.edits == [.inserted(count: 8, pieces: ["aaa ", "bbb "])])
+
+        let body = "one two three four"
+        try a.replaceBody(id, with: body)
+        try a.applyEditedText(id, original: NoteText(title: "T", body: body), edited: NoteText(title: "T", body: "ONE two three FOUR"))
+        #expect(try a.versions(of: id).last?.edits == [.inserted(count: 7, pieces: ["ONE", "FOUR"]), .deleted(count: 7, pieces: ["one", "four"])])
+    }
+
     @Test func undoOfADeleteInsertsTheTextAgainWhereItWas() throws {
         let a = try NoteStore.openInMemory()
         let b = try NoteStore.openInMemory()
@@ -208,7 +279,7 @@ extension HistoryTests {
         try store.appendText(id, "ef")
         let versions = try store.versions(of: id)
         #expect(versions.count == 3)
-        #expect(versions.last?.edits == [.inserted(count: 2, text: "ef")])
+        #expect(versions.last?.edits == [.inserted(count: 2, pieces: ["ef"])])
         let middle = try #require(try store.note(id, at: store.resolveVersion(versions[1].label)))
         #expect(middle.body == "abcd")
         // Another device, which has the changes joined, shows one version with the last label.

@@ -14,10 +14,12 @@ public struct NoteRevision: Hashable, Sendable {
         /// A field was written: its value before (as replayed in log order here; `.null` when unset)
         /// and the value written.
         case field(NoteField, from: FieldValue, to: FieldValue)
-        /// Characters were inserted into the body.
-        case inserted(count: Int, text: String)
-        /// Characters were deleted from the body (the text they spelled).
-        case deleted(count: Int, text: String)
+        /// Characters were inserted into the body: the text, in document order, as one piece per
+        /// stretch of adjacent characters.
+        case inserted(count: Int, pieces: [String])
+        /// Characters were deleted from the body: the text they spelled, in document order, as one
+        /// piece per stretch of adjacent characters.
+        case deleted(count: Int, pieces: [String])
     }
 
     /// The replica that made the change.
@@ -40,27 +42,45 @@ public struct NoteRevision: Hashable, Sendable {
     }
 }
 
+/// One edit this replica made (one command or library call), as a store's undo stack records it:
+/// its sequence numbers and the wall-clock time it was made. The log does not always keep that
+/// time: an insert that continues this replica's last insert takes the timestamps right after it
+/// (so that the text stays one run), and carries that earlier edit's time.
+public struct OwnEdit: Hashable, Sendable {
+    /// The edit's sequence numbers.
+    public var seqs: ClosedRange<UInt64>
+    /// When it was made (wall clock), or nil when not known.
+    public var time: Timestamp?
+
+    public init(seqs: ClosedRange<UInt64>, time: Timestamp?) {
+        self.seqs = seqs
+        self.time = time
+    }
+}
+
 extension Notebook {
     /// The note's versions, oldest first: one per logged change with operations on it, in the order
     /// applied here. Empty for an unknown note.
     ///
-    /// The log joins consecutive changes of one replica; `ownEdits` (the last seqs of this
-    /// replica's edits, as a store records them) cuts its own changes back into one version per edit.
+    /// The log joins consecutive changes of one replica; `ownEdits` (this replica's edits, as a
+    /// store records them) cuts its own changes back into one version per edit, each at the time
+    /// it was made. Another replica's joined changes stay one version, at the time the log has.
     ///
     /// - Complexity: O(size of the log) plus the note's body operations; one note is replayed.
-    public func revisions(of id: NoteID, ownEdits: Set<UInt64> = []) -> [NoteRevision] {
+    public func revisions(of id: NoteID, ownEdits: [OwnEdit] = []) -> [NoteRevision] {
         if deferred != nil { return materialized.revisions(of: id, ownEdits: ownEdits) }
         guard notes[id] != nil else { return [] }
         var record = NoteRecord()
         var text = RGAText()
         var result: [NoteRevision] = []
-        let ends = ownEdits.sorted()
+        let own = Notebook.sorted(ownEdits)
+        let ends = own.map(\.seqs.upperBound)
         for logged in history where logged.operations.contains(where: { $0.note == id }) {
             for change in Notebook.pieces(of: logged, endingAt: logged.replica == replicaID ? ends : [])
             where change.operations.contains(where: { $0.note == id }) {
                 var edits: [NoteRevision.Edit] = []
-                var inserted: [Unicode.Scalar] = []
-                var deleted: [Unicode.Scalar] = []
+                var inserted: [OpID] = []
+                var deleted: [OpID] = []
                 var lastSeq = change.startSeq
                 var seq = change.startSeq
                 // Before the change is applied: the values it overwrites and the text it deletes.
@@ -72,11 +92,11 @@ extension Notebook {
                     case .setNoteField(_, let field, let value):
                         edits.append(field == .createdAt ? .created : .field(field, from: record.value(field), to: value))
                     case .insertText(_, _, let scalars):
-                        inserted.append(contentsOf: scalars)
+                        for k in 0 ..< UInt64(scalars.count) { inserted.append(OpID(replica: change.replica, seq: seq + k)) }
                     case .deleteText(_, let targets):
-                        for target in targets { deleted.append(contentsOf: text.scalars(of: target)) }
+                        for target in targets { deleted += target.ids }
                     case .deleteEach(_, let runs):
-                        for run in runs { deleted.append(contentsOf: text.scalars(of: run.range)) }
+                        for run in runs { deleted += run.range.ids }
                     case .setTagField:
                         break
                     }
@@ -93,15 +113,48 @@ extension Notebook {
                         }
                     }
                 }
-                if !inserted.isEmpty { edits.append(.inserted(count: inserted.count, text: String(String.UnicodeScalarView(inserted)))) }
-                if !deleted.isEmpty { edits.append(.deleted(count: deleted.count, text: String(String.UnicodeScalarView(deleted)))) }
+                // After the change: the characters in document order (a later insert can sit before an earlier one).
+                if !inserted.isEmpty { edits.append(.inserted(count: inserted.count, pieces: text.pieces(of: inserted))) }
+                if !deleted.isEmpty { edits.append(.deleted(count: deleted.count, pieces: text.pieces(of: deleted))) }
                 var context = change.dependencies
                 context[change.replica] = lastSeq
-                result.append(NoteRevision(replica: change.replica, seq: lastSeq, timestamp: change.timestamp(ofSeq: lastSeq),
+                result.append(NoteRevision(replica: change.replica, seq: lastSeq, timestamp: time(of: change, lastSeq, own),
                                            context: context, edits: edits))
             }
         }
         return result
+    }
+
+    /// When operation `seq` of `change` was made: its timestamp, or for this replica's own edits
+    /// the time the edit was made when that is later (the log carries an earlier one for an
+    /// insert that continued the previous one).
+    func time(of change: Change, _ seq: UInt64, _ own: [OwnEdit]) -> Timestamp {
+        let stamped = change.timestamp(ofSeq: seq)
+        guard change.replica == replicaID, let made = Notebook.edit(holding: seq, in: own)?.time else { return stamped }
+        return max(stamped, made)
+    }
+
+    /// `edits` by increasing seqs.
+    static func sorted(_ edits: [OwnEdit]) -> [OwnEdit] {
+        edits.sorted { $0.seqs.lowerBound < $1.seqs.lowerBound }
+    }
+
+    /// The edit of `edits` (sorted, disjoint) that holds `seq`, or nil.
+    static func edit(holding seq: UInt64, in edits: [OwnEdit]) -> OwnEdit? {
+        let index = firstEdit(endingAtOrAfter: seq, in: edits)
+        guard index < edits.count, edits[index].seqs.contains(seq) else { return nil }
+        return edits[index]
+    }
+
+    /// The index of the first of `edits` (sorted, disjoint) that ends at or after `seq`.
+    static func firstEdit(endingAtOrAfter seq: UInt64, in edits: [OwnEdit]) -> Int {
+        var low = 0
+        var high = edits.count
+        while low < high {
+            let mid = (low + high) / 2
+            if edits[mid].seqs.upperBound < seq { low = mid + 1 } else { high = mid }
+        }
+        return low
     }
 
     /// `change` cut after each of `ends` (sorted) that falls inside it (before its last seq).
@@ -128,13 +181,27 @@ extension Notebook {
         return pieces
     }
 
-    /// The causal cut "as of" operation `(replica, seq)`: what its author had applied when it made
-    /// it, and the operation. Nil when the log does not hold that operation.
-    public func context(ofOperation replica: ReplicaID, seq: UInt64) -> VersionVector? {
-        if deferred != nil { return materialized.context(ofOperation: replica, seq: seq) }
-        guard let change = loggedChange(replica, seq) else { return nil }
+    /// The causal cut "as of" operation `(replica, seq)`, rounded up to the end of the edit that
+    /// holds it (a version is a whole edit, never half of one): what its author had applied when
+    /// it made that edit, and the edit. This replica's edits are `ownEdits` (as a store records
+    /// them); another replica's are the log entries that hold them (the log joins consecutive
+    /// ones). Nil when the log does not hold that operation.
+    public func context(ofOperation replica: ReplicaID, seq: UInt64, ownEdits: [OwnEdit] = []) -> VersionVector? {
+        if deferred != nil { return materialized.context(ofOperation: replica, seq: seq, ownEdits: ownEdits) }
+        guard let holding = loggedChange(replica, seq) else { return nil }
+        var end = holding.endSeq
+        if replica == replicaID {
+            let own = Notebook.sorted(ownEdits)
+            let index = Notebook.firstEdit(endingAtOrAfter: seq, in: own)
+            if index < own.count, own[index].seqs.contains(seq) {
+                end = own[index].seqs.upperBound
+            } else if index < own.count, own[index].seqs.lowerBound - 1 < end {
+                end = own[index].seqs.lowerBound - 1  // not a recorded edit: up to the next one
+            }
+        }
+        guard let change = loggedChange(replica, end) else { return nil }
         var context = change.dependencies
-        context[replica] = seq
+        context[replica] = end
         return context
     }
 
@@ -142,14 +209,29 @@ extension Notebook {
     /// walked in applied (causal) order, a change kept (up to its last operation stamped in time)
     /// only when everything it depends on is. A clock that went backwards can leave out a later
     /// operation stamped earlier; a cut never holds an operation without its dependencies.
-    public func context(atTime timestamp: Timestamp) -> VersionVector {
-        if deferred != nil { return materialized.context(atTime: timestamp) }
+    ///
+    /// This replica's edits (`ownEdits`, as a store records them) are kept whole or not at all, at
+    /// the time each was made (see `OwnEdit`).
+    public func context(atTime timestamp: Timestamp, ownEdits: [OwnEdit] = []) -> VersionVector {
+        if deferred != nil { return materialized.context(atTime: timestamp, ownEdits: ownEdits) }
+        let own = Notebook.sorted(ownEdits)
+        let ends = own.map(\.seqs.upperBound)
         var cut = VersionVector()
-        for change in history where change.timestamp <= timestamp {
-            guard cut[change.replica] == change.startSeq - 1, change.dependencies.isCovered(by: cut) else { continue }
-            let span = timestamp.rawValue - change.timestamp.rawValue  // an operation per tick: no overflow below
-            let last = span >= change.endSeq - change.startSeq ? change.endSeq : change.startSeq + span
-            cut[change.replica] = last
+        for logged in history where logged.timestamp <= timestamp {
+            guard cut[logged.replica] == logged.startSeq - 1, logged.dependencies.isCovered(by: cut) else { continue }
+            for change in Notebook.pieces(of: logged, endingAt: logged.replica == replicaID ? ends : []) {
+                let last: UInt64
+                if change.replica == replicaID, Notebook.edit(holding: change.endSeq, in: own) != nil {
+                    last = time(of: change, change.endSeq, own) <= timestamp ? change.endSeq : change.startSeq - 1
+                } else if change.timestamp <= timestamp {
+                    let span = timestamp.rawValue - change.timestamp.rawValue  // an operation per tick: no overflow below
+                    last = span >= change.endSeq - change.startSeq ? change.endSeq : change.startSeq + span
+                } else {
+                    last = change.startSeq - 1
+                }
+                cut[change.replica] = last
+                if last < change.endSeq { break }
+            }
         }
         return cut
     }
@@ -168,14 +250,26 @@ extension Notebook {
     }
 }
 
+extension OpIDRange {
+    /// Each identity in the range.
+    var ids: [OpID] { (seq ..< seq + count).map { OpID(replica: replica, seq: $0) } }
+}
+
 extension RGAText {
-    /// The scalars of the characters in `range` that are in the text (visible or deleted), in seq order.
-    func scalars(of range: OpIDRange) -> [Unicode.Scalar] {
-        var result: [Unicode.Scalar] = []
-        for seq in range.seq ..< range.seq + range.count {
-            if let place = placement(of: OpID(replica: range.replica, seq: seq)) { result.append(place.scalar) }
+    /// The text of `ids` that are in the text, in document order, one piece per stretch of
+    /// characters with nothing visible between them but one another: visible ones at consecutive
+    /// offsets, deleted ones at the same offset (where text inserted in their place would go).
+    func pieces(of ids: [OpID]) -> [String] {
+        var pieces: [(visible: Bool, end: Int, scalars: [Unicode.Scalar])] = []
+        for place in placements(of: ids) {
+            if let last = pieces.last, last.visible == place.visible, place.offset == (place.visible ? last.end + 1 : last.end) {
+                pieces[pieces.count - 1].end = place.offset
+                pieces[pieces.count - 1].scalars.append(place.scalar)
+            } else {
+                pieces.append((place.visible, place.offset, [place.scalar]))
+            }
         }
-        return result
+        return pieces.map { String(String.UnicodeScalarView($0.scalars)) }
     }
 
     /// Where the character `id` sits: its scalar, whether it is visible, and the visible offset it

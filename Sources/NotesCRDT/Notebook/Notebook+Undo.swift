@@ -152,6 +152,13 @@ extension Notebook {
         return result
     }
 
+    /// Whether `note` is deleted by a delete another replica wrote (which `revert(_:)` leaves alone).
+    package func isDeletedByAnotherReplica(_ note: NoteID) -> Bool {
+        if deferred != nil { return materialized.isDeletedByAnotherReplica(note) }
+        guard let record = notes[note], record.state == .deleted else { return false }
+        return record.fields[.state].map { $0.writer.replica != replicaID } ?? false
+    }
+
     /// Sorted offsets as maximal ranges of consecutive ones.
     static func ranges(of offsets: [Int]) -> [Range<Int>] {
         var result: [Range<Int>] = []
