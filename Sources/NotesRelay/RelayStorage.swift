@@ -157,6 +157,47 @@ public protocol RelayStorage: Sendable {
     var changes: RelayChangeSignals { get }
 }
 
+/// A stored record a page may carry, as a storage lists it before reading payloads.
+package struct RelayPageCandidate: Sendable {
+    package var id: Int64
+    package var author: ReplicaID
+    package var startSeq: UInt64
+    package var endSeq: UInt64
+    package var size: Int
+
+    package init(_ id: Int64, _ author: ReplicaID, _ startSeq: UInt64, _ endSeq: UInt64, _ size: Int) {
+        self.id = id
+        self.author = author
+        self.startSeq = startSeq
+        self.endSeq = endSeq
+        self.size = size
+    }
+
+    /// One page from per-author queues (each in seq order): merged by arrival, within the page's
+    /// limits (the first record always fits); with the last seq delivered per author.
+    package static func pick(_ queues: [[RelayPageCandidate]], limits: RelayPageLimits)
+        -> (picked: [RelayPageCandidate], delivered: [ReplicaID: UInt64]) {
+        var heads = [Int](repeating: 0, count: queues.count)
+        var picked: [RelayPageCandidate] = []
+        var bytes = 0
+        var delivered: [ReplicaID: UInt64] = [:]
+        while picked.count < limits.maxChanges {
+            var best = -1
+            for (index, queue) in queues.enumerated() where heads[index] < queue.count {
+                if best < 0 || queue[heads[index]].id < queues[best][heads[best]].id { best = index }
+            }
+            guard best >= 0 else { break }
+            let row = queues[best][heads[best]]
+            if !picked.isEmpty, bytes + row.size > limits.maxBytes { break }
+            picked.append(row)
+            bytes += row.size
+            heads[best] += 1
+            delivered[row.author] = row.endSeq
+        }
+        return (picked, delivered)
+    }
+}
+
 /// What a relay's storage holds in all: for its metrics.
 public struct RelayTotals: Sendable, Hashable {
     /// Spaces holding at least one change.

@@ -301,7 +301,7 @@ public final class SQLiteRelayStorage: RelayStorage {
             SELECT id, startSeq, endSeq, length(payload) FROM relay_change
             WHERE space = ? AND author = ? AND endSeq > ? ORDER BY endSeq LIMIT ?
             """)
-        typealias Candidate = (id: Int64, author: ReplicaID, startSeq: UInt64, endSeq: UInt64, size: Int)
+        typealias Candidate = RelayPageCandidate
         var queues: [[Candidate]] = []
         for entry in lagging {
             // An entry beyond what SQLite's signed integers hold has everything stored.
@@ -309,28 +309,11 @@ public final class SQLiteRelayStorage: RelayStorage {
             var queue: [Candidate] = []
             let rows = try Row.fetchCursor(select, arguments: [space, entry.key, Int64(entry.have), limits.maxChanges])
             while let row = try rows.next() {
-                queue.append((row[0], entry.author, UInt64(bitPattern: row[1] as Int64), UInt64(bitPattern: row[2] as Int64), row[3]))
+                queue.append(Candidate(row[0], entry.author, UInt64(bitPattern: row[1] as Int64), UInt64(bitPattern: row[2] as Int64), row[3]))
             }
             if !queue.isEmpty { queues.append(queue) }
         }
-        // Merge by arrival, keeping each author's rows in seq order.
-        var heads = [Int](repeating: 0, count: queues.count)
-        var picked: [Candidate] = []
-        var bytes = 0
-        var delivered: [ReplicaID: UInt64] = [:]
-        while picked.count < limits.maxChanges {
-            var best = -1
-            for (index, queue) in queues.enumerated() where heads[index] < queue.count {
-                if best < 0 || queue[heads[index]].id < queues[best][heads[best]].id { best = index }
-            }
-            guard best >= 0 else { break }
-            let row = queues[best][heads[best]]
-            if !picked.isEmpty, bytes + row.size > limits.maxBytes { break }
-            picked.append(row)
-            bytes += row.size
-            heads[best] += 1
-            delivered[row.author] = row.endSeq
-        }
+        let (picked, delivered) = RelayPageCandidate.pick(queues, limits: limits)
         let payload = try db.cachedStatement(sql: "SELECT payload, sealed FROM relay_change WHERE id = ?")
         var records: [RelayStoredRecord] = []
         records.reserveCapacity(picked.count)

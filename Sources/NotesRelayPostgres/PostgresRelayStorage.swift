@@ -364,7 +364,7 @@ public final class PostgresRelayStorage: RelayStorage {
             if stored > clientVersion[author] { lagging.append((author, key, clientVersion[author])) }
         }
         guard !lagging.isEmpty else { return RelayPage(records: [], version: version, more: false) }
-        typealias Candidate = (id: Int64, author: ReplicaID, startSeq: UInt64, endSeq: UInt64, size: Int)
+        typealias Candidate = RelayPageCandidate
         // An entry beyond what signed bigints hold has everything stored.
         let asked = lagging.filter { $0.have <= UInt64(Int64.max) }
         var byAuthor: [Data: [Candidate]] = [:]
@@ -383,28 +383,11 @@ public final class PostgresRelayStorage: RelayStorage {
             let authors = Dictionary(asked.map { ($0.key, $0.author) }, uniquingKeysWith: { first, _ in first })
             for try await (key, id, start, end, size) in rows.decode((Data, Int64, Int64, Int64, Int64).self) {
                 guard let author = authors[key] else { continue }
-                byAuthor[key, default: []].append((id, author, UInt64(bitPattern: start), UInt64(bitPattern: end), Int(size)))
+                byAuthor[key, default: []].append(Candidate(id, author, UInt64(bitPattern: start), UInt64(bitPattern: end), Int(size)))
             }
         }
         let queues = asked.compactMap { byAuthor[$0.key] }
-        // Merge by arrival, keeping each author's rows in seq order.
-        var heads = [Int](repeating: 0, count: queues.count)
-        var picked: [Candidate] = []
-        var bytes = 0
-        var delivered: [ReplicaID: UInt64] = [:]
-        while picked.count < limits.maxChanges {
-            var best = -1
-            for (index, queue) in queues.enumerated() where heads[index] < queue.count {
-                if best < 0 || queue[heads[index]].id < queues[best][heads[best]].id { best = index }
-            }
-            guard best >= 0 else { break }
-            let row = queues[best][heads[best]]
-            if !picked.isEmpty, bytes + row.size > limits.maxBytes { break }
-            picked.append(row)
-            bytes += row.size
-            heads[best] += 1
-            delivered[row.author] = row.endSeq
-        }
+        let (picked, delivered) = RelayPageCandidate.pick(queues, limits: limits)
         let wanted = picked.map(\.id).filter { needsPayload($0) }
         var payloads: [Int64: Data] = [:]
         if !wanted.isEmpty {
