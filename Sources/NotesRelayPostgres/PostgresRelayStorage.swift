@@ -224,6 +224,11 @@ public final class PostgresRelayStorage: RelayStorage {
     /// row lock; returns the indexes of those stored.
     public func append(space: String, records: [RelayRecord]) async throws -> [Int] {
         guard !records.isEmpty else { return [] }
+        // Its schema keeps no sealed flag nor first-seen signing keys yet: storing a sealed unit as a
+        // plain change would serve it as one, so encrypted spaces are refused until it does.
+        if let sealed = records.first(where: \.sealed) {
+            throw RelayStorageError(.encryption, "this relay stores its spaces in PostgreSQL, which does not hold end-to-end encrypted spaces yet (a sealed unit of \(sealed.author) was refused; use a relay over SQLite)")
+        }
         let logger = self.logger
         let stored = try await withStorageErrors {
             try await self.client.withConnection { connection in

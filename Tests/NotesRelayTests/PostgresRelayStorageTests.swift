@@ -37,6 +37,17 @@ struct PostgresRelayStorageTests {
         }
     }
 
+    @Test func aSealedUnitIsRefusedAndNothingIsStored() async throws {
+        let storage = try await Self.instance()
+        let space = "sealed-\(UUID().uuidString.prefix(8))"
+        var records = try Self.authorRecords(2)
+        records[1].sealed = true
+        await #expect(throws: RelayStorageError.self) { _ = try await storage.append(space: space, records: records) }
+        let status = try await storage.status(space: space)
+        #expect(status.changes == 0)
+        await storage.close()
+    }
+
     @Test func instancesStartingTogetherShareOneSchemaAndIdentity() async throws {
         async let first = Self.instance()
         async let second = Self.instance()
