@@ -172,7 +172,7 @@ struct RemoteJSON: Encodable {
 /// Reads a relay token without it passing through the command line.
 enum RelayToken {
     /// The first line of `file`, else $CRDT_SYNC_TOKEN, else a line typed on the terminal
-    /// without echo.
+    /// without echo (`SecretSource`).
     static func obtain(file: String?, purpose: String) throws -> String {
         if let file {
             guard let data = FileManager.default.contents(atPath: file) else { throw NoteCommandError("cannot read the token file \(file)") }
@@ -183,29 +183,7 @@ enum RelayToken {
             guard !line.isEmpty else { throw NoteCommandError("the token file \(file) is empty") }
             return line
         }
-        if let token = ProcessInfo.processInfo.environment["CRDT_SYNC_TOKEN"], !token.isEmpty { return token }
-        if let typed = promptWithoutEcho("\(purpose): "), !typed.isEmpty { return typed }
-        throw NoteCommandError("no token: give --token-file FILE or set $CRDT_SYNC_TOKEN (or run in a terminal to be asked)")
-    }
-
-    /// A line typed on the controlling terminal with echo off; nil without a terminal.
-    private static func promptWithoutEcho(_ prompt: String) -> String? {
-        let fd = open("/dev/tty", O_RDWR)
-        guard fd >= 0 else { return nil }
-        defer { close(fd) }
-        var saved = termios()
-        guard tcgetattr(fd, &saved) == 0 else { return nil }
-        var quiet = saved
-        quiet.c_lflag &= ~tcflag_t(ECHO)
-        _ = prompt.withCString { write(fd, $0, strlen($0)) }
-        guard tcsetattr(fd, TCSAFLUSH, &quiet) == 0 else { return nil }
-        defer {
-            _ = tcsetattr(fd, TCSAFLUSH, &saved)
-            _ = write(fd, "\n", 1)
-        }
-        var bytes: [UInt8] = []
-        var byte: UInt8 = 0
-        while read(fd, &byte, 1) == 1, byte != UInt8(ascii: "\n"), bytes.count < 4096 { bytes.append(byte) }
-        return String(decoding: bytes, as: UTF8.self).trimmingCharacters(in: .whitespaces)
+        // The environment, else the terminal: as the space commands read their secrets.
+        return try SecretSource(file: nil, variable: "CRDT_SYNC_TOKEN", prompt: "\(purpose): ", what: "token").read()
     }
 }
