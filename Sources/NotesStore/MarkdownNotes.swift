@@ -60,6 +60,8 @@ public struct MarkdownNote: Hashable, Sendable {
 public enum MarkdownNotes {
     /// The file in an export's folder that lists what the export wrote (`exportMarkdown`).
     public static let manifestName = ".crdt-sync-export.json"
+    /// The largest file `importMarkdown` reads (a bundle's largest size: a larger note could not sync).
+    public static let maxFileBytes = 16 << 20
 
     /// The file's text for a stored note (read with its body).
     public static func render(_ note: StoredNote) -> String {
@@ -346,6 +348,10 @@ extension NoteStore {
         var parsed: [MarkdownNote] = []
         var seen: [NoteID: String] = [:]
         for name in names {
+            // Looked at before reading, so that a huge file costs no memory.
+            if let size = (try? files.attributesOfItem(atPath: folder + "/" + name))?[.size] as? Int, size > MarkdownNotes.maxFileBytes {
+                throw StoreError(.invalidArgument, "\(name): \(size) bytes, more than a note may hold (\(MarkdownNotes.maxFileBytes)); nothing was imported")
+            }
             guard let data = files.contents(atPath: folder + "/" + name) else {
                 throw StoreError(.invalidArgument, "\(name): cannot be read; nothing was imported")
             }

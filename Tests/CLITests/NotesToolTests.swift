@@ -189,6 +189,24 @@ struct NotesToolTests {
         #expect(byTitle["obsidian"]?["tags"] as? [String] == ["books"])
     }
 
+    @Test func aMarkdownFileLargerThanANoteMayHoldIsRefusedUnread() throws {
+        let scratch = Scratch()
+        let folder = scratch.path + "/vault"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        try CLI.ok(["init"], db: scratch.db)
+        try "# Fine\n\nsmall".write(toFile: folder + "/fine.md", atomically: true, encoding: .utf8)
+        // Sparse: 17 MiB on paper, nothing on disk.
+        FileManager.default.createFile(atPath: folder + "/huge.md", contents: nil)
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: folder + "/huge.md"))
+        try handle.truncate(atOffset: 17 << 20)
+        try handle.close()
+        let before = try Self.fingerprint(scratch.db)
+        let refused = try CLI.run(["import", "--markdown", folder], db: scratch.db)
+        #expect(refused.status == 2)
+        #expect(refused.stderr.contains("huge.md: 17825792 bytes, more than a note may hold"), "\(refused.stderr)")
+        #expect(try Self.fingerprint(scratch.db) == before)
+    }
+
     @Test func tagsAreCountedAndRenamedBesideTaggingANote() throws {
         let scratch = Scratch()
         let db = scratch.db
