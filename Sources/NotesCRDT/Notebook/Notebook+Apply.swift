@@ -413,6 +413,22 @@ extension Notebook {
 
     /// Applies the operations from `index` on while they are on `note` (advancing `index` and
     /// `seq` past them): fields to the record, text operations to `text`.
+    /// Applies the operations of `change` on one note (skipping, seq by seq, those on others).
+    static func applyOperations<Text: TextIntegration>(of change: Change, on note: NoteID, to record: inout NoteRecord, text: inout Text) {
+        change.operations.withUnsafeBufferPointer { operations in
+            var index = 0
+            var seq = change.startSeq
+            while index < operations.count {
+                if operations[index].note == note {
+                    applyOperations(operations, from: &index, seq: &seq, of: change, on: note, to: &record, text: &text)
+                } else {
+                    seq += operations[index].seqCount
+                    index += 1
+                }
+            }
+        }
+    }
+
     static func applyOperations<Text: TextIntegration>(
         _ operations: UnsafeBufferPointer<Operation>, from index: inout Int, seq: inout UInt64, of change: Change,
         on note: NoteID, to record: inout NoteRecord, text: inout Text

@@ -101,18 +101,7 @@ extension Notebook {
                         break
                     }
                 }
-                change.operations.withUnsafeBufferPointer { operations in
-                    var index = 0
-                    var seq = change.startSeq
-                    while index < operations.count {
-                        if operations[index].note == id {
-                            Notebook.applyOperations(operations, from: &index, seq: &seq, of: change, on: id, to: &record, text: &text)
-                        } else {
-                            seq += operations[index].seqCount
-                            index += 1
-                        }
-                    }
-                }
+                Notebook.applyOperations(of: change, on: id, to: &record, text: &text)
                 // After the change: the characters in document order (a later insert can sit before an earlier one).
                 if !inserted.isEmpty { edits.append(.inserted(count: inserted.count, pieces: text.pieces(of: inserted))) }
                 if !deleted.isEmpty { edits.append(.deleted(count: deleted.count, pieces: text.pieces(of: deleted))) }

@@ -26,18 +26,7 @@ extension Notebook {
                 throw CRDTError(.outOfBounds, "the version \(version) covers operations of \(change.replica) on note \(id) but not what they depend on \(cut.dependencies)")
             }
             exists = true
-            cut.operations.withUnsafeBufferPointer { operations in
-                var index = 0
-                var seq = cut.startSeq
-                while index < operations.count {
-                    if operations[index].note == id {
-                        Notebook.applyOperations(operations, from: &index, seq: &seq, of: cut, on: id, to: &record, text: &text)
-                    } else {
-                        seq += operations[index].seqCount
-                        index += 1
-                    }
-                }
-            }
+            Notebook.applyOperations(of: cut, on: id, to: &record, text: &text)
         }
         guard exists else { return nil }
         record.body = text
