@@ -24,6 +24,8 @@ public struct SpaceState: Sendable, Hashable {
         public var replica: ReplicaID
         /// Its signing public key (64 hex digits).
         public var publicKey: String
+        /// Its X25519 agreement key (64 hex digits), once learnt from a unit whose signature verified.
+        public var agreementKey: String?
     }
 }
 
@@ -127,10 +129,11 @@ extension NoteStore {
             return try queue.read { db -> SpaceState? in
                 guard let sealer = try self.sealer(db),
                       let origin = try String.fetchOne(db, sql: "SELECT origin FROM space_key WHERE id = 1") else { return nil }
-                let members = try Row.fetchAll(db, sql: "SELECT replica, public_key FROM space_member ORDER BY replica").compactMap { row -> SpaceState.Member? in
+                let members = try Row.fetchAll(db, sql: "SELECT replica, public_key, agreement_key FROM space_member ORDER BY replica").compactMap { row -> SpaceState.Member? in
                     let replica: Data = row[0]
                     let key: Data = row[1]
-                    return ReplicaID(blob: [UInt8](replica)).map { SpaceState.Member(replica: $0, publicKey: hexString(key)) }
+                    let agreement: Data? = row[2]
+                    return ReplicaID(blob: [UInt8](replica)).map { SpaceState.Member(replica: $0, publicKey: hexString(key), agreementKey: agreement.map(hexString)) }
                 }
                 return SpaceState(keyID: sealer.key.keyIDHex, origin: origin, publicKey: hexString(sealer.signer.publicKey), members: members,
                                   sealedUnits: try Int.fetchOne(db, sql: "SELECT count(*) FROM sealed_unit") ?? 0,
@@ -147,11 +150,11 @@ extension NoteStore {
     /// refuses them and says why).
     public func sealedUnitCheck() throws -> (@Sendable (SealedUnit) -> SyncError?)? {
         guard let sealer = try spaceSealer() else { return nil }
-        let members = try memberKeys()
+        let (members, agreements) = try memberKeys()
         return { unit in
             guard sealer.isOurs(unit) else { return nil }
             do {
-                try sealer.verify(unit, knownKey: members[unit.author])
+                try sealer.verify(unit, knownKey: members[unit.author], knownAgreementKey: agreements[unit.author])
                 return nil
             } catch let error as SyncError {
                 return error
@@ -161,21 +164,27 @@ extension NoteStore {
         }
     }
 
-    /// Every member's signing key as first introduced here.
-    func memberKeys() throws -> [ReplicaID: [UInt8]] {
+    /// Every member's signing key as first introduced here, and the agreement keys learnt.
+    func memberKeys() throws -> (signing: [ReplicaID: [UInt8]], agreement: [ReplicaID: [UInt8]]) {
         do {
-            return try queue.read { db in
-                var members: [ReplicaID: [UInt8]] = [:]
-                for row in try Row.fetchAll(db, sql: "SELECT replica, public_key FROM space_member") {
-                    let replica: Data = row[0]
-                    let key: Data = row[1]
-                    if let id = ReplicaID(blob: [UInt8](replica)) { members[id] = [UInt8](key) }
-                }
-                return members
-            }
+            return try queue.read { db in try NoteStore.memberKeys(db) }
         } catch {
             throw StoreError.wrap(error, "cannot read the space's members")
         }
+    }
+
+    static func memberKeys(_ db: Database) throws -> (signing: [ReplicaID: [UInt8]], agreement: [ReplicaID: [UInt8]]) {
+        var members: [ReplicaID: [UInt8]] = [:]
+        var agreements: [ReplicaID: [UInt8]] = [:]
+        for row in try Row.fetchAll(db, sql: "SELECT replica, public_key, agreement_key FROM space_member") {
+            let replica: Data = row[0]
+            let key: Data = row[1]
+            let agreement: Data? = row[2]
+            guard let id = ReplicaID(blob: [UInt8](replica)) else { continue }
+            members[id] = [UInt8](key)
+            if let agreement { agreements[id] = [UInt8](agreement) }
+        }
+        return (members, agreements)
     }
 
     /// Records `publicKey` as `replica`'s signing key, as if introduced first (devices that
@@ -221,8 +230,11 @@ extension NoteStore: SealedSyncReplica {
         // key (a retired id made from a key is sealed by the key's holder, if anyone).
         var own = [replicaID]
         var sealedUpTo: [UInt64] = []
+        var recipients: [[UInt8]] = []
         do {
             try queue.read { db in
+                // Every member whose agreement key is known here gets a tag (checked instead of the signature).
+                recipients = try Data.fetchAll(db, sql: "SELECT DISTINCT agreement_key FROM space_member WHERE agreement_key IS NOT NULL").map { [UInt8]($0) }
                 for blob in try Data.fetchAll(db, sql: "SELECT retired_id FROM replica_history ORDER BY row") {
                     if let old = ReplicaID(blob: [UInt8](blob)), !SigningIdentity.isSelfCertified(old), !own.contains(old) { own.append(old) }
                 }
@@ -243,24 +255,27 @@ extension NoteStore: SealedSyncReplica {
             var units: [SealedUnit] = []
             // Each unit holds what one bundle may: the pieces a plain writer would send.
             for piece in try SyncBundle.pieces(sender: author, senderVersion: VersionVector(), changes: fresh) {
-                units.append(try sealer.seal(author: author, changes: piece.changes, encoder: &encoder))
+                units.append(try sealer.seal(author: author, changes: piece.changes, encoder: &encoder, recipients: recipients))
             }
             try keep(units)
         }
+        let offered: [(unit: SealedUnit, signature: Int)]
         do {
-            return try queue.read { db in
-                var result: [SealedUnit] = []
+            offered = try queue.read { db in
+                var result: [(unit: SealedUnit, signature: Int)] = []
                 // Per author the other side lacks, through the (author, end_seq) key: past what the
                 // other side has, and all applied here (a unit of changes that wait for their
                 // dependencies goes once they are applied, as what we say we have).
+                // A unit whose signature does not verify (taken on its tag) is never passed on.
                 let select = try db.cachedStatement(sql: """
-                    SELECT unit FROM sealed_unit WHERE author = ? AND end_seq > ? AND end_seq <= ? ORDER BY end_seq
+                    SELECT unit, signature FROM sealed_unit WHERE author = ? AND end_seq > ? AND end_seq <= ? AND signature >= 0 ORDER BY end_seq
                     """)
                 for entry in have.sortedEntries where entry.seq > version[entry.replica] {
                     let from = version[entry.replica]
                     guard from < UInt64(Int64.max), entry.seq <= UInt64(Int64.max) else { continue }
-                    for bytes in try Data.fetchAll(select, arguments: [Data(entry.replica.raw.bytes), Int64(from), Int64(entry.seq)]) {
-                        result.append(try SealedUnit(parsing: [UInt8](bytes)))
+                    for row in try Row.fetchAll(select, arguments: [Data(entry.replica.raw.bytes), Int64(from), Int64(entry.seq)]) {
+                        let bytes: Data = row[0]
+                        result.append((try SealedUnit(parsing: [UInt8](bytes)), row[1]))
                     }
                 }
                 return result
@@ -270,6 +285,50 @@ extension NoteStore: SealedSyncReplica {
         } catch {
             throw StoreError.wrap(error, "cannot read the sealed units")
         }
+        return try checkedBeforePassingOn(offered, sealer: sealer)
+    }
+
+    /// The units to pass on, after checking the signature of those taken here on their tag: the
+    /// next replica, or the relay, checks it, so a unit whose author tagged it for this replica
+    /// but signed something else (an author equivocating) stops here, refused and never offered again.
+    private func checkedBeforePassingOn(_ offered: [(unit: SealedUnit, signature: Int)], sealer: SpaceSealer) throws -> [SealedUnit] {
+        var checked: [SealedUnit] = []
+        var bad: [SealedUnit] = []
+        var result: [SealedUnit] = []
+        for (unit, signature) in offered {
+            if signature > 0 { result.append(unit); continue }
+            if (try? sealer.verify(unit, knownKey: nil, knownAgreementKey: nil)) != nil {
+                checked.append(unit)
+                result.append(unit)
+            } else {
+                bad.append(unit)
+            }
+        }
+        guard !checked.isEmpty || !bad.isEmpty else { return result }
+        let now = Int64(options.wallClock.milliseconds())
+        do {
+            try queue.write { db in
+                for unit in checked + bad {
+                    try db.execute(sql: "UPDATE sealed_unit SET signature = ? WHERE author = ? AND end_seq = ?",
+                                   arguments: [bad.contains(unit) ? -1 : 1, Data(unit.author.raw.bytes), Int64(bitPattern: unit.endSeq)])
+                }
+                for unit in bad {
+                    try NoteStore.keepRefused(unit, code: "forged", reason: "forged: the signature of \(unit.label) does not verify, though its tag for this replica did (its author tagged one thing and signed another); it is not passed on", now: now, db)
+                }
+            }
+        } catch {
+            throw StoreError.wrap(error, "cannot record the checked sealed units")
+        }
+        return result
+    }
+
+    static func keepRefused(_ unit: SealedUnit, code: String, reason: String, now: Int64, _ db: Database) throws {
+        let author = Data(unit.author.raw.bytes)
+        let kept = try Int.fetchOne(db, sql: "SELECT count(*) FROM sealed_refused WHERE author = ?", arguments: [author]) ?? 0
+        guard kept < NoteStore.refusedUnitsPerAuthor else { return }
+        try db.execute(sql: """
+            INSERT INTO sealed_refused (author, start_seq, end_seq, code, reason, unit, received_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+            """, arguments: [author, Int64(bitPattern: unit.startSeq), Int64(bitPattern: unit.endSeq), code, reason, Data(unit.bytes), now])
     }
 
     private func keep(_ units: [SealedUnit]) throws {
@@ -280,11 +339,13 @@ extension NoteStore: SealedSyncReplica {
         }
     }
 
-    static func insert(_ units: [SealedUnit], _ db: Database) throws {
+    /// Keeps `units`; those in `takenOnTag` had their tag checked, not their signature.
+    static func insert(_ units: [SealedUnit], takenOnTag: Set<UnitBytes> = [], _ db: Database) throws {
         for unit in units {
             // One unit per (author, last seq): a second one for the same range adds nothing to pass on.
-            try db.execute(sql: "INSERT OR IGNORE INTO sealed_unit (author, start_seq, end_seq, unit) VALUES (?, ?, ?, ?)",
-                           arguments: [Data(unit.author.raw.bytes), Int64(bitPattern: unit.startSeq), Int64(bitPattern: unit.endSeq), Data(unit.bytes)])
+            try db.execute(sql: "INSERT OR IGNORE INTO sealed_unit (author, start_seq, end_seq, unit, signature) VALUES (?, ?, ?, ?, ?)",
+                           arguments: [Data(unit.author.raw.bytes), Int64(bitPattern: unit.startSeq), Int64(bitPattern: unit.endSeq), Data(unit.bytes),
+                                       takenOnTag.contains(UnitBytes(unit.bytes)) ? 0 : 1])
         }
     }
 
@@ -294,6 +355,7 @@ extension NoteStore: SealedSyncReplica {
     public func integrate(sealed units: [SealedUnit]) throws -> IntegrationReport {
         var sealer: SpaceSealer?
         var members: [ReplicaID: [UInt8]] = [:]
+        var agreements: [ReplicaID: [UInt8]] = [:]
         var known: Set<UnitBytes> = []
         var heardFromOthers = false
         do {
@@ -303,11 +365,7 @@ extension NoteStore: SealedSyncReplica {
                 guard sealer != nil, !units.isEmpty else { return }
                 heardFromOthers = try Bool.fetchOne(db, sql: "SELECT 1 FROM sealed_unit WHERE author != ? LIMIT 1",
                                                     arguments: [Data(replicaID.raw.bytes)]) ?? false
-                for row in try Row.fetchAll(db, sql: "SELECT replica, public_key FROM space_member") {
-                    let replica: Data = row[0]
-                    let key: Data = row[1]
-                    if let id = ReplicaID(blob: [UInt8](replica)) { members[id] = [UInt8](key) }
-                }
+                (members, agreements) = try NoteStore.memberKeys(db)
                 let select = try db.cachedStatement(sql: "SELECT unit FROM sealed_unit WHERE author = ? AND end_seq = ?")
                 for unit in units {
                     if let stored = try Data.fetchOne(select, arguments: [Data(unit.author.raw.bytes), Int64(bitPattern: unit.endSeq)]),
@@ -328,6 +386,8 @@ extension NoteStore: SealedSyncReplica {
         var changes: [Change] = []
         var refused: [(unit: SealedUnit, error: SyncError)] = []
         var introduced: [ReplicaID: [UInt8]] = [:]
+        var learnt: [ReplicaID: [UInt8]] = [:]
+        var takenOnTag: Set<UnitBytes> = []
         var otherKeys = 0
         var duplicates = 0
         for unit in units {
@@ -339,10 +399,17 @@ extension NoteStore: SealedSyncReplica {
                 continue
             }
             do {
-                let inside = try sealer.open(unit, knownKey: members[unit.author])
+                let (inside, check) = try sealer.openChecked(unit, knownKey: members[unit.author], knownAgreementKey: agreements[unit.author])
                 if members[unit.author] == nil {
                     members[unit.author] = unit.publicKey
                     introduced[unit.author] = unit.publicKey
+                }
+                if check == .tag {
+                    takenOnTag.insert(UnitBytes(unit.bytes))
+                } else if agreements[unit.author] == nil, let agreement = unit.agreementKey {
+                    // Learnt only from a unit whose signature verified: its author's key signed it.
+                    agreements[unit.author] = agreement
+                    learnt[unit.author] = agreement
                 }
                 opened.append(unit)
                 changes += inside
@@ -360,7 +427,7 @@ extension NoteStore: SealedSyncReplica {
         let own = sealer.signer.publicKey
         let ownID = replicaID
         let report = try apply(CausalOrder.canonical(changes), alsoWriting: { db in
-            try NoteStore.insert(opened, db)
+            try NoteStore.insert(opened, takenOnTag: takenOnTag, db)
             // Our own signing key is known as ours without an introduction from elsewhere.
             try db.execute(sql: "INSERT OR IGNORE INTO space_member (replica, public_key, first_seen) VALUES (?, ?, ?)",
                            arguments: [Data(ownID.raw.bytes), Data(own), now])
@@ -368,14 +435,12 @@ extension NoteStore: SealedSyncReplica {
                 try db.execute(sql: "INSERT OR IGNORE INTO space_member (replica, public_key, first_seen) VALUES (?, ?, ?)",
                                arguments: [Data(replica.raw.bytes), Data(key), now])
             }
+            for (replica, agreement) in learnt {
+                try db.execute(sql: "UPDATE space_member SET agreement_key = ? WHERE replica = ? AND agreement_key IS NULL",
+                               arguments: [Data(agreement), Data(replica.raw.bytes)])
+            }
             for (unit, error) in refused {
-                let author = Data(unit.author.raw.bytes)
-                let kept = try Int.fetchOne(db, sql: "SELECT count(*) FROM sealed_refused WHERE author = ?", arguments: [author]) ?? 0
-                guard kept < NoteStore.refusedUnitsPerAuthor else { continue }
-                try db.execute(sql: """
-                    INSERT INTO sealed_refused (author, start_seq, end_seq, code, reason, unit, received_at) VALUES (?, ?, ?, ?, ?, ?, ?)
-                    """, arguments: [author, Int64(bitPattern: unit.startSeq), Int64(bitPattern: unit.endSeq), error.code.description,
-                                     error.message, Data(unit.bytes), now])
+                try NoteStore.keepRefused(unit, code: error.code.description, reason: error.message, now: now, db)
             }
         })
         return IntegrationReport(applied: report.applied, duplicates: report.duplicates + duplicates, pending: report.pending,

@@ -315,6 +315,15 @@ enum Schema {
                 ALTER TABLE undo_stack ADD COLUMN is_undo INTEGER NOT NULL DEFAULT 0; -- 1: an undo (a version, not undoable)
                 """)
         }
+        // Recipient tags (issue 22, the cost of opening): each member's X25519 agreement key, learnt
+        // from a unit whose signature verified, and whether a kept unit's signature was checked
+        // (a unit taken on its tag is checked before it is passed on).
+        migrator.registerMigration("v13-crypto-cost-agreement-keys-signature-state") { db in
+            try db.execute(sql: """
+                ALTER TABLE space_member ADD COLUMN agreement_key BLOB;                      -- 32 bytes; NULL: not learnt yet
+                ALTER TABLE sealed_unit ADD COLUMN signature INTEGER NOT NULL DEFAULT 1;    -- 1 verified, 0 taken on its tag, -1 does not verify
+                """)
+        }
         return migrator
     }
 }

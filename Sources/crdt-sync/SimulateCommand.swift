@@ -101,7 +101,7 @@ struct SimulateCommand: AsyncParsableCommand {
         // Read before any shrinking runs more: what the runs spent sealing and opening.
         let sealingSeconds = Double(SealingTime.nanoseconds) / 1e9
         if ProcessInfo.processInfo.environment["CRDT_SYNC_SEALING_BREAKDOWN"] != nil {
-            FileHandle.standardError.write(Data("sealing \(Double(SealingTime.sealing.load(ordering: .relaxed)) / 1e9) s, verifying \(Double(SealingTime.verifying.load(ordering: .relaxed)) / 1e9) s, decrypting \(Double(SealingTime.decrypting.load(ordering: .relaxed)) / 1e9) s\n".utf8))
+            FileHandle.standardError.write(Data("sealing \(Double(SealingTime.sealing.load(ordering: .relaxed)) / 1e9) s, verifying \(Double(SealingTime.verifying.load(ordering: .relaxed)) / 1e9) s, decrypting \(Double(SealingTime.decrypting.load(ordering: .relaxed)) / 1e9) s; \(SealingTime.signatureChecks.load(ordering: .relaxed)) signatures checked, \(SealingTime.tagChecks.load(ordering: .relaxed)) units taken on their tag\n".utf8))
         }
 
         var failures: [Simulator.Failure] = []

@@ -17,10 +17,37 @@ struct SealedUnitTests {
         return store
     }
 
-    /// `bytes` with the signature replaced by `signer`'s over the rest (what a forger can do).
+    /// `bytes` with the signature replaced by `signer`'s over the rest, and no recipient tags
+    /// (what a forger can do).
     func resigned(_ bytes: [UInt8], by signer: SigningIdentity) throws -> [UInt8] {
-        let body = Array(bytes.dropLast(SealedUnit.signatureLength))
-        return body + Array(try signer.privateKey.signature(for: SealedUnit.signatureLabel + body))
+        let unit = try SealedUnit(parsing: bytes)
+        let body = Array(bytes[..<unit.signatureStart])
+        return body + Array(try signer.privateKey.signature(for: SealedUnit.signatureLabel(unit.version) + body)) + (unit.version >= 2 ? [0] : [])
+    }
+
+    /// `unit` with its recipient tags replaced by `tags` (recipient agreement key, tag).
+    func retagged(_ unit: SealedUnit, _ tags: [(recipient: [UInt8], tag: [UInt8])]) throws -> SealedUnit {
+        var writer = BinaryWriter()
+        writer.raw(Array(unit.tagged))
+        writer.varint(UInt64(tags.count))
+        for (recipient, tag) in tags {
+            writer.raw(Array(recipient.prefix(SealedUnit.recipientHintLength)))
+            writer.raw(tag)
+        }
+        return try SealedUnit(parsing: writer.bytes)
+    }
+
+    /// `a` and `b` have each opened a unit of the other (so each knows the other's agreement key).
+    func acquaint(_ a: NoteStore, _ b: NoteStore) throws {
+        _ = try introduce(a, to: b)
+        _ = try introduce(b, to: a)
+    }
+
+    /// How `store` checks `unit`'s authorship with what it knows of the unit's author.
+    func check(_ unit: SealedUnit, by store: NoteStore) throws -> UnitCheck {
+        let sealer = try #require(try store.spaceSealer())
+        let member = try #require(try store.space()?.members.first { $0.replica == unit.author })
+        return try sealer.verify(unit, knownKey: nil, knownAgreementKey: member.agreementKey.flatMap(hexBytes))
     }
 
     /// The byte offset of a unit's ciphertext.
@@ -97,7 +124,7 @@ struct SealedUnitTests {
         try expectRefused(forged, by: b, "this space is encrypted with a different key")
         // The same with the space's key id written in (it is public), re-signed by the forger.
         var bytes = forged[0].bytes
-        let keyIDAt = forged[0].headerEnd - 32 - 32 - 32 - 8
+        let keyIDAt = forged[0].keyIDOffset
         bytes.replaceSubrange(keyIDAt ..< keyIDAt + 8, with: key.keyID)
         let signer = try #require(try forger.spaceSealer()).signer
         try expectRefused([try SealedUnit(parsing: try resigned(bytes, by: signer))], by: b, "not introduced with the space key")
@@ -183,7 +210,7 @@ struct SealedUnitTests {
         var swapped = Array(second.bytes[..<second.headerEnd])
         var writer = BinaryWriter()
         writer.varint(UInt64(first[0].sealedBox.count))
-        swapped += writer.bytes + first[0].bytes[first[0].sealedBox] + [UInt8](repeating: 0, count: 64)
+        swapped += writer.bytes + first[0].bytes[first[0].sealedBox] + [UInt8](repeating: 0, count: 64) + [0]
         let aKey = try #require(try a.spaceSealer()).signer
         try expectRefused([try SealedUnit(parsing: try resigned(swapped, by: aKey))], by: b, "does not authenticate")
         // Delivered backwards: the second waits for the first, then both apply.
@@ -233,6 +260,126 @@ struct SealedUnitTests {
         }
     }
 
+    // MARK: Recipient tags (unit version 2)
+
+    /// Members that know each other's agreement keys take each other's units on their tags, not
+    /// their signatures; the units apply and converge as before.
+    @Test func recipientTagsStandInForTheSignature() throws {
+        let a = try member(), b = try member()
+        try acquaint(a, b)
+        let aSealer = try #require(try a.spaceSealer())
+        #expect(try b.space()?.members.first { $0.replica == a.replicaID }?.agreementKey == hexText(aSealer.agreementPublicKey))
+        let note = try a.createNote(title: "tagged")
+        _ = try a.appendText(note, " for b")
+        let units = try a.sealedUnits(since: try b.currentVersion())
+        let bAgreement = try #require(try b.spaceSealer()).agreementPublicKey
+        #expect(!units.isEmpty && units.allSatisfy { $0.version == 2 && $0.tags.map(\.recipient) == [Array(bAgreement.prefix(8))] })
+        for unit in units { #expect(try check(unit, by: b) == .tag) }
+        let report = try b.integrate(sealed: units)
+        #expect(report.applied > 0 && report.refused.isEmpty, "\(report.refused)")
+        #expect(try b.digest() == a.digest())
+        // b passes them on after checking their signatures once: c, who has not met a, opens them.
+        let c = try member()
+        #expect(try c.integrate(sealed: try b.sealedUnits(since: VersionVector())).refused.isEmpty)
+        #expect(try c.digest() == a.digest())
+    }
+
+    /// A recipient without a tag of its own (a's units were sealed before a knew it), or whose tag
+    /// was cut off, checks the signature, as for a version 1 unit.
+    @Test func aUnitWithoutATagForTheRecipientFallsBackToTheSignature() throws {
+        let a = try member(), b = try member(), c = try member()
+        try acquaint(a, b)
+        _ = try introduce(a, to: c)
+        _ = try a.createNote(title: "for b and c")
+        let unit = try #require(try a.sealedUnits(since: try c.currentVersion()).first)
+        #expect(unit.tags.count == 1)
+        #expect(try check(unit, by: c) == .signature)
+        #expect(try check(try retagged(unit, []), by: b) == .signature)
+        let report = try c.integrate(sealed: [unit])
+        #expect(report.applied > 0 && report.refused.isEmpty)
+        // A version 1 unit (no agreement key, no tags) still opens, by its signature.
+        var encoder = ChangeCodec.Encoder()
+        let aSealer = try #require(try a.spaceSealer())
+        _ = try a.createNote(title: "old format")
+        let fresh = try a.changes(since: try c.currentVersion()).filter { $0.replica == a.replicaID }
+        let v1 = try aSealer.seal(author: a.replicaID, changes: fresh, encoder: &encoder, recipients: [], version: 1)
+        #expect(v1.version == 1 && v1.agreementKey == nil && v1.tags.isEmpty)
+        #expect(try c.integrate(sealed: [v1]).applied == fresh.count)
+    }
+
+    /// A tampered tag is not taken: the unit is checked by its signature instead, which a genuine
+    /// unit passes (the tags are outside the signature: anyone on the way can alter them) and an
+    /// altered one fails, refused with a reason that names the tag.
+    @Test func aTamperedTagIsRefused() throws {
+        let a = try member(), b = try member()
+        try acquaint(a, b)
+        _ = try a.createNote(title: "tampered on the way")
+        let unit = try #require(try a.sealedUnits(since: try b.currentVersion()).first)
+        var flipped = unit.tags[0].tag
+        flipped[0] ^= 0x80
+        let badTag = try retagged(unit, [(try #require(try b.spaceSealer()).agreementPublicKey, flipped)])
+        #expect(try check(badTag, by: b) == .signature)
+        // The ciphertext altered, the tag left: neither the tag nor the signature verifies.
+        var altered = unit.bytes
+        altered[ciphertextStart(unit)] ^= 0x01
+        try expectRefused([try SealedUnit(parsing: altered)], by: b, "its tag for this replica does not verify, nor does the signature of")
+        #expect(try b.integrate(sealed: [badTag]).applied > 0)
+    }
+
+    /// A member (mallory) cannot make a tag in another member's name: the tag b checks is under
+    /// the key b shares with a's agreement key as b learnt it, which mallory cannot make; putting
+    /// its own agreement key in a's unit takes the unit off the tag path, to a's signature.
+    @Test func aMemberCannotMakeATagInAnotherMembersName() throws {
+        let a = try member(), b = try member(), mallory = try member()
+        try acquaint(a, b)
+        try acquaint(mallory, b)
+        _ = try introduce(a, to: mallory)
+        _ = try a.createNote(title: "a's words")
+        let unit = try #require(try a.sealedUnits(since: try b.currentVersion()).first)
+        let mallorySealer = try #require(try mallory.spaceSealer())
+        let bAgreement = try #require(try b.spaceSealer()).agreementPublicKey
+        // a's unit altered, tagged for b under mallory's key with b.
+        var altered = unit.bytes
+        altered[ciphertextStart(unit)] ^= 0x01
+        let alteredUnit = try SealedUnit(parsing: altered)
+        let forged = try retagged(alteredUnit, [(bAgreement, try mallorySealer.recipientTag(alteredUnit.tagged, recipient: bAgreement, peer: bAgreement))])
+        try expectRefused([forged], by: b, "its tag for this replica does not verify, nor does the signature of")
+        // With mallory's agreement key in a's header (its introduction made again with the space
+        // key): b does not take the key from the unit, so the signature decides.
+        var header = Array(unit.bytes[..<unit.headerEnd])
+        let agreementAt = unit.keyIDOffset + 8 + 32 + 32
+        header.replaceSubrange(agreementAt ..< agreementAt + 32, with: mallorySealer.agreementPublicKey)
+        header.replaceSubrange((unit.headerEnd - 32) ..< unit.headerEnd,
+                               with: mallorySealer.introduction(author: a.replicaID, publicKey: unit.publicKey, agreementKey: mallorySealer.agreementPublicKey))
+        let swapped = try SealedUnit(parsing: header + Array(unit.bytes[unit.headerEnd...]))
+        let retaggedSwap = try retagged(swapped, [(bAgreement, try mallorySealer.recipientTag(swapped.tagged, recipient: bAgreement, peer: bAgreement))])
+        try expectRefused([retaggedSwap], by: b, "the signature of")
+    }
+
+    /// An author that tags a unit for one member and signs something else: that member takes it
+    /// on its tag (an insider's equivocation), but checks the signature before passing it on, so it
+    /// goes no further; it is refused and named, and the relay refuses it too.
+    @Test func aUnitTakenOnItsTagIsCheckedBeforeItIsPassedOn() throws {
+        let a = try member(), b = try member()
+        try acquaint(a, b)
+        _ = try a.createNote(title: "equivocated")
+        let unit = try #require(try a.sealedUnits(since: try b.currentVersion()).first)
+        var bad = Array(unit.signed) + [UInt8](repeating: 0x5A, count: 64)
+        bad += [0]
+        let unsigned = try SealedUnit(parsing: bad)
+        let bAgreement = try #require(try b.spaceSealer()).agreementPublicKey
+        let aSealer = try #require(try a.spaceSealer())
+        let equivocating = try retagged(unsigned, [(bAgreement, try aSealer.recipientTag(unsigned.tagged, recipient: bAgreement, peer: bAgreement))])
+        #expect(!equivocating.hasValidSignature)
+        #expect(try b.integrate(sealed: [equivocating]).applied > 0)
+        let passedOn = try b.sealedUnits(since: VersionVector())
+        #expect(!passedOn.contains { $0.author == a.replicaID && $0.endSeq == unit.endSeq })
+        #expect(try b.refusedUnits().contains { $0.reason.contains("tagged one thing and signed another") })
+        // Offered again, it stays out, without a second refusal.
+        #expect(!(try b.sealedUnits(since: VersionVector())).contains { $0.author == a.replicaID && $0.endSeq == unit.endSeq })
+        #expect(try b.refusedUnits().count == 1)
+    }
+
     @Test func passphrasesAndRecoveryCodes() throws {
         let (key, descriptor) = try SpaceKey.create(passphrase: "a long enough passphrase", logN: 10)
         let parsed = try SpaceKey.Descriptor(descriptor.description)
@@ -255,4 +402,18 @@ private extension VersionVector {
         copy[replica] = seq
         return copy
     }
+}
+
+private func hexText(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
+
+private func hexBytes(_ text: String) -> [UInt8]? {
+    var out: [UInt8] = []
+    var index = text.startIndex
+    while index < text.endIndex {
+        let next = text.index(index, offsetBy: 2)
+        guard let byte = UInt8(text[index ..< next], radix: 16) else { return nil }
+        out.append(byte)
+        index = next
+    }
+    return out
 }
