@@ -224,6 +224,13 @@ extension NoteStore: SealedSyncReplica {
     /// takes), keeps those units, and returns every kept unit a replica at `version` lacks whose
     /// changes are all applied here.
     public func sealedUnits(since version: VersionVector) throws -> [SealedUnit] {
+        try sealedUnits(since: version, checkingTaggedUnits: true)
+    }
+
+    /// `sealedUnits(since:)`; with `checkingTaggedUnits` false, units taken here on their
+    /// recipient tag are returned without a signature check (a folder's readers check each unit
+    /// and skip only a bad one; a relay refuses a whole upload, so it gets checked units).
+    public func sealedUnits(since version: VersionVector, checkingTaggedUnits: Bool) throws -> [SealedUnit] {
         guard let sealer = try spaceSealer() else { return [] }
         let have = try currentVersion()
         // Ours: the current id, and the older ids this replica wrote as that are not made from a
@@ -285,6 +292,7 @@ extension NoteStore: SealedSyncReplica {
         } catch {
             throw StoreError.wrap(error, "cannot read the sealed units")
         }
+        guard checkingTaggedUnits else { return offered.map(\.unit) }
         return try checkedBeforePassingOn(offered, sealer: sealer)
     }
 

@@ -31,6 +31,9 @@ public struct FolderTransport: SyncTransport {
     /// holding one is skipped and counts for nothing, and its author's real unit is written again.
     public var sealedUnitCheck: (@Sendable (SealedUnit) -> SyncError?)?
 
+    /// Readers check each file's units and skip a bad file alone (`read`).
+    public var checksEachSealedUnit: Bool { true }
+
     /// The extension of a bundle file.
     public static let fileExtension = "crdtb"
     /// The default for `maxFileBytes`: the largest bundle a reader takes (larger files are skipped unread).

@@ -204,6 +204,18 @@ public final class VerifiedUnits: Sendable {
 
     func contains(_ bytes: [UInt8]) -> Bool { units.withLock { $0.contains(UnitBytes(bytes)) } }
 
+    /// Units taken on their tag for this replica (kept apart: their signature was not checked).
+    private let tagged = Mutex(Set<UnitBytes>())
+
+    func containsTagged(_ bytes: [UInt8]) -> Bool { tagged.withLock { $0.contains(UnitBytes(bytes)) } }
+
+    func insertTagged(_ bytes: [UInt8]) {
+        tagged.withLock { set in
+            if set.count >= capacity { set.removeAll(keepingCapacity: true) }
+            set.insert(UnitBytes(bytes))
+        }
+    }
+
     func insert(_ bytes: [UInt8]) {
         units.withLock { set in
             if set.count >= capacity { set.removeAll(keepingCapacity: true) }
@@ -286,13 +298,19 @@ public struct SpaceSealer: Sendable {
         }
     }
 
-    /// The tag of `unit` for the holder of agreement key `recipient`, under the pairwise key with `peer`.
-    func recipientTag(_ tagged: ArraySlice<UInt8>, recipient: [UInt8], peer: [UInt8]) throws -> [UInt8] {
+    /// The tag for the holder of agreement key `recipient`, under the pairwise key with `peer`, of
+    /// the bytes whose SHA-256 is `digest` (hashed once for all of a unit's recipients).
+    func recipientTag(digest: [UInt8], recipient: [UInt8], peer: [UInt8]) throws -> [UInt8] {
         var hmac = HMAC<Crypto.SHA256>(key: try pairKey(with: peer))
         hmac.update(data: SpaceSealer.tagLabel)
         hmac.update(data: recipient)
-        hmac.update(data: tagged)
+        hmac.update(data: digest)
         return Array(Array(hmac.finalize()).prefix(SealedUnit.recipientTagLength))
+    }
+
+    /// The tag of a unit's `tagged` bytes (its signed bytes and signature) for `recipient`.
+    func recipientTag(_ tagged: ArraySlice<UInt8>, recipient: [UInt8], peer: [UInt8]) throws -> [UInt8] {
+        try recipientTag(digest: Array(Crypto.SHA256.hash(data: tagged)), recipient: recipient, peer: peer)
     }
 
     static let tagLabel = Array("crdt-sync unit tag v2\u{0}".utf8)
@@ -344,11 +362,11 @@ public struct SpaceSealer: Sendable {
         let signature = try signer.privateKey.signature(for: SealedUnit.signatureLabel(version) + writer.bytes)
         writer.raw(signature)
         if version >= 2 {
-            let tagged = writer.bytes[...]
+            let digest = Array(Crypto.SHA256.hash(data: writer.bytes))
             let others = Array(Set(recipients.filter { $0 != agreementPublicKey && $0.count == 32 })).sorted { $0.lexicographicallyPrecedes($1) }
             var tags: [(hint: [UInt8], tag: [UInt8])] = []
             for recipient in others.prefix(SealedUnit.maxRecipientTags) {
-                guard let tag = try? recipientTag(tagged, recipient: recipient, peer: recipient) else { continue }
+                guard let tag = try? recipientTag(digest: digest, recipient: recipient, peer: recipient) else { continue }
                 tags.append((Array(recipient.prefix(SealedUnit.recipientHintLength)), tag))
             }
             writer.varint(UInt64(tags.count))
@@ -407,11 +425,14 @@ public struct SpaceSealer: Sendable {
         // The tag for us, under the key shared with the author's agreement key as first learnt
         // here from a unit whose signature verified (never the key this unit names alone).
         var badTag = false
+        // A folder reader's check, then the open: the tag is checked once (against the same key).
+        if let knownAgreementKey, unit.agreementKey == knownAgreementKey, verified?.containsTagged(unit.bytes) == true { return .tag }
         if let agreementKey = unit.agreementKey, let knownAgreementKey, agreementKey == knownAgreementKey,
            let mine = unit.tags.first(where: { $0.recipient.elementsEqual(agreementPublicKey.prefix(SealedUnit.recipientHintLength)) }) {
             if let expected = try? recipientTag(unit.tagged, recipient: agreementPublicKey, peer: knownAgreementKey),
                constantTimeEqual(expected, mine.tag) {
                 SealingTime.tagChecks.add(1, ordering: .relaxed)
+                verified?.insertTagged(unit.bytes)
                 return .tag
             }
             badTag = true

@@ -73,7 +73,7 @@ public struct SyncEngine: Sendable {
             case .apply(let changes):
                 action = try session.applied(try replica.integrate(changes))
             case .loadSealedUnits(let since):
-                action = try session.unitsLoaded(try sealing!.sealedUnits(since: since))
+                action = try session.unitsLoaded(try sealing!.sealedUnits(since: since, checkingTaggedUnits: !transport.checksEachSealedUnit))
             case .applySealed(let units):
                 action = try session.applied(try sealing!.integrate(sealed: units))
             case .recordPeers(let peers):

@@ -72,6 +72,15 @@ public protocol SyncTransport: Sendable {
     func send(_ bundle: SyncBundle) async throws -> SendResult
     /// Bundles that may hold what a replica at `version` lacks, and what could not be read this time.
     func receive(for local: ReplicaID, version: VersionVector) async throws -> ReceiveResult
+    /// Whether the other side's readers check each sealed unit and refuse only that one (a
+    /// folder's readers skip one file), so that a replica may pass on units it took on their
+    /// recipient tag without checking their signatures first. False (the default): a relay
+    /// refuses a whole upload for one unit whose signature does not verify.
+    var checksEachSealedUnit: Bool { get }
+}
+
+extension SyncTransport {
+    public var checksEachSealedUnit: Bool { false }
 }
 
 /// What a replica did with a batch of received changes.
@@ -112,6 +121,9 @@ public protocol SealedSyncReplica: SyncReplica {
     /// The sealed units a replica at `version` lacks, after sealing this replica's own changes
     /// that no unit holds yet.
     func sealedUnits(since version: VersionVector) throws -> [SealedUnit]
+    /// `sealedUnits(since:)`, where `checkingTaggedUnits` false passes on units taken on their
+    /// recipient tag without checking their signatures (for a destination that checks each unit).
+    func sealedUnits(since version: VersionVector, checkingTaggedUnits: Bool) throws -> [SealedUnit]
     /// Opens the units and applies what they hold in one transaction; units that do not verify
     /// are refused (reported, kept aside), not thrown.
     ///
@@ -132,4 +144,10 @@ public protocol SyncReplica: AnyObject, Sendable {
     func integrate(_ changes: [Change]) throws -> IntegrationReport
     /// Records what a peer has (merged with what was known).
     func recordPeer(_ replica: ReplicaID, version: VersionVector) throws
+}
+
+extension SealedSyncReplica {
+    public func sealedUnits(since version: VersionVector, checkingTaggedUnits: Bool) throws -> [SealedUnit] {
+        try sealedUnits(since: version)
+    }
 }
