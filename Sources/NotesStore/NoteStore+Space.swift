@@ -145,8 +145,8 @@ extension NoteStore {
     }
 
     /// What a folder reader checks of a sealed unit with this replica's keys (`FolderTransport.
-    /// sealedUnitCheck`): its introduction, its author's key as first introduced here, its
-    /// signature. Nil in a plain replica. Units under another key pass (`integrate(sealed:)`
+    /// sealedUnitCheck`): its introduction, its author's key as first introduced here, its tag for
+    /// this replica or its signature. Nil in a plain replica. Units under another key pass (`integrate(sealed:)`
     /// refuses them and says why).
     public func sealedUnitCheck() throws -> (@Sendable (SealedUnit) -> SyncError?)? {
         guard let sealer = try spaceSealer() else { return nil }

@@ -94,7 +94,6 @@ public struct SealedUnit: Sendable, Hashable {
     static let maxRecipientTags = 64
     /// What an author signs: this label, then the unit's bytes before the signature.
     static func signatureLabel(_ version: UInt8) -> [UInt8] { Array("crdt-sync sealed unit v\(version)\u{0}".utf8) }
-    static let signatureLabel = signatureLabel(1)
 
     /// Reads a unit's header and framing, without any key.
     ///

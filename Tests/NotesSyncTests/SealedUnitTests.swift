@@ -372,6 +372,9 @@ struct SealedUnitTests {
         let equivocating = try retagged(unsigned, [(bAgreement, try aSealer.recipientTag(unsigned.tagged, recipient: bAgreement, peer: bAgreement))])
         #expect(!equivocating.hasValidSignature)
         #expect(try b.integrate(sealed: [equivocating]).applied > 0)
+        // Into a folder (whose readers check each file) it goes unchecked; b's relay uploads check it.
+        #expect(try b.sealedUnits(since: VersionVector(), checkingTaggedUnits: false).contains(equivocating))
+        #expect(try b.refusedUnits().isEmpty)
         let passedOn = try b.sealedUnits(since: VersionVector())
         #expect(!passedOn.contains { $0.author == a.replicaID && $0.endSeq == unit.endSeq })
         #expect(try b.refusedUnits().contains { $0.reason.contains("tagged one thing and signed another") })
