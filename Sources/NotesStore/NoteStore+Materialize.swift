@@ -36,6 +36,12 @@ struct StaleIndexRows {
     mutating func added(_ row: Int64) { entries.append((row, false, "", "")) }
 }
 
+/// The notes a batch of changes touched (note -> whether its body was), and the tags it renamed.
+struct TouchedNotes {
+    var notes: [NoteID: Bool] = [:]
+    var renamedTags: Set<String> = []
+}
+
 extension NoteStore {
     /// Gap between the `ord` of consecutive body chunks, so a chunk can be inserted between two.
     static let chunkOrderGap: Int64 = 1 << 20
@@ -45,21 +51,34 @@ extension NoteStore {
     /// - Returns: how many notes were written.
     @discardableResult
     func materialize(_ changes: [Change], _ db: Database) throws -> Int {
-        var touched: [NoteID: Bool] = [:]  // note -> body touched
-        var renamedTags: Set<String> = []
+        var touched = TouchedNotes()
+        noteTouches(of: changes, in: &touched)
+        return try materialize(touched, db)
+    }
+
+    /// Adds the notes `changes` touch (and the tags they rename) to `touched`.
+    func noteTouches(of changes: [Change], in touched: inout TouchedNotes) {
         for change in changes {
             for op in change.operations {
                 switch op {
                 case .setNoteField(let note, _, _):
-                    if touched[note] == nil { touched[note] = false }
+                    if touched.notes[note] == nil { touched.notes[note] = false }
                 case .insertText(let note, _, _), .deleteText(let note, _), .deleteEach(let note, _):
-                    touched[note] = true
+                    touched.notes[note] = true
                 case .setTagField(let tag, let field, _):
                     loaded!.tagStateStale = true
-                    if field == .name { renamedTags.insert(tag) }
+                    if field == .name { touched.renamedTags.insert(tag) }
                 }
             }
         }
+    }
+
+    /// Re-materializes the notes in `touched` (and every note in a tag it renamed).
+    ///
+    /// - Returns: how many notes were written.
+    func materialize(_ touches: TouchedNotes, _ db: Database) throws -> Int {
+        var touched = touches.notes
+        let renamedTags = touches.renamedTags
         for tag in renamedTags {
             try statement("SELECT note FROM note_tags WHERE tag = ?", db).forEachRow(.text(tag)) {
                 if let id = NoteID(hex: SQLColumn.text($0, 0)), touched[id] == nil { touched[id] = false }

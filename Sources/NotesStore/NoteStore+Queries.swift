@@ -370,7 +370,8 @@ extension NoteStore {
             let ops = change.operations.filter { note == nil || $0.note == note }
             guard !ops.isEmpty else { return nil }
             var notes: [NoteID] = []
-            for op in ops { if let n = op.note, !notes.contains(n) { notes.append(n) } }
+            var seen = Set<NoteID>()  // a joined change can span every note: `contains` was quadratic
+            for op in ops { if let n = op.note, seen.insert(n).inserted { notes.append(n) } }
             return HistoryEntry(replica: change.replica, isLocal: change.replica == replicaID, startSeq: change.startSeq,
                                 endSeq: change.endSeq, timestamp: change.timestamp, notes: notes,
                                 summary: HistoryEntry.summarize(ops))
@@ -414,6 +415,7 @@ extension HistoryEntry {
         var inserted: [NoteID: Int] = [:]
         var deleted: [NoteID: UInt64] = [:]
         var order: [NoteID] = []
+        var created = Set<NoteID>()  // looked up per state op; searching `lines` was quadratic
         func quote(_ s: String) -> String {
             let short = s.unicodeScalars.count > 40 ? String(String.UnicodeScalarView(s.unicodeScalars.prefix(40))) + "…" : s
             return "\"\(short)\""
@@ -423,14 +425,16 @@ extension HistoryEntry {
             case .setNoteField(let note, let field, let value):
                 let n = String(note.description.prefix(8))
                 switch (field, value) {
-                case (.createdAt, _): lines.append("created note \(n)")
+                case (.createdAt, _):
+                    lines.append("created note \(n)")
+                    created.insert(note)
                 case (.title, _): lines.append("note \(n): title \(quote(value.stringValue ?? ""))")
                 case (.pinned, .bool(let b)): lines.append("note \(n): \(b ? "pinned" : "unpinned")")
                 case (.archived, .bool(let b)): lines.append("note \(n): \(b ? "archived" : "unarchived")")
                 case (.color, .string(let c)): lines.append("note \(n): color \(c)")
                 case (.color, _): lines.append("note \(n): color cleared")
                 case (.state, .string(let s)):
-                    if s != NoteLifecycle.active.rawValue || !lines.contains("created note \(n)") {
+                    if s != NoteLifecycle.active.rawValue || !created.contains(note) {
                         lines.append("note \(n): \(s == "active" ? "restored" : s)")
                     }
                 case (.tag(let key), .bool(let b)): lines.append("note \(n): \(b ? "tagged" : "untagged") \(key)")

@@ -79,19 +79,36 @@ extension NoteStore {
         try apply(changes, alsoWriting: nil)
     }
 
+    /// Applies changes that come in batches, in one transaction for them all as `apply(_:)`
+    /// applies one batch, holding one batch at a time: a new device bootstrapping from a large
+    /// history decodes and applies it piece by piece, and each note is written once at the end.
+    ///
+    /// `next` hands over the next batch, or nil when there is none left (an error it throws
+    /// rolls everything back); `progress` is told the report so far after each batch.
+    ///
+    /// - Returns: the report of the whole run.
+    @discardableResult
+    public func apply(batches next: () throws -> [Change]?, progress: (ApplyReport) -> Void = { _ in }) throws -> ApplyReport {
+        try apply(batches: next, alsoWriting: nil, progress: progress)
+    }
+
     /// `apply(_:)`, with `extra` written in the same transaction (what an encrypted space keeps
     /// beside the changes: the sealed units, the members' keys).
     func apply(_ changes: [Change], alsoWriting extra: ((Database) throws -> Void)?) throws -> ApplyReport {
-        lock.lock(); defer { lock.unlock() }
-        if changes.isEmpty, let extra {
-            try writeTransaction("cannot record the sealed units") { db in try extra(db) }
-        }
-        guard !changes.isEmpty else {
+        if changes.isEmpty {
+            lock.lock(); defer { lock.unlock() }
+            if let extra { try writeTransaction("cannot record the sealed units") { db in try extra(db) } }
             return ApplyReport(applied: 0, duplicates: 0, pending: try loadedState().notebook.pendingCount, touchedNotes: 0)
         }
+        var batch: [Change]? = changes
+        return try apply(batches: { defer { batch = nil }; return batch }, alsoWriting: extra, progress: { _ in })
+    }
+
+    private func apply(batches next: () throws -> [Change]?, alsoWriting extra: ((Database) throws -> Void)?,
+                       progress: (ApplyReport) -> Void) throws -> ApplyReport {
+        lock.lock(); defer { lock.unlock() }
         var moved: ReplicaID? = nil
         let report = try writeTransaction("cannot apply the changes") { db -> ApplyReport in
-            let before = loaded!.notebook.versionVector
             let pendingBefore = loaded!.notebook.pendingCount
             let quarantineBefore = (loaded!.notebook.quarantineGeneration, loaded!.notebook.quarantineAdmissions,
                                     loaded!.notebook.quarantineRefusals)
@@ -101,28 +118,47 @@ extension NoteStore {
             var queued = false
             var foreignOwn = 0
             var skippedOwn = 0  // refused here, not by the notebook
+            var touches = TouchedNotes()
             let own = replicaID
-            for change in changes {
-                // Seqs in our name past what we made: a copy of this database wrote them. Applying
-                // them would make our next operations repeat their seqs.
-                if change.replica == own, change.endSeq > loaded!.notebook.versionVector[own] {
-                    foreignOwn += 1
-                    skippedOwn += 1
-                    continue
+            func report(touched: Int) -> ApplyReport {
+                ApplyReport(applied: applied, duplicates: duplicates, pending: loaded!.notebook.pendingCount, touchedNotes: touched,
+                            quarantined: loaded!.notebook.quarantineAdmissions - quarantineBefore.1,
+                            rejected: loaded!.notebook.quarantineRefusals - quarantineBefore.2 + skippedOwn,
+                            foreignOwnChanges: foreignOwn)
+            }
+            while let changes = try next() {
+                let before = loaded!.notebook.versionVector
+                let appliedBefore = applied
+                for change in changes {
+                    // Seqs in our name past what we made: a copy of this database wrote them. Applying
+                    // them would make our next operations repeat their seqs.
+                    if change.replica == own, change.endSeq > loaded!.notebook.versionVector[own] {
+                        foreignOwn += 1
+                        skippedOwn += 1
+                        continue
+                    }
+                    switch loaded!.notebook.apply(change) {
+                    case .applied(let released):
+                        applied += 1 + released
+                        if released > 0 { queued = true }
+                    case .duplicate:
+                        duplicates += 1
+                    case .pending:
+                        queued = true
+                    case .rejected(let error) where error.code == .equivocation && change.replica == own:
+                        foreignOwn += 1  // counted once, in `rejected` already
+                    case .quarantined, .rejected:
+                        break
+                    }
                 }
-                switch loaded!.notebook.apply(change) {
-                case .applied(let released):
-                    applied += 1 + released
-                    if released > 0 { queued = true }
-                case .duplicate:
-                    duplicates += 1
-                case .pending:
-                    queued = true
-                case .rejected(let error) where error.code == .equivocation && change.replica == own:
-                    foreignOwn += 1  // counted once, in `rejected` already
-                case .quarantined, .rejected:
-                    break
+                // Logged batch by batch, so that only one batch's changes are held; the notes are
+                // written once, after the last.
+                if applied > appliedBefore {
+                    let newChanges = loaded!.notebook.changes(since: before)
+                    try log(newChanges, db)
+                    noteTouches(of: newChanges, in: &touches)
                 }
+                progress(report(touched: touches.notes.count))
             }
             let pendingAfter = loaded!.notebook.pendingCount
             if queued || pendingAfter != pendingBefore {
@@ -130,22 +166,14 @@ extension NoteStore {
             }
             let quarantineChanged = loaded!.notebook.quarantineGeneration != quarantineBefore.0
             if quarantineChanged { try writeQuarantine(db) }
-            var touched = 0
-            if applied > 0 {
-                let newChanges = loaded!.notebook.changes(since: before)
-                try log(newChanges, db)
-                touched = try materialize(newChanges, db)
-            }
+            let touched = applied > 0 ? try materialize(touches, db) : 0
             try extra?(db)
             if foreignOwn > 0 {
                 moved = try NoteStore.retire(own, db, options: options, salt: "",
                                              reason: "a sync brought \(foreignOwn) change(s) in this replica's name that it never made: another copy of this database writes as it")
             }
             if applied > 0 || queued || quarantineChanged || moved != nil { try bumpRevision(db) } else { dirty = false }
-            return ApplyReport(applied: applied, duplicates: duplicates, pending: pendingAfter, touchedNotes: touched,
-                               quarantined: loaded!.notebook.quarantineAdmissions - quarantineBefore.1,
-                               rejected: loaded!.notebook.quarantineRefusals - quarantineBefore.2 + skippedOwn,
-                               foreignOwnChanges: foreignOwn)
+            return report(touched: touched)
         }
         if let moved {
             // Loaded again as the new identity at the next use (the snapshot names the old one).

@@ -34,8 +34,8 @@ struct ScaleCommand: ParsableCommand {
 
         bootstrap: a second notebook of --bundle-notes notes with about ten operations each is \
         generated once, its changes written as bundle files (SyncBundle.pieces) and pushed to a \
-        relay store through `crdt-sync serve` (a store that imported them cannot export them: it \
-        joins one author's run of changes into one, larger than a bundle may hold). Then, \
+        relay store through `crdt-sync serve`, straight from the generated changes (quicker than \
+        through a store). Then, \
         --bootstrap-runs times after one untimed run: `crdt-sync import` of that bundle into \
         a fresh replica, and a fresh replica pulling the same from `crdt-sync serve` (a separate \
         process on a loopback port) with `crdt-sync sync --url`. Shown: the wall time and peak \

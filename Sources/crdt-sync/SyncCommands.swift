@@ -145,41 +145,60 @@ struct ImportBundles: AsyncParsableCommand {
     func run() async throws {
         if let markdown { return try importMarkdown(replica, from: markdown, json: json) }
         try await runReportingAsync {
-            var bundles: [SyncBundle] = []
-            for file in files {
-                // Read at most a bundle's largest size, checked and decoded whole before anything is applied.
-                do { bundles.append(try SyncBundle.decode(SyncBundle.readFile(at: URL(fileURLWithPath: file)))) } catch let error as SyncError {
+            func decode(_ file: String) throws -> SyncBundle {
+                // Read at most a bundle's largest size, checked and decoded whole.
+                do { return try SyncBundle.decode(SyncBundle.readFile(at: URL(fileURLWithPath: file))) } catch let error as SyncError {
                     throw error.at(file)
                 }
             }
+            // Every file is checked before anything is applied, then decoded again file by file as
+            // it is applied: the decoded history of a large bundle took more memory than the replica.
+            var headers: [(sender: ReplicaID, version: VersionVector, changes: Int, sealed: Bool)] = []
+            for file in files {
+                let bundle = try decode(file)
+                headers.append((bundle.sender, bundle.senderVersion, bundle.changes.count, !bundle.sealedUnits.isEmpty))
+            }
             let store = try replica.open()
-            let changes = bundles.flatMap(\.changes)
+            let changeCount = headers.reduce(0) { $0 + $1.changes }
             let encrypted = try store.isInEncryptedSpace()
             // An encrypted space takes only sealed bundles; a plain replica cannot open them.
-            if let index = bundles.indices.first(where: { encrypted ? !bundles[$0].changes.isEmpty : !bundles[$0].sealedUnits.isEmpty }) {
+            if let index = headers.indices.first(where: { encrypted ? headers[$0].changes > 0 : headers[$0].sealed }) {
                 printError(encrypted ? "\(files[index]): plaintext bundle refused: this replica is in an end-to-end encrypted space; nothing was applied"
                     : "\(files[index]): sealed (end-to-end encrypted) bundle: this replica is in no encrypted space (`crdt-sync space join`); nothing was applied")
                 throw ExitCode(2)
             }
-            let progress = ProgressLine(label: "importing", total: changes.count)
+            let progress = ProgressLine(label: "importing", total: changeCount)
             let report: IntegrationReport
             do {
-                report = encrypted ? try store.integrate(sealed: bundles.flatMap(\.sealedUnits)) : try store.integrate(changes)
+                if encrypted {
+                    report = try store.integrate(sealed: files.flatMap { try decode($0).sealedUnits })
+                } else {
+                    var remaining = files[...]
+                    var done = 0
+                    let applied = try store.apply(batches: {
+                        guard let file = remaining.popFirst() else { return nil }
+                        let changes = try decode(file).changes
+                        done += changes.count
+                        return changes
+                    }, progress: { _ in progress.update(done) })
+                    report = IntegrationReport(applied: applied.applied, duplicates: applied.duplicates, pending: applied.pending,
+                                               quarantined: applied.quarantined, rejected: applied.rejected)
+                }
             } catch let error as SyncError where error.code == .wrongKey {
                 printError(error.message)
                 throw ExitCode(2)
             }
             progress.finish()
             for line in report.refused { printError("refused: \(line)") }
-            for bundle in bundles where bundle.sender != store.replicaID {
-                try store.recordPeer(bundle.sender, versionVector: bundle.senderVersion)
+            for header in headers where header.sender != store.replicaID {
+                try store.recordPeer(header.sender, versionVector: header.version)
             }
             if json {
                 struct Out: Encodable {
                     var files: Int; var changes: Int; var applied: Int; var duplicates: Int; var pending: Int
                     var quarantined: Int; var rejected: Int
                 }
-                try printJSON(Out(files: files.count, changes: changes.count, applied: report.applied, duplicates: report.duplicates,
+                try printJSON(Out(files: files.count, changes: changeCount, applied: report.applied, duplicates: report.duplicates,
                                   pending: report.pending, quarantined: report.quarantined, rejected: report.rejected))
             } else {
                 print("imported \(files.count) file(s): \(report.applied) change(s) applied, \(report.duplicates) already here, \(report.pending) waiting for earlier changes"
