@@ -37,15 +37,44 @@ struct PostgresRelayStorageTests {
         }
     }
 
-    @Test func aSealedUnitIsRefusedAndNothingIsStored() async throws {
-        let storage = try await Self.instance()
-        let space = "sealed-\(UUID().uuidString.prefix(8))"
-        var records = try Self.authorRecords(2)
-        records[1].sealed = true
-        await #expect(throws: RelayStorageError.self) { _ = try await storage.append(space: space, records: records) }
-        let status = try await storage.status(space: space)
-        #expect(status.changes == 0)
-        await storage.close()
+    /// First writers racing through two instances: a new space gets one kind (a sealed and a plain
+    /// first append, exactly one stored), and an author one signing key (two first units under
+    /// different keys, exactly one stored); the loser is refused as an encryption error.
+    @Test func firstWritersThroughTwoInstancesFixOneKindAndOneKey() async throws {
+        let a = try await Self.instance()
+        let b = try await Self.instance()
+        for round in 0 ..< 8 {
+            let space = uniqueSpace("race")
+            let author = ReplicaID.random()
+            async let sealed = Self.outcome { try await a.append(space: space, records: [SealedRelayStorageTests.sealed(author, 1, 1)]) }
+            async let plain = Self.outcome { try await b.append(space: space, records: SealedRelayStorageTests.plainRecords()) }
+            let outcomes = await [sealed, plain]
+            #expect(outcomes.filter { $0 == nil }.count == 1, "round \(round): \(outcomes)")
+            #expect(outcomes.compactMap { $0 } == [.encryption], "round \(round)")
+            let served = try await SealedRelayStorageTests.all(a, space)
+            #expect(served.count == 1 && served[0].sealed == (outcomes[0] == nil), "round \(round)")
+
+            let keyed = uniqueSpace("keys")
+            async let first = Self.outcome { try await a.append(space: keyed, records: [SealedRelayStorageTests.sealed(author, 1, 1, key: SealedRelayStorageTests.key(1))]) }
+            async let second = Self.outcome { try await b.append(space: keyed, records: [SealedRelayStorageTests.sealed(author, 1, 1, key: SealedRelayStorageTests.key(2))]) }
+            let keys = await [first, second]
+            #expect(keys.filter { $0 == nil }.count == 1 && keys.compactMap { $0 } == [.encryption], "round \(round): \(keys)")
+            #expect(try await b.status(space: keyed).changes == 1, "round \(round)")
+        }
+        await a.close()
+        await b.close()
+    }
+
+    /// nil when `body` succeeds, else the kind of storage error it threw.
+    static func outcome(_ body: () async throws -> [Int]) async -> RelayStorageError.Kind? {
+        do {
+            _ = try await body()
+            return nil
+        } catch let error as RelayStorageError {
+            return error.kind
+        } catch {
+            return .failure
+        }
     }
 
     @Test func instancesStartingTogetherShareOneSchemaAndIdentity() async throws {
