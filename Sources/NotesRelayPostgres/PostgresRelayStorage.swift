@@ -28,6 +28,7 @@ public final class PostgresRelayStorage: RelayStorage {
     public let location: PostgresLocation
     let client: PostgresClient
     let logger: Logger
+    let notifier: Notifier
     private let runTask: Task<Void, Never>
     private let listenTask: Task<Void, Never>
     private let listenConnection: ConnectionHolder
@@ -76,6 +77,7 @@ public final class PostgresRelayStorage: RelayStorage {
         configuration.options = options
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         self.client = client
+        notifier = Notifier(client: client, logger: logger)
         runTask = Task { await client.run() }
         let held = ConnectionHolder(connection)
         listenConnection = held
@@ -103,6 +105,7 @@ public final class PostgresRelayStorage: RelayStorage {
 
     /// Stops listening and closes the pool; the storage is unusable afterwards.
     public func close() async {
+        await notifier.flush()
         listenTask.cancel()
         if let connection = listenConnection.connection.withLock({ $0 }) { try? await connection.close() }
         await listenTask.value
@@ -153,7 +156,9 @@ public final class PostgresRelayStorage: RelayStorage {
             """,
         ]),
         // An append in one statement (one round trip, its own transaction): lock the space, check
-        // kind, keys and gaps, store, notify. Errors carry their own SQLSTATE and the record's index.
+        // kind, keys and gaps, store. Errors carry their own SQLSTATE and the record's index. No
+        // NOTIFY inside: a notifying commit takes a database-wide lock, which would serialize every
+        // append (and its commit flush) behind the others while holding its space's row lock.
         Migration(version: 3, name: "relay-pg-v3-append-function", statements: [appendFunction]),
     ]
 
@@ -208,9 +213,6 @@ public final class PostgresRelayStorage: RelayStorage {
                     ON CONFLICT (space, author) DO UPDATE SET seq = excluded.seq, changes = a.changes + 1, bytes = a.bytes + excluded.bytes;
                 v_stored := v_stored || (i - 1);
             END LOOP;
-            IF cardinality(v_stored) > 0 THEN
-                PERFORM pg_notify('\(channel)', p_space);
-            END IF;
             RETURN v_stored;
         END
         $fn$
@@ -309,21 +311,21 @@ public final class PostgresRelayStorage: RelayStorage {
         let sealed = records.map(\.sealed)
         // An empty key stands for none (a real one is 32 bytes).
         let keys = records.map { ByteBuffer(bytes: $0.signingKey ?? []) }
+        let statement = AppendStatement(space: space, authors: authors, starts: starts, ends: ends, payloads: payloads, sealed: sealed, keys: keys)
         let stored: [Int] = try await withStorageErrors {
             do {
-                let rows = try await self.client.query("""
-                    SELECT crdt_relay_append(\(space), \(authors)::bytea[], \(starts)::bigint[], \(ends)::bigint[],
-                                             \(payloads)::bytea[], \(sealed)::boolean[], \(keys)::bytea[])
-                    """, logger: self.logger)
                 var indexes: [Int] = []
-                for try await row in rows.decode([Int32].self) { indexes = row.map(Int.init) }
+                for try await row in try await self.client.execute(statement, logger: self.logger) { indexes = row.map(Int.init) }
                 return indexes
             } catch let error as PSQLError {
                 if let refusal = Self.refusal(error, records) { throw refusal }
                 throw error
             }
         }
-        if !stored.isEmpty { changes.signal(space) }
+        if !stored.isEmpty {
+            changes.signal(space)
+            notifier.notify(space)
+        }
         return stored
     }
 
@@ -341,8 +343,7 @@ public final class PostgresRelayStorage: RelayStorage {
     public func status(space: String) async throws -> RelaySpaceStatus {
         try await withStorageErrors {
             var status = RelaySpaceStatus(space: space, version: VersionVector(), authors: 0, changes: 0, operations: 0, bytes: 0)
-            let rows = try await self.client.query("SELECT author, seq, changes, bytes FROM relay_author WHERE space = \(space)", logger: self.logger)
-            for try await (key, seq, changes, bytes) in rows.decode((Data, Int64, Int64, Int64).self) {
+            for try await (key, seq, changes, bytes) in try await self.client.execute(StatusStatement(space: space), logger: self.logger) {
                 let stored = UInt64(bitPattern: seq)
                 status.version[try Self.replica(key)] = stored
                 status.authors += 1
@@ -419,18 +420,14 @@ public final class PostgresRelayStorage: RelayStorage {
     static func page(_ client: PostgresClient, space: String, clientVersion: VersionVector, limits: RelayPageLimits,
                      needsPayload: (Int64) -> Bool, logger: Logger) async throws -> RelayPage {
         let entries = clientVersion.sortedEntries
-        var binds = PostgresBindings(capacity: 5)
-        binds.append(space)
-        binds.append(entries.map { ByteBuffer(bytes: $0.replica.raw.bytes) })
         // An entry beyond what signed bigints hold has everything the relay can hold.
-        binds.append(entries.map { Int64(clamping: $0.seq) })
-        binds.append(Int64(limits.maxChanges))
-        binds.append(Int64(limits.maxBytes))
+        let statement = PageStatement(space: space, authors: entries.map { ByteBuffer(bytes: $0.replica.raw.bytes) },
+                                      haves: entries.map { Int64(clamping: $0.seq) },
+                                      maxChanges: Int64(limits.maxChanges), maxBytes: Int64(limits.maxBytes))
         var version = VersionVector()
         var records: [RelayStoredRecord] = []
         var delivered: [ReplicaID: UInt64] = [:]
-        let rows = try await client.query(PostgresQuery(unsafeSQL: pageSQL, binds: binds), logger: logger)
-        for try await (key, number, start, end, sealed, payload) in rows.decode((Data, Int64, Int64?, Int64?, Bool?, Data?).self) {
+        for try await (key, number, start, end, sealed, payload) in try await client.execute(statement, logger: logger) {
             let author = try replica(key)
             guard let start, let end else {
                 version[author] = UInt64(bitPattern: number)
@@ -446,6 +443,73 @@ public final class PostgresRelayStorage: RelayStorage {
             entry.seq > clientVersion[entry.replica] && (delivered[entry.replica] ?? clientVersion[entry.replica]) < entry.seq
         }
         return RelayPage(records: records, version: version, more: more)
+    }
+
+    // MARK: Prepared statements (each connection parses and plans them once)
+
+    struct AppendStatement: PostgresPreparedStatement {
+        static let name = "crdt_sync_relay_append_v3"
+        static let sql = "SELECT crdt_relay_append($1, $2::bytea[], $3::bigint[], $4::bigint[], $5::bytea[], $6::boolean[], $7::bytea[])"
+        typealias Row = [Int32]
+        var space: String
+        var authors: [ByteBuffer]
+        var starts: [Int64]
+        var ends: [Int64]
+        var payloads: [ByteBuffer]
+        var sealed: [Bool]
+        var keys: [ByteBuffer]
+
+        func makeBindings() throws -> PostgresBindings {
+            var binds = PostgresBindings(capacity: 7)
+            binds.append(space)
+            binds.append(authors)
+            binds.append(starts)
+            binds.append(ends)
+            binds.append(payloads)
+            binds.append(sealed)
+            binds.append(keys)
+            return binds
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> [Int32] { try row.decode([Int32].self) }
+    }
+
+    struct PageStatement: PostgresPreparedStatement {
+        static let name = "crdt_sync_relay_page_v3"
+        static var sql: String { PostgresRelayStorage.pageSQL }
+        typealias Row = (Data, Int64, Int64?, Int64?, Bool?, Data?)
+        var space: String
+        var authors: [ByteBuffer]
+        var haves: [Int64]
+        var maxChanges: Int64
+        var maxBytes: Int64
+
+        func makeBindings() throws -> PostgresBindings {
+            var binds = PostgresBindings(capacity: 5)
+            binds.append(space)
+            binds.append(authors)
+            binds.append(haves)
+            binds.append(maxChanges)
+            binds.append(maxBytes)
+            return binds
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+    }
+
+    struct StatusStatement: PostgresPreparedStatement {
+        static let name = "crdt_sync_relay_status_v1"
+        static let sql = "SELECT author, seq, changes, bytes FROM relay_author WHERE space = $1"
+        typealias Row = (Data, Int64, Int64, Int64)
+        var space: String
+
+        func makeBindings() throws -> PostgresBindings {
+            var binds = PostgresBindings(capacity: 1)
+            binds.append(space)
+            return binds
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
     }
 
     // MARK: Helpers
@@ -504,6 +568,54 @@ extension PostgresConnection {
     /// are not read could fail unseen (and the COMMIT after it silently roll back).
     func run(_ query: PostgresQuery, logger: Logger) async throws {
         for try await _ in try await self.query(query, logger: logger) {}
+    }
+}
+
+/// Tells the other instances which spaces grew: NOTIFY after the appends committed (never inside
+/// them, see migration 3), one statement for all the spaces that grew while the previous one ran,
+/// so at most one notifying commit per instance is in flight. A notification lost to a failure
+/// (logged) delays other instances' waiters until their wait runs out and they look again.
+final class Notifier: Sendable {
+    private let state = Mutex<(pending: Set<String>, running: Task<Void, Never>?)>(([], nil))
+    private let client: PostgresClient
+    private let logger: Logger
+
+    init(client: PostgresClient, logger: Logger) {
+        self.client = client
+        self.logger = logger
+    }
+
+    /// Sends a notification for `space` soon (at once when none is in flight).
+    func notify(_ space: String) {
+        state.withLock { state in
+            state.pending.insert(space)
+            if state.running == nil { state.running = Task { await self.drain() } }
+        }
+    }
+
+    /// Waits until what was asked is sent (before the pool closes).
+    func flush() async {
+        while let running = state.withLock({ $0.running }) { await running.value }
+    }
+
+    private func drain() async {
+        while true {
+            let spaces = state.withLock { state -> [String] in
+                let taken = Array(state.pending)
+                state.pending = []
+                if taken.isEmpty { state.running = nil }
+                return taken
+            }
+            if spaces.isEmpty { return }
+            do {
+                let rows = try await client.query(
+                    "SELECT pg_notify(\(PostgresRelayStorage.channel), space) FROM unnest(\(spaces)::text[]) AS space", logger: logger)
+                for try await _ in rows {}
+            } catch {
+                logger.warning("PostgreSQL NOTIFY failed; other instances' waiters will look again when their wait runs out",
+                               metadata: ["error": "\(PostgresRelayStorage.describe(error))", "spaces": "\(spaces.count)"])
+            }
+        }
     }
 }
 
