@@ -159,8 +159,30 @@ public final class PostgresRelayStorage: RelayStorage {
         // kind, keys and gaps, store. Errors carry their own SQLSTATE and the record's index. No
         // NOTIFY inside: a notifying commit takes a database-wide lock, which would serialize every
         // append (and its commit flush) behind the others while holding its space's row lock.
-        Migration(version: 3, name: "relay-pg-v3-append-function", statements: [appendFunction]),
+        // A sync request (an append, then a page that sees it) is one statement too.
+        Migration(version: 3, name: "relay-pg-v3-append-function", statements: [appendFunction, syncFunction]),
     ]
+
+    /// `crdt_relay_sync`: `crdt_relay_append` (when there are records), then the page statement
+    /// (`pageSQL`, its own snapshot, which holds the append); rows as `pageSQL`'s, after one row per
+    /// stored record's index (a NULL author, the index as the number).
+    static let syncFunction = """
+        CREATE FUNCTION crdt_relay_sync(p_space text, p_authors bytea[], p_starts bigint[], p_ends bigint[],
+                                        p_payloads bytea[], p_sealed boolean[], p_keys bytea[],
+                                        p_client_authors bytea[], p_client_haves bigint[], p_max_changes bigint, p_max_bytes bigint)
+        RETURNS TABLE (o_author bytea, o_number bigint, o_start bigint, o_end bigint, o_sealed boolean, o_payload bytea)
+        LANGUAGE plpgsql AS $fn$
+        BEGIN
+            IF coalesce(array_length(p_authors, 1), 0) > 0 THEN
+                RETURN QUERY SELECT NULL::bytea, stored::bigint, NULL::bigint, NULL::bigint, NULL::boolean, NULL::bytea
+                    FROM unnest(crdt_relay_append(p_space, p_authors, p_starts, p_ends, p_payloads, p_sealed, p_keys)) AS stored;
+            END IF;
+            RETURN QUERY \(pageSQL.replacingOccurrences(of: "$1", with: "p_space").replacingOccurrences(of: "$2", with: "p_client_authors")
+                .replacingOccurrences(of: "$3", with: "p_client_haves").replacingOccurrences(of: "$4", with: "p_max_changes")
+                .replacingOccurrences(of: "$5", with: "p_max_bytes"));
+        END
+        $fn$
+        """
 
     /// `crdt_relay_append`: the rules of `SQLiteRelayStorage.append`, server-side, under the space's
     /// row lock; returns the indexes (from 0) of the records stored. Seqs are a UInt64's bits in a
@@ -339,6 +361,35 @@ public final class PostgresRelayStorage: RelayStorage {
         }
     }
 
+    /// An append, then a page that sees it: one statement (`crdt_relay_sync`), one round trip.
+    public func appendThenPage(space: String, records: [RelayRecord], after clientVersion: VersionVector, limits: RelayPageLimits,
+                               needsPayload: @escaping @Sendable (Int64) -> Bool) async throws -> (stored: [Int], page: RelayPage) {
+        let (clientAuthors, haves) = Self.clientArrays(clientVersion)
+        let statement = SyncStatement(
+            append: AppendStatement(space: space, authors: records.map { ByteBuffer(bytes: $0.author.raw.bytes) },
+                                    starts: records.map { Int64(bitPattern: $0.startSeq) }, ends: records.map { Int64(bitPattern: $0.endSeq) },
+                                    payloads: records.map { ByteBuffer(bytes: $0.payload) }, sealed: records.map(\.sealed),
+                                    keys: records.map { ByteBuffer(bytes: $0.signingKey ?? []) }),
+            clientAuthors: clientAuthors, haves: haves, maxChanges: Int64(limits.maxChanges), maxBytes: Int64(limits.maxBytes))
+        let builder: PageBuilder = try await withStorageErrors {
+            do {
+                var builder = PageBuilder()
+                for try await row in try await self.client.execute(statement, logger: self.logger) {
+                    try builder.add(row.0, row.1, row.2, row.3, row.4, row.5, needsPayload: needsPayload)
+                }
+                return builder
+            } catch let error as PSQLError {
+                if let refusal = Self.refusal(error, records) { throw refusal }
+                throw error
+            }
+        }
+        if !builder.stored.isEmpty {
+            changes.signal(space)
+            notifier.notify(space)
+        }
+        return (builder.stored, builder.page(after: clientVersion))
+    }
+
     /// What the space holds: its version vector and counts (one statement, so one snapshot).
     public func status(space: String) async throws -> RelaySpaceStatus {
         try await withStorageErrors {
@@ -419,30 +470,53 @@ public final class PostgresRelayStorage: RelayStorage {
     /// One page of the rows a client at `clientVersion` lacks (see `pageSQL`).
     static func page(_ client: PostgresClient, space: String, clientVersion: VersionVector, limits: RelayPageLimits,
                      needsPayload: (Int64) -> Bool, logger: Logger) async throws -> RelayPage {
-        let entries = clientVersion.sortedEntries
-        // An entry beyond what signed bigints hold has everything the relay can hold.
-        let statement = PageStatement(space: space, authors: entries.map { ByteBuffer(bytes: $0.replica.raw.bytes) },
-                                      haves: entries.map { Int64(clamping: $0.seq) },
+        let (authors, haves) = clientArrays(clientVersion)
+        let statement = PageStatement(space: space, authors: authors, haves: haves,
                                       maxChanges: Int64(limits.maxChanges), maxBytes: Int64(limits.maxBytes))
+        var builder = PageBuilder()
+        for try await row in try await client.execute(statement, logger: logger) {
+            try builder.add(row.0, row.1, row.2, row.3, row.4, row.5, needsPayload: needsPayload)
+        }
+        return builder.page(after: clientVersion)
+    }
+
+    /// A client's vector as the statements take it; an entry beyond what signed bigints hold has
+    /// everything the relay can hold.
+    static func clientArrays(_ version: VersionVector) -> (authors: [ByteBuffer], haves: [Int64]) {
+        let entries = version.sortedEntries
+        return (entries.map { ByteBuffer(bytes: $0.replica.raw.bytes) }, entries.map { Int64(clamping: $0.seq) })
+    }
+
+    /// A page from the page statement's rows: stored indexes (no author), heads (no start), records.
+    struct PageBuilder {
+        var stored: [Int] = []
         var version = VersionVector()
         var records: [RelayStoredRecord] = []
         var delivered: [ReplicaID: UInt64] = [:]
-        for try await (key, number, start, end, sealed, payload) in try await client.execute(statement, logger: logger) {
-            let author = try replica(key)
+
+        mutating func add(_ key: Data?, _ number: Int64, _ start: Int64?, _ end: Int64?, _ sealed: Bool?, _ payload: Data?,
+                          needsPayload: (Int64) -> Bool) throws {
+            guard let key else {
+                stored.append(Int(number))
+                return
+            }
+            let author = try PostgresRelayStorage.replica(key)
             guard let start, let end else {
                 version[author] = UInt64(bitPattern: number)
-                continue
+                return
             }
             let record = RelayRecord(author: author, startSeq: UInt64(bitPattern: start), endSeq: UInt64(bitPattern: end),
                                      payload: needsPayload(number) ? payload.map { [UInt8]($0) } ?? [] : [], sealed: sealed ?? false)
             records.append(RelayStoredRecord(arrival: number, record: record))
             delivered[author] = max(delivered[author] ?? 0, record.endSeq)
         }
-        records.sort { $0.arrival < $1.arrival }
-        let more = version.sortedEntries.contains { entry in
-            entry.seq > clientVersion[entry.replica] && (delivered[entry.replica] ?? clientVersion[entry.replica]) < entry.seq
+
+        func page(after clientVersion: VersionVector) -> RelayPage {
+            let more = version.sortedEntries.contains { entry in
+                entry.seq > clientVersion[entry.replica] && (delivered[entry.replica] ?? clientVersion[entry.replica]) < entry.seq
+            }
+            return RelayPage(records: records.sorted { $0.arrival < $1.arrival }, version: version, more: more)
         }
-        return RelayPage(records: records, version: version, more: more)
     }
 
     // MARK: Prepared statements (each connection parses and plans them once)
@@ -488,6 +562,31 @@ public final class PostgresRelayStorage: RelayStorage {
             var binds = PostgresBindings(capacity: 5)
             binds.append(space)
             binds.append(authors)
+            binds.append(haves)
+            binds.append(maxChanges)
+            binds.append(maxBytes)
+            return binds
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+    }
+
+    struct SyncStatement: PostgresPreparedStatement {
+        static let name = "crdt_sync_relay_sync_v3"
+        static let sql = """
+            SELECT * FROM crdt_relay_sync($1, $2::bytea[], $3::bigint[], $4::bigint[], $5::bytea[], $6::boolean[], $7::bytea[],
+                                          $8::bytea[], $9::bigint[], $10, $11)
+            """
+        typealias Row = (Data?, Int64, Int64?, Int64?, Bool?, Data?)
+        var append: AppendStatement
+        var clientAuthors: [ByteBuffer]
+        var haves: [Int64]
+        var maxChanges: Int64
+        var maxBytes: Int64
+
+        func makeBindings() throws -> PostgresBindings {
+            var binds = try append.makeBindings()
+            binds.append(clientAuthors)
             binds.append(haves)
             binds.append(maxChanges)
             binds.append(maxBytes)
