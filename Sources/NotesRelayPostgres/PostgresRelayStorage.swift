@@ -242,7 +242,9 @@ public final class PostgresRelayStorage: RelayStorage {
 
     /// Applies the migrations this database lacks in one transaction under an advisory lock, and
     /// returns the relay's identity (made by the first instance).
-    static func migrate(_ connection: PostgresConnection, relayID fixedID: [UInt8]?, logger: Logger) async throws -> [UInt8] {
+    ///
+    /// - Parameter upTo: the last version to apply (tests make older schemas with it).
+    static func migrate(_ connection: PostgresConnection, relayID fixedID: [UInt8]?, upTo: Int = .max, logger: Logger) async throws -> [UInt8] {
         try await transaction(connection, begin: "BEGIN ISOLATION LEVEL READ COMMITTED", logger: logger) { connection in
             try await connection.run("SELECT pg_advisory_xact_lock(\(migrationLock))", logger: logger)
             try await connection.run("""
@@ -257,7 +259,7 @@ public final class PostgresRelayStorage: RelayStorage {
             if let newer = applied.max(), newer > known {
                 throw RelayStorageError(.failure, "the database has relay schema version \(newer), newer than this crdt-sync knows (\(known)); nothing was changed")
             }
-            for migration in migrations where !applied.contains(migration.version) {
+            for migration in migrations where !applied.contains(migration.version) && migration.version <= upTo {
                 for statement in migration.statements {
                     try await connection.run(PostgresQuery(unsafeSQL: statement), logger: logger)
                 }

@@ -3,6 +3,7 @@ import NotesCRDT
 import NotesRelay
 @testable import NotesRelayPostgres
 import NotesSync
+import PostgresNIO
 import Testing
 
 /// Several relay instances (each a `PostgresRelayStorage`, with its own pool and LISTEN
@@ -75,6 +76,39 @@ struct PostgresRelayStorageTests {
         } catch {
             return .failure
         }
+    }
+
+    /// A database written with the first schema (plain spaces only) migrates to sealed spaces: its
+    /// spaces stay plain, and a new space takes its first writer's kind.
+    @Test func aDatabaseOfTheFirstSchemaKeepsItsSpacesPlain() async throws {
+        let logger = Logger(label: "test")
+        let base = try PostgresLocation(url: RelayBackend.postgresURL ?? "")
+        let admin = try await PostgresConnection.connect(configuration: try base.connectionConfiguration(), id: 1, logger: logger)
+        let name = "crdt_sync_v1_\(UUID().uuidString.prefix(8).lowercased())"
+        try await admin.run(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"), logger: logger)
+        var location = base
+        location.database = name
+        let plain = SealedRelayStorageTests.plainRecords()[0]
+        let author = Data(plain.author.raw.bytes), payload = Data(plain.payload)
+        let old = try await PostgresConnection.connect(configuration: try location.connectionConfiguration(), id: 2, logger: logger)
+        _ = try await PostgresRelayStorage.migrate(old, relayID: nil, upTo: 1, logger: logger)
+        try await old.run("INSERT INTO relay_space(space) VALUES ('old')", logger: logger)
+        try await old.run("INSERT INTO relay_author(space, author, seq, changes, bytes) VALUES ('old', \(author), 1, 1, \(Int64(payload.count)))",
+                          logger: logger)
+        try await old.run("INSERT INTO relay_change(space, author, start_seq, end_seq, payload) VALUES ('old', \(author), 1, 1, \(payload))",
+                          logger: logger)
+        try await old.close()
+
+        let storage = try await PostgresRelayStorage.connect(location, maxConnections: 2)
+        let served = try await SealedRelayStorageTests.all(storage, "old")
+        #expect(served.map(\.payload) == [plain.payload] && served.allSatisfy { !$0.sealed })
+        await #expect(throws: RelayStorageError.self) {
+            _ = try await storage.append(space: "old", records: [SealedRelayStorageTests.sealed(.random(), 1, 1)])
+        }.map { #expect($0.kind == .encryption && $0.message.contains("not encrypted"), "\($0.message)") }
+        #expect(try await storage.append(space: "new", records: [SealedRelayStorageTests.sealed(.random(), 1, 1)]) == [0])
+        await storage.close()
+        try await admin.run(PostgresQuery(unsafeSQL: "DROP DATABASE \(name)"), logger: logger)
+        try await admin.close()
     }
 
     @Test func instancesStartingTogetherShareOneSchemaAndIdentity() async throws {
