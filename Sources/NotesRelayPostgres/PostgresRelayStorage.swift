@@ -15,10 +15,11 @@ import Synchronization
 /// authors' heads and signing keys after taking the lock, fixes the space's kind (sealed or plain)
 /// with its first stored record, and takes arrival numbers (an identity column) under the lock, so
 /// they commit in order within a space. A page is one statement too (one snapshot, so the version
-/// vector and the records agree). An append that stored something sends
-/// `NOTIFY crdt_sync_relay, 'space'` (delivered at commit); every instance LISTENs on a dedicated
-/// connection and signals `changes`, so live push works whichever instance took the upload.
-/// Docs/HTTP.md, "PostgreSQL", says more.
+/// vector and the records agree), and a sync request's append and page one statement together
+/// (`crdt_relay_sync`). After an append that stored something has committed, the instance sends
+/// `NOTIFY crdt_sync_relay, 'space'` (batched); every instance LISTENs on a dedicated connection
+/// and signals `changes`, so live push works whichever instance took the upload. Docs/HTTP.md,
+/// "PostgreSQL", says more.
 public final class PostgresRelayStorage: RelayStorage {
     /// 16 bytes that identify this relay: one per database, shared by every instance over it.
     public let relayID: [UInt8]
