@@ -172,7 +172,8 @@ let package = Package(
         ),
         .testTarget(
             name: "NotesRelayTests",
-            dependencies: ["NotesRelay", "NotesRelayPostgres", "NotesSync", "NotesStore", "NotesCRDT"],
+            dependencies: ["NotesRelay", "NotesRelayPostgres", "NotesSync", "NotesStore", "NotesCRDT",
+                           .product(name: "PostgresNIO", package: "postgres-nio")],
             swiftSettings: swiftSettings
         ),
         .testTarget(

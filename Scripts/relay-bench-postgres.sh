@@ -8,6 +8,9 @@
 # 2. one `crdt-sync serve --store` (SQLite), the same load;
 # 3. the two PostgreSQL instances again, with one killed (kill -9) a third of the way in: its
 #    clients go on through the other, and every space is checked at the end.
+#
+# With CRDT_SYNC_BENCH_PROFILE=1 (and the server started with pg_stat_statements, see
+# Scripts/with-postgres.sh), prints per statement its calls and time after the first run.
 set -euo pipefail
 bin="${1:-.build/release}"
 clients="${2:-200}"
@@ -56,8 +59,18 @@ start_relay --postgres "$CRDT_SYNC_TEST_POSTGRES"; pg_a="$url"; pid_a="${pids[-1
 start_relay --postgres "$CRDT_SYNC_TEST_POSTGRES"; pg_b="$url"
 start_relay --store "$work/relay.sqlite"; sqlite="$url"
 
+psql() { "$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)/psql" "$CRDT_SYNC_TEST_POSTGRES" -X -q "$@"; }
+if [ -n "${CRDT_SYNC_BENCH_PROFILE:-}" ]; then
+    psql -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" -c "SELECT pg_stat_statements_reset()" >/dev/null
+fi
+
 echo "== two serve --postgres instances ($pg_a, $pg_b): $clients clients over $spaces spaces, $seconds s"
 bench --space pg --url "$pg_a" --url "$pg_b"
+if [ -n "${CRDT_SYNC_BENCH_PROFILE:-}" ]; then
+    psql -c "SELECT calls, round(total_exec_time::numeric) AS exec_ms, round(total_plan_time::numeric) AS plan_ms,
+                    round(mean_exec_time::numeric, 3) AS mean_exec_ms, left(regexp_replace(query, '\s+', ' ', 'g'), 70) AS statement
+             FROM pg_stat_statements ORDER BY calls DESC LIMIT 12"
+fi
 echo
 echo "== one serve --store (SQLite, $sqlite): the same load"
 bench --space sqlite --url "$sqlite"

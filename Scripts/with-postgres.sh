@@ -4,6 +4,8 @@
 # no server binaries are found (needs root and apt-get). Exports
 # CRDT_SYNC_TEST_POSTGRES=postgres://postgres@127.0.0.1:PORT/crdt_sync_test?sslmode=disable for the
 # command, and always stops the cluster and removes the folder. Exits with the command's status.
+# $CRDT_SYNC_PG_OPTIONS adds server options (e.g. "-c fsync=on -c commit_delay=200", or
+# "-c shared_preload_libraries=pg_stat_statements" to profile statements).
 #
 #   Scripts/with-postgres.sh swift test --skip-build --filter 'NotesRelayTests|NotesSyncHTTPTests'
 set -euo pipefail
@@ -62,7 +64,7 @@ for attempt in 1 2 3 4 5; do
     port=$((20000 + RANDOM % 40000))
     port_is_free "$port" || continue
     if as_server "$bin/pg_ctl" -D "$dir/data" -l "$dir/server.log" -w -t 30 \
-        -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200" start >/dev/null; then
+        -o "-p $port -k $dir -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200 ${CRDT_SYNC_PG_OPTIONS:-}" start >/dev/null; then
         started=1
         break
     fi

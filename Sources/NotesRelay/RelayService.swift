@@ -216,14 +216,16 @@ public final class RelayService: Sendable {
         // (their payloads were not read).
         let hits = ChangeBox()
         do {
-            stored = try await storage.append(space: space, records: records.map(\.record)).reduce(0) { $0 + records[$1].changes }
             let cache = decoded
             let found = hits
-            page = try await storage.page(space: space, after: bundle.senderVersion, limits: limits.page, needsPayload: { arrival in
+            let result = try await storage.appendThenPage(space: space, records: records.map(\.record), after: bundle.senderVersion,
+                                                          limits: limits.page, needsPayload: { arrival in
                 guard let changes = cache.get(arrival) else { return true }
                 found.map.withLock { $0[arrival] = changes }
                 return false
             })
+            stored = result.stored.reduce(0) { $0 + records[$1].changes }
+            page = result.page
         } catch let error as RelayStorageError where error.kind == .gap || error.kind == .encryption {
             return RelayService.text(400, error.message)
         } catch {

@@ -149,6 +149,10 @@ public protocol RelayStorage: Sendable {
     /// `needsPayload` says no to comes with an empty payload (the caller has it decoded already).
     func page(space: String, after clientVersion: VersionVector, limits: RelayPageLimits,
               needsPayload: @escaping @Sendable (Int64) -> Bool) async throws -> RelayPage
+    /// `append`, then `page` for a client at `clientVersion` (which sees what was just stored): one
+    /// sync request's work, which a storage across a network may do in one round trip.
+    func appendThenPage(space: String, records: [RelayRecord], after clientVersion: VersionVector, limits: RelayPageLimits,
+                        needsPayload: @escaping @Sendable (Int64) -> Bool) async throws -> (stored: [Int], page: RelayPage)
     /// What the space holds.
     func status(space: String) async throws -> RelaySpaceStatus
     /// What the storage holds in all (for metrics); nil when it cannot say cheaply.
@@ -217,6 +221,13 @@ public struct RelayTotals: Sendable, Hashable {
 extension RelayStorage {
     /// What the storage holds in all; nil when it cannot say cheaply (the default).
     public func totals() async throws -> RelayTotals? { nil }
+
+    /// `append`, then `page` (the default: two calls).
+    public func appendThenPage(space: String, records: [RelayRecord], after clientVersion: VersionVector, limits: RelayPageLimits,
+                               needsPayload: @escaping @Sendable (Int64) -> Bool) async throws -> (stored: [Int], page: RelayPage) {
+        let stored = try await append(space: space, records: records)
+        return (stored, try await page(space: space, after: clientVersion, limits: limits, needsPayload: needsPayload))
+    }
 }
 
 /// Tells listeners which spaces' stored changes grew: the relay's live push waits on it.

@@ -9,14 +9,17 @@ import Synchronization
 /// The relay's storage in PostgreSQL, for several relay processes over one database.
 ///
 /// Every instance keeps the `RelayStorage` rules through the database's own guarantees: an append
-/// is one READ COMMITTED transaction that first creates or locks the space's row in `relay_space`
-/// (`INSERT ... ON CONFLICT DO UPDATE`), so appends of one space are serialized across all instances, each
-/// reads the authors' current heads after taking the lock, and arrival numbers (an identity
-/// column, taken under the lock) commit in order within a space. A page is read in one
-/// REPEATABLE READ, READ ONLY transaction: one snapshot, so the version vector and the records
-/// agree. An append that stored something sends `NOTIFY crdt_sync_relay, 'space'` (delivered at
-/// commit); every instance LISTENs on a dedicated connection and signals `changes`, so live push
-/// works whichever instance took the upload. Docs/HTTP.md, "PostgreSQL", says more.
+/// is one statement, `SELECT crdt_relay_append(...)` (a PL/pgSQL function, its own READ COMMITTED
+/// transaction), which first creates or locks the space's row in `relay_space` (`INSERT ... ON
+/// CONFLICT DO UPDATE`), so appends of one space are serialized across all instances; it reads the
+/// authors' heads and signing keys after taking the lock, fixes the space's kind (sealed or plain)
+/// with its first stored record, and takes arrival numbers (an identity column) under the lock, so
+/// they commit in order within a space. A page is one statement too (one snapshot, so the version
+/// vector and the records agree), and a sync request's append and page one statement together
+/// (`crdt_relay_sync`). After an append that stored something has committed, the instance sends
+/// `NOTIFY crdt_sync_relay, 'space'` (batched); every instance LISTENs on a dedicated connection
+/// and signals `changes`, so live push works whichever instance took the upload. Docs/HTTP.md,
+/// "PostgreSQL", says more.
 public final class PostgresRelayStorage: RelayStorage {
     /// 16 bytes that identify this relay: one per database, shared by every instance over it.
     public let relayID: [UInt8]
@@ -26,6 +29,7 @@ public final class PostgresRelayStorage: RelayStorage {
     public let location: PostgresLocation
     let client: PostgresClient
     let logger: Logger
+    let notifier: Notifier
     private let runTask: Task<Void, Never>
     private let listenTask: Task<Void, Never>
     private let listenConnection: ConnectionHolder
@@ -74,6 +78,7 @@ public final class PostgresRelayStorage: RelayStorage {
         configuration.options = options
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         self.client = client
+        notifier = Notifier(client: client, logger: logger)
         runTask = Task { await client.run() }
         let held = ConnectionHolder(connection)
         listenConnection = held
@@ -101,6 +106,7 @@ public final class PostgresRelayStorage: RelayStorage {
 
     /// Stops listening and closes the pool; the storage is unusable afterwards.
     public func close() async {
+        await notifier.flush()
         listenTask.cancel()
         if let connection = listenConnection.connection.withLock({ $0 }) { try? await connection.close() }
         await listenTask.value
@@ -136,11 +142,110 @@ public final class PostgresRelayStorage: RelayStorage {
                 UNIQUE (space, author, end_seq))
             """,
         ]),
+        // End-to-end encrypted spaces, as SQLiteRelayStorage's "v3-e2e-sealed-records": a record may be
+        // a sealed unit; a space is sealed or plain for good (`relay_space.sealed`, fixed by the first
+        // append that stores, NULL until then); an author's first signing key is its only one.
+        Migration(version: 2, name: "relay-pg-v2-sealed-spaces", statements: [
+            "ALTER TABLE relay_change ADD COLUMN sealed boolean NOT NULL DEFAULT false",
+            "ALTER TABLE relay_space ADD COLUMN sealed boolean",
+            // Until now every stored record was plain (sealed units were refused).
+            "UPDATE relay_space SET sealed = false",
+            """
+            CREATE TABLE relay_signing_key (
+                space text NOT NULL REFERENCES relay_space(space), author bytea NOT NULL, public_key bytea NOT NULL,
+                PRIMARY KEY (space, author))
+            """,
+        ]),
+        // An append in one statement (one round trip, its own transaction): lock the space, check
+        // kind, keys and gaps, store. Errors carry their own SQLSTATE and the record's index. No
+        // NOTIFY inside: a notifying commit takes a database-wide lock, which would serialize every
+        // append (and its commit flush) behind the others while holding its space's row lock.
+        // A sync request (an append, then a page that sees it) is one statement too.
+        Migration(version: 3, name: "relay-pg-v3-append-function", statements: [appendFunction, syncFunction]),
     ]
+
+    /// `crdt_relay_sync`: `crdt_relay_append` (when there are records), then the page statement
+    /// (`pageSQL`, its own snapshot, which holds the append); rows as `pageSQL`'s, after one row per
+    /// stored record's index (a NULL author, the index as the number).
+    static let syncFunction = """
+        CREATE FUNCTION crdt_relay_sync(p_space text, p_authors bytea[], p_starts bigint[], p_ends bigint[],
+                                        p_payloads bytea[], p_sealed boolean[], p_keys bytea[],
+                                        p_client_authors bytea[], p_client_haves bigint[], p_max_changes bigint, p_max_bytes bigint)
+        RETURNS TABLE (o_author bytea, o_number bigint, o_start bigint, o_end bigint, o_sealed boolean, o_payload bytea)
+        LANGUAGE plpgsql AS $fn$
+        BEGIN
+            IF coalesce(array_length(p_authors, 1), 0) > 0 THEN
+                RETURN QUERY SELECT NULL::bytea, stored::bigint, NULL::bigint, NULL::bigint, NULL::boolean, NULL::bytea
+                    FROM unnest(crdt_relay_append(p_space, p_authors, p_starts, p_ends, p_payloads, p_sealed, p_keys)) AS stored;
+            END IF;
+            RETURN QUERY \(pageSQL.replacingOccurrences(of: "$1", with: "p_space").replacingOccurrences(of: "$2", with: "p_client_authors")
+                .replacingOccurrences(of: "$3", with: "p_client_haves").replacingOccurrences(of: "$4", with: "p_max_changes")
+                .replacingOccurrences(of: "$5", with: "p_max_bytes"));
+        END
+        $fn$
+        """
+
+    /// `crdt_relay_append`: the rules of `SQLiteRelayStorage.append`, server-side, under the space's
+    /// row lock; returns the indexes (from 0) of the records stored. Seqs are a UInt64's bits in a
+    /// bigint, so they are compared with the sign bit flipped (unsigned order).
+    static let appendFunction = """
+        CREATE FUNCTION crdt_relay_append(p_space text, p_authors bytea[], p_starts bigint[], p_ends bigint[],
+                                          p_payloads bytea[], p_sealed boolean[], p_keys bytea[])
+        RETURNS integer[] LANGUAGE plpgsql AS $fn$
+        DECLARE
+            v_kind boolean;
+            v_stored integer[] := '{}';
+            v_covered bigint;
+            v_known bytea;
+            v_count integer := coalesce(array_length(p_authors, 1), 0);
+            v_sign constant bigint := -9223372036854775808;
+        BEGIN
+            -- Creates the space's row or locks it: every append of the space, whichever instance,
+            -- waits here; the first append that stores fixes the kind (a refused one rolls back).
+            INSERT INTO relay_space AS s (space, sealed) VALUES (p_space, p_sealed[1])
+                ON CONFLICT (space) DO UPDATE SET sealed = coalesce(s.sealed, excluded.sealed)
+                RETURNING s.sealed INTO v_kind;
+            FOR i IN 1 .. v_count LOOP
+                IF p_sealed[i] IS DISTINCT FROM v_kind THEN
+                    RAISE EXCEPTION 'the space is % and a record is not', CASE WHEN v_kind THEN 'sealed' ELSE 'plain' END
+                        USING ERRCODE = 'CRK01', DETAIL = (i - 1)::text || ' ' || v_kind::text;
+                END IF;
+            END LOOP;
+            -- READ COMMITTED: each statement below reads what committed before the lock, and this
+            -- function's own writes.
+            FOR i IN 1 .. v_count LOOP
+                IF octet_length(p_keys[i]) > 0 THEN
+                    SELECT public_key INTO v_known FROM relay_signing_key WHERE space = p_space AND author = p_authors[i];
+                    IF NOT FOUND THEN
+                        INSERT INTO relay_signing_key(space, author, public_key) VALUES (p_space, p_authors[i], p_keys[i]);
+                    ELSIF v_known <> p_keys[i] THEN
+                        RAISE EXCEPTION 'a unit is signed with another key than the first' USING ERRCODE = 'CRS01', DETAIL = (i - 1)::text;
+                    END IF;
+                END IF;
+                SELECT seq INTO v_covered FROM relay_author WHERE space = p_space AND author = p_authors[i];
+                IF NOT FOUND THEN v_covered := 0; END IF;
+                CONTINUE WHEN (p_ends[i] # v_sign) <= (v_covered # v_sign);
+                -- Past the line above v_covered < UInt64.max, so its + 1 cannot overflow.
+                IF p_starts[i] = 0 OR (p_starts[i] # v_sign) > (v_covered # v_sign) + 1 THEN
+                    RAISE EXCEPTION 'a record would leave a gap' USING ERRCODE = 'CRG01', DETAIL = (i - 1)::text || ' ' || v_covered::text;
+                END IF;
+                INSERT INTO relay_change(space, author, start_seq, end_seq, payload, sealed)
+                    VALUES (p_space, p_authors[i], p_starts[i], p_ends[i], p_payloads[i], p_sealed[i]);
+                INSERT INTO relay_author AS a (space, author, seq, changes, bytes)
+                    VALUES (p_space, p_authors[i], p_ends[i], 1, octet_length(p_payloads[i]))
+                    ON CONFLICT (space, author) DO UPDATE SET seq = excluded.seq, changes = a.changes + 1, bytes = a.bytes + excluded.bytes;
+                v_stored := v_stored || (i - 1);
+            END LOOP;
+            RETURN v_stored;
+        END
+        $fn$
+        """
 
     /// Applies the migrations this database lacks in one transaction under an advisory lock, and
     /// returns the relay's identity (made by the first instance).
-    static func migrate(_ connection: PostgresConnection, relayID fixedID: [UInt8]?, logger: Logger) async throws -> [UInt8] {
+    ///
+    /// - Parameter upTo: the last version to apply (tests make older schemas with it).
+    static func migrate(_ connection: PostgresConnection, relayID fixedID: [UInt8]?, upTo: Int = .max, logger: Logger) async throws -> [UInt8] {
         try await transaction(connection, begin: "BEGIN ISOLATION LEVEL READ COMMITTED", logger: logger) { connection in
             try await connection.run("SELECT pg_advisory_xact_lock(\(migrationLock))", logger: logger)
             try await connection.run("""
@@ -155,7 +260,7 @@ public final class PostgresRelayStorage: RelayStorage {
             if let newer = applied.max(), newer > known {
                 throw RelayStorageError(.failure, "the database has relay schema version \(newer), newer than this crdt-sync knows (\(known)); nothing was changed")
             }
-            for migration in migrations where !applied.contains(migration.version) {
+            for migration in migrations where !applied.contains(migration.version) && migration.version <= upTo {
                 for statement in migration.statements {
                     try await connection.run(PostgresQuery(unsafeSQL: statement), logger: logger)
                 }
@@ -220,47 +325,79 @@ public final class PostgresRelayStorage: RelayStorage {
 
     // MARK: RelayStorage
 
-    /// Stores the records that extend what the space holds, in one transaction under the space's
-    /// row lock; returns the indexes of those stored.
+    /// Stores the records that extend what the space holds: one statement (`crdt_relay_append`),
+    /// its own READ COMMITTED transaction under the space's row lock; returns the indexes of those stored.
     public func append(space: String, records: [RelayRecord]) async throws -> [Int] {
         guard !records.isEmpty else { return [] }
-        // Its schema keeps no sealed flag nor first-seen signing keys yet: storing a sealed unit as a
-        // plain change would serve it as one, so encrypted spaces are refused until it does.
-        if let sealed = records.first(where: \.sealed) {
-            throw RelayStorageError(.encryption, "this relay stores its spaces in PostgreSQL, which does not hold end-to-end encrypted spaces yet (a sealed unit of \(sealed.author) was refused; use a relay over SQLite)")
-        }
-        let logger = self.logger
-        let stored = try await withStorageErrors {
-            try await self.client.withConnection { connection in
-                try await Self.transaction(connection, begin: "BEGIN ISOLATION LEVEL READ COMMITTED", logger: logger) { connection in
-                    try await Self.append(connection, space: space, records, logger: logger)
-                }
+        let authors = records.map { ByteBuffer(bytes: $0.author.raw.bytes) }
+        let starts = records.map { Int64(bitPattern: $0.startSeq) }
+        let ends = records.map { Int64(bitPattern: $0.endSeq) }
+        let payloads = records.map { ByteBuffer(bytes: $0.payload) }
+        let sealed = records.map(\.sealed)
+        // An empty key stands for none (a real one is 32 bytes).
+        let keys = records.map { ByteBuffer(bytes: $0.signingKey ?? []) }
+        let statement = AppendStatement(space: space, authors: authors, starts: starts, ends: ends, payloads: payloads, sealed: sealed, keys: keys)
+        let stored: [Int] = try await withStorageErrors {
+            do {
+                var indexes: [Int] = []
+                for try await row in try await self.client.execute(statement, logger: self.logger) { indexes = row.map(Int.init) }
+                return indexes
+            } catch let error as PSQLError {
+                if let refusal = Self.refusal(error, records) { throw refusal }
+                throw error
             }
         }
-        if !stored.isEmpty { changes.signal(space) }
+        if !stored.isEmpty {
+            changes.signal(space)
+            notifier.notify(space)
+        }
         return stored
     }
 
-    /// One page of the records a client at `clientVersion` lacks, in arrival order, from one snapshot.
+    /// One page of the records a client at `clientVersion` lacks, in arrival order: one statement,
+    /// so one snapshot (the vector and the records agree) without a transaction around it.
     public func page(space: String, after clientVersion: VersionVector, limits: RelayPageLimits,
                      needsPayload: @escaping @Sendable (Int64) -> Bool = { _ in true }) async throws -> RelayPage {
-        let logger = self.logger
-        return try await withStorageErrors {
-            try await self.client.withConnection { connection in
-                try await Self.transaction(connection, begin: "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", logger: logger) { connection in
-                    try await Self.page(connection, space: space, clientVersion: clientVersion, limits: limits,
-                                        needsPayload: needsPayload, logger: logger)
+        try await withStorageErrors {
+            try await Self.page(self.client, space: space, clientVersion: clientVersion, limits: limits,
+                                needsPayload: needsPayload, logger: self.logger)
+        }
+    }
+
+    /// An append, then a page that sees it: one statement (`crdt_relay_sync`), one round trip.
+    public func appendThenPage(space: String, records: [RelayRecord], after clientVersion: VersionVector, limits: RelayPageLimits,
+                               needsPayload: @escaping @Sendable (Int64) -> Bool) async throws -> (stored: [Int], page: RelayPage) {
+        let (clientAuthors, haves) = Self.clientArrays(clientVersion)
+        let statement = SyncStatement(
+            append: AppendStatement(space: space, authors: records.map { ByteBuffer(bytes: $0.author.raw.bytes) },
+                                    starts: records.map { Int64(bitPattern: $0.startSeq) }, ends: records.map { Int64(bitPattern: $0.endSeq) },
+                                    payloads: records.map { ByteBuffer(bytes: $0.payload) }, sealed: records.map(\.sealed),
+                                    keys: records.map { ByteBuffer(bytes: $0.signingKey ?? []) }),
+            clientAuthors: clientAuthors, haves: haves, maxChanges: Int64(limits.maxChanges), maxBytes: Int64(limits.maxBytes))
+        let builder: PageBuilder = try await withStorageErrors {
+            do {
+                var builder = PageBuilder()
+                for try await row in try await self.client.execute(statement, logger: self.logger) {
+                    try builder.add(row.0, row.1, row.2, row.3, row.4, row.5, needsPayload: needsPayload)
                 }
+                return builder
+            } catch let error as PSQLError {
+                if let refusal = Self.refusal(error, records) { throw refusal }
+                throw error
             }
         }
+        if !builder.stored.isEmpty {
+            changes.signal(space)
+            notifier.notify(space)
+        }
+        return (builder.stored, builder.page(after: clientVersion))
     }
 
     /// What the space holds: its version vector and counts (one statement, so one snapshot).
     public func status(space: String) async throws -> RelaySpaceStatus {
         try await withStorageErrors {
             var status = RelaySpaceStatus(space: space, version: VersionVector(), authors: 0, changes: 0, operations: 0, bytes: 0)
-            let rows = try await self.client.query("SELECT author, seq, changes, bytes FROM relay_author WHERE space = \(space)", logger: self.logger)
-            for try await (key, seq, changes, bytes) in rows.decode((Data, Int64, Int64, Int64).self) {
+            for try await (key, seq, changes, bytes) in try await self.client.execute(StatusStatement(space: space), logger: self.logger) {
                 let stored = UInt64(bitPattern: seq)
                 status.version[try Self.replica(key)] = stored
                 status.authors += 1
@@ -286,127 +423,195 @@ public final class PostgresRelayStorage: RelayStorage {
         }
     }
 
-    // MARK: Inside transactions
+    // MARK: Statements
 
-    struct Coverage {
-        var seq: UInt64
-        var changes: Int64
-        var bytes: Int64
-        var touched = false
+    /// The refusal a `crdt_relay_append` error stands for (by its SQLSTATE), with the messages
+    /// `SQLiteRelayStorage` gives; nil for any other error.
+    static func refusal(_ error: PSQLError, _ records: [RelayRecord]) -> RelayStorageError? {
+        guard let state = error.serverInfo?[.sqlState], ["CRK01", "CRS01", "CRG01"].contains(state) else { return nil }
+        let detail = (error.serverInfo?[.detail] ?? "").split(separator: " ")
+        guard let index = detail.first.flatMap({ Int($0) }), records.indices.contains(index) else { return nil }
+        let record = records[index]
+        switch state {
+        case "CRK01":
+            return RelayStorageError(.encryption, detail.dropFirst().first == "true"
+                ? "this space is end-to-end encrypted: it takes only sealed bundles (a plaintext change of \(record.author) was refused)"
+                : "this space is not encrypted: it takes no sealed bundles (a sealed unit of \(record.author) was refused)")
+        case "CRS01":
+            return RelayStorageError(.encryption, "a sealed unit of \(record.author) is signed with another key than the one this space holds for it; nothing was stored")
+        default:
+            let covered = detail.dropFirst().first.flatMap { Int64($0) }.map { UInt64(bitPattern: $0) } ?? 0
+            return RelayStorageError(.gap, "changes of \(record.author) from seq \(record.startSeq) would leave a gap: the relay holds them up to seq \(covered)")
+        }
     }
 
-    /// Locks the space, then stores the records that extend what it holds (the same rules as
-    /// `SQLiteRelayStorage`), then notifies the other instances (at commit): four statements.
-    static func append(_ connection: PostgresConnection, space: String, _ records: [RelayRecord], logger: Logger) async throws -> [Int] {
-        // Creates the space's row or locks it: every append of the space waits here, whichever instance.
-        try await connection.run(
-            "INSERT INTO relay_space(space) VALUES (\(space)) ON CONFLICT (space) DO UPDATE SET space = excluded.space", logger: logger)
-        // Read after the lock: READ COMMITTED takes a fresh snapshot per statement, so these are current.
-        var coverage: [ReplicaID: Coverage] = [:]
-        for try await (key, seq, changes, bytes) in try await connection.query(
-            "SELECT author, seq, changes, bytes FROM relay_author WHERE space = \(space)", logger: logger).decode((Data, Int64, Int64, Int64).self) {
-            coverage[try replica(key)] = Coverage(seq: UInt64(bitPattern: seq), changes: changes, bytes: bytes)
-        }
-        var stored: [Int] = []
-        for (index, record) in records.enumerated() {
-            let author = record.author
-            let covered = coverage[author]?.seq ?? 0
-            if record.endSeq <= covered { continue }
-            guard record.startSeq >= 1, record.startSeq - 1 <= covered else {
-                throw RelayStorageError(.gap, "changes of \(author) from seq \(record.startSeq) would leave a gap: the relay holds them up to seq \(covered)")
-            }
-            var entry = coverage[author] ?? Coverage(seq: 0, changes: 0, bytes: 0)
-            entry.seq = record.endSeq
-            entry.changes += 1
-            entry.bytes += Int64(record.payload.count)
-            entry.touched = true
-            coverage[author] = entry
-            stored.append(index)
-        }
-        guard !stored.isEmpty else { return [] }
-        // The records (in order, so arrival follows it), the authors' heads and the notification, in one statement.
-        var binds = PostgresBindings(capacity: 1 + stored.count * 4 + coverage.count * 4)
-        binds.append(space)
-        var sql = "WITH new_changes AS (INSERT INTO relay_change(space, author, start_seq, end_seq, payload) VALUES "
-        for (position, index) in stored.enumerated() {
-            let record = records[index]
-            let base = binds.count
-            sql += (position == 0 ? "" : ", ") + "($1, $\(base + 1), $\(base + 2), $\(base + 3), $\(base + 4))"
-            binds.append(ByteBuffer(bytes: record.author.raw.bytes))
-            binds.append(Int64(bitPattern: record.startSeq))
-            binds.append(Int64(bitPattern: record.endSeq))
-            binds.append(ByteBuffer(bytes: record.payload))
-        }
-        sql += "), new_heads AS (INSERT INTO relay_author(space, author, seq, changes, bytes) VALUES "
-        var first = true
-        for (author, entry) in coverage where entry.touched {
-            let base = binds.count
-            sql += (first ? "" : ", ") + "($1, $\(base + 1), $\(base + 2), $\(base + 3), $\(base + 4))"
-            first = false
-            binds.append(ByteBuffer(bytes: author.raw.bytes))
-            binds.append(Int64(bitPattern: entry.seq))
-            binds.append(entry.changes)
-            binds.append(entry.bytes)
-        }
-        sql += " ON CONFLICT (space, author) DO UPDATE SET seq = excluded.seq, changes = excluded.changes, bytes = excluded.bytes)"
-        sql += " SELECT pg_notify('\(channel)', $1)"
-        try await connection.run(PostgresQuery(unsafeSQL: sql, binds: binds), logger: logger)
-        return stored
-    }
+    /// The page statement: the space's vector (rows with a NULL start) and the page's records with
+    /// their payloads. Per lagging author its first rows past the client's entry (through the
+    /// (space, author, end_seq) index); an author's rows in seq order are in arrival order too
+    /// (arrivals are taken under the space's lock), so merging the authors by arrival is ordering
+    /// them all by arrival; the page is the prefix within `$4` rows and `$5` bytes (the first row
+    /// always fits), as `RelayPageCandidate.pick` makes it.
+    static let pageSQL = """
+        WITH client(author, have) AS (SELECT * FROM unnest($2::bytea[], $3::bigint[])),
+        heads AS (
+            SELECT a.author, a.seq, coalesce(c.have, 0) AS have
+            FROM relay_author a LEFT JOIN client c ON c.author = a.author WHERE a.space = $1),
+        candidates AS (
+            SELECT r.arrival, r.size FROM heads h CROSS JOIN LATERAL (
+                SELECT arrival, octet_length(payload) AS size FROM relay_change
+                WHERE space = $1 AND author = h.author AND end_seq > h.have ORDER BY end_seq LIMIT $4) r
+            WHERE h.seq > h.have),
+        picked AS (
+            SELECT arrival, row_number() OVER w AS n, sum(size) OVER w AS total FROM candidates WINDOW w AS (ORDER BY arrival))
+        SELECT author, seq, NULL::bigint, NULL::bigint, NULL::boolean, NULL::bytea FROM heads
+        UNION ALL
+        SELECT c.author, c.arrival, c.start_seq, c.end_seq, c.sealed, c.payload
+        FROM picked p JOIN relay_change c ON c.arrival = p.arrival
+        WHERE p.n <= $4 AND (p.n = 1 OR p.total <= $5)
+        """
 
-    /// One page of the rows a client at `clientVersion` lacks, as `SQLiteRelayStorage.page`: per
-    /// lagging author the rows past its entry in seq order, merged by arrival until the page is
-    /// full, then the picked rows' payloads.
-    static func page(_ connection: PostgresConnection, space: String, clientVersion: VersionVector, limits: RelayPageLimits,
+    /// One page of the rows a client at `clientVersion` lacks (see `pageSQL`).
+    static func page(_ client: PostgresClient, space: String, clientVersion: VersionVector, limits: RelayPageLimits,
                      needsPayload: (Int64) -> Bool, logger: Logger) async throws -> RelayPage {
+        let (authors, haves) = clientArrays(clientVersion)
+        let statement = PageStatement(space: space, authors: authors, haves: haves,
+                                      maxChanges: Int64(limits.maxChanges), maxBytes: Int64(limits.maxBytes))
+        var builder = PageBuilder()
+        for try await row in try await client.execute(statement, logger: logger) {
+            try builder.add(row.0, row.1, row.2, row.3, row.4, row.5, needsPayload: needsPayload)
+        }
+        return builder.page(after: clientVersion)
+    }
+
+    /// A client's vector as the statements take it; an entry beyond what signed bigints hold has
+    /// everything the relay can hold.
+    static func clientArrays(_ version: VersionVector) -> (authors: [ByteBuffer], haves: [Int64]) {
+        let entries = version.sortedEntries
+        return (entries.map { ByteBuffer(bytes: $0.replica.raw.bytes) }, entries.map { Int64(clamping: $0.seq) })
+    }
+
+    /// A page from the page statement's rows: stored indexes (no author), heads (no start), records.
+    struct PageBuilder {
+        var stored: [Int] = []
         var version = VersionVector()
-        var lagging: [(author: ReplicaID, key: Data, have: UInt64)] = []
-        for try await (key, seq) in try await connection.query(
-            "SELECT author, seq FROM relay_author WHERE space = \(space) ORDER BY author", logger: logger).decode((Data, Int64).self) {
-            let author = try replica(key)
-            let stored = UInt64(bitPattern: seq)
-            version[author] = stored
-            if stored > clientVersion[author] { lagging.append((author, key, clientVersion[author])) }
-        }
-        guard !lagging.isEmpty else { return RelayPage(records: [], version: version, more: false) }
-        typealias Candidate = RelayPageCandidate
-        // An entry beyond what signed bigints hold has everything stored.
-        let asked = lagging.filter { $0.have <= UInt64(Int64.max) }
-        var byAuthor: [Data: [Candidate]] = [:]
-        if !asked.isEmpty {
-            // Per lagging author, its first rows past the client's entry (one statement for all authors).
-            let keys = asked.map { ByteBuffer(bytes: $0.key) }
-            let haves = asked.map { Int64($0.have) }
-            let rows = try await connection.query("""
-                SELECT c.author, c.arrival, c.start_seq, c.end_seq, length(c.payload)::bigint
-                FROM unnest(\(keys)::bytea[], \(haves)::bigint[]) AS lag(author, have)
-                CROSS JOIN LATERAL (
-                    SELECT author, arrival, start_seq, end_seq, payload FROM relay_change
-                    WHERE space = \(space) AND author = lag.author AND end_seq > lag.have ORDER BY end_seq LIMIT \(Int64(limits.maxChanges))) c
-                ORDER BY c.author, c.end_seq
-                """, logger: logger)
-            let authors = Dictionary(asked.map { ($0.key, $0.author) }, uniquingKeysWith: { first, _ in first })
-            for try await (key, id, start, end, size) in rows.decode((Data, Int64, Int64, Int64, Int64).self) {
-                guard let author = authors[key] else { continue }
-                byAuthor[key, default: []].append(Candidate(id, author, UInt64(bitPattern: start), UInt64(bitPattern: end), Int(size)))
+        var records: [RelayStoredRecord] = []
+        var delivered: [ReplicaID: UInt64] = [:]
+
+        mutating func add(_ key: Data?, _ number: Int64, _ start: Int64?, _ end: Int64?, _ sealed: Bool?, _ payload: Data?,
+                          needsPayload: (Int64) -> Bool) throws {
+            guard let key else {
+                stored.append(Int(number))
+                return
             }
-        }
-        let queues = asked.compactMap { byAuthor[$0.key] }
-        let (picked, delivered) = RelayPageCandidate.pick(queues, limits: limits)
-        let wanted = picked.map(\.id).filter { needsPayload($0) }
-        var payloads: [Int64: Data] = [:]
-        if !wanted.isEmpty {
-            for try await (id, payload) in try await connection.query(
-                "SELECT arrival, payload FROM relay_change WHERE arrival = ANY(\(wanted))", logger: logger).decode((Int64, Data).self) {
-                payloads[id] = payload
+            let author = try PostgresRelayStorage.replica(key)
+            guard let start, let end else {
+                version[author] = UInt64(bitPattern: number)
+                return
             }
+            let record = RelayRecord(author: author, startSeq: UInt64(bitPattern: start), endSeq: UInt64(bitPattern: end),
+                                     payload: needsPayload(number) ? payload.map { [UInt8]($0) } ?? [] : [], sealed: sealed ?? false)
+            records.append(RelayStoredRecord(arrival: number, record: record))
+            delivered[author] = max(delivered[author] ?? 0, record.endSeq)
         }
-        let records = picked.map { row in
-            RelayStoredRecord(arrival: row.id, record: RelayRecord(author: row.author, startSeq: row.startSeq, endSeq: row.endSeq,
-                                                                   payload: payloads[row.id].map { [UInt8]($0) } ?? []))
+
+        func page(after clientVersion: VersionVector) -> RelayPage {
+            let more = version.sortedEntries.contains { entry in
+                entry.seq > clientVersion[entry.replica] && (delivered[entry.replica] ?? clientVersion[entry.replica]) < entry.seq
+            }
+            return RelayPage(records: records.sorted { $0.arrival < $1.arrival }, version: version, more: more)
         }
-        let more = lagging.contains { entry in (delivered[entry.author] ?? entry.have) < version[entry.author] }
-        return RelayPage(records: records, version: version, more: more)
+    }
+
+    // MARK: Prepared statements (each connection parses and plans them once)
+
+    struct AppendStatement: PostgresPreparedStatement {
+        static let name = "crdt_sync_relay_append_v3"
+        static let sql = "SELECT crdt_relay_append($1, $2::bytea[], $3::bigint[], $4::bigint[], $5::bytea[], $6::boolean[], $7::bytea[])"
+        typealias Row = [Int32]
+        var space: String
+        var authors: [ByteBuffer]
+        var starts: [Int64]
+        var ends: [Int64]
+        var payloads: [ByteBuffer]
+        var sealed: [Bool]
+        var keys: [ByteBuffer]
+
+        func makeBindings() throws -> PostgresBindings {
+            var binds = PostgresBindings(capacity: 7)
+            binds.append(space)
+            binds.append(authors)
+            binds.append(starts)
+            binds.append(ends)
+            binds.append(payloads)
+            binds.append(sealed)
+            binds.append(keys)
+            return binds
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> [Int32] { try row.decode([Int32].self) }
+    }
+
+    struct PageStatement: PostgresPreparedStatement {
+        static let name = "crdt_sync_relay_page_v3"
+        static var sql: String { PostgresRelayStorage.pageSQL }
+        typealias Row = (Data, Int64, Int64?, Int64?, Bool?, Data?)
+        var space: String
+        var authors: [ByteBuffer]
+        var haves: [Int64]
+        var maxChanges: Int64
+        var maxBytes: Int64
+
+        func makeBindings() throws -> PostgresBindings {
+            var binds = PostgresBindings(capacity: 5)
+            binds.append(space)
+            binds.append(authors)
+            binds.append(haves)
+            binds.append(maxChanges)
+            binds.append(maxBytes)
+            return binds
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+    }
+
+    struct SyncStatement: PostgresPreparedStatement {
+        static let name = "crdt_sync_relay_sync_v3"
+        static let sql = """
+            SELECT * FROM crdt_relay_sync($1, $2::bytea[], $3::bigint[], $4::bigint[], $5::bytea[], $6::boolean[], $7::bytea[],
+                                          $8::bytea[], $9::bigint[], $10, $11)
+            """
+        typealias Row = (Data?, Int64, Int64?, Int64?, Bool?, Data?)
+        var append: AppendStatement
+        var clientAuthors: [ByteBuffer]
+        var haves: [Int64]
+        var maxChanges: Int64
+        var maxBytes: Int64
+
+        func makeBindings() throws -> PostgresBindings {
+            var binds = try append.makeBindings()
+            binds.append(clientAuthors)
+            binds.append(haves)
+            binds.append(maxChanges)
+            binds.append(maxBytes)
+            return binds
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
+    }
+
+    struct StatusStatement: PostgresPreparedStatement {
+        static let name = "crdt_sync_relay_status_v1"
+        static let sql = "SELECT author, seq, changes, bytes FROM relay_author WHERE space = $1"
+        typealias Row = (Data, Int64, Int64, Int64)
+        var space: String
+
+        func makeBindings() throws -> PostgresBindings {
+            var binds = PostgresBindings(capacity: 1)
+            binds.append(space)
+            return binds
+        }
+
+        func decodeRow(_ row: PostgresRow) throws -> Row { try row.decode(Row.self) }
     }
 
     // MARK: Helpers
@@ -465,6 +670,54 @@ extension PostgresConnection {
     /// are not read could fail unseen (and the COMMIT after it silently roll back).
     func run(_ query: PostgresQuery, logger: Logger) async throws {
         for try await _ in try await self.query(query, logger: logger) {}
+    }
+}
+
+/// Tells the other instances which spaces grew: NOTIFY after the appends committed (never inside
+/// them, see migration 3), one statement for all the spaces that grew while the previous one ran,
+/// so at most one notifying commit per instance is in flight. A notification lost to a failure
+/// (logged) delays other instances' waiters until their wait runs out and they look again.
+final class Notifier: Sendable {
+    private let state = Mutex<(pending: Set<String>, running: Task<Void, Never>?)>(([], nil))
+    private let client: PostgresClient
+    private let logger: Logger
+
+    init(client: PostgresClient, logger: Logger) {
+        self.client = client
+        self.logger = logger
+    }
+
+    /// Sends a notification for `space` soon (at once when none is in flight).
+    func notify(_ space: String) {
+        state.withLock { state in
+            state.pending.insert(space)
+            if state.running == nil { state.running = Task { await self.drain() } }
+        }
+    }
+
+    /// Waits until what was asked is sent (before the pool closes).
+    func flush() async {
+        while let running = state.withLock({ $0.running }) { await running.value }
+    }
+
+    private func drain() async {
+        while true {
+            let spaces = state.withLock { state -> [String] in
+                let taken = Array(state.pending)
+                state.pending = []
+                if taken.isEmpty { state.running = nil }
+                return taken
+            }
+            if spaces.isEmpty { return }
+            do {
+                let rows = try await client.query(
+                    "SELECT pg_notify(\(PostgresRelayStorage.channel), space) FROM unnest(\(spaces)::text[]) AS space", logger: logger)
+                for try await _ in rows {}
+            } catch {
+                logger.warning("PostgreSQL NOTIFY failed; other instances' waiters will look again when their wait runs out",
+                               metadata: ["error": "\(PostgresRelayStorage.describe(error))", "spaces": "\(spaces.count)"])
+            }
+        }
     }
 }
 

@@ -2,7 +2,7 @@ import Foundation
 import Testing
 
 /// `crdt-sync serve --postgres`: usage errors, a server that is not there, and (with
-/// `$CRDT_SYNC_TEST_POSTGRES`) two relay processes over one database serving one space.
+/// `$CRDT_SYNC_TEST_POSTGRES`) two relay processes over one database serving one space, plain or encrypted.
 struct ServePostgresTests {
     static let postgresURL = ProcessInfo.processInfo.environment["CRDT_SYNC_TEST_POSTGRES"].flatMap { $0.isEmpty ? nil : $0 }
 
@@ -54,5 +54,42 @@ struct ServePostgresTests {
         #expect(try CLI.run(["sync", "--url", second.url, "--space", space], db: b, environment: env).status == 0)
         #expect(try CLI.run(["sync", "--url", first.url, "--space", space], db: a, environment: env).status == 0)
         #expect(try CLI.ok(["digest"], db: a) == CLI.ok(["digest"], db: b))
+    }
+
+    /// An encrypted space through two `serve --postgres` processes: members converge through
+    /// either, the relay holds only sealed units, and a plain replica's upload is refused.
+    @Test(.enabled(if: ServePostgresTests.postgresURL != nil,
+                   "set CRDT_SYNC_TEST_POSTGRES to a PostgreSQL URL (Scripts/with-postgres.sh does) to test serve --postgres"))
+    func anEncryptedSpaceThroughTwoRelayProcesses() throws {
+        let url = try #require(Self.postgresURL)
+        let space = "cli-e2e-\(UUID().uuidString.lowercased())"
+        let token = "tok-\(UUID().uuidString)"
+        let first = try RelayProcess(arguments: ["--postgres", url, "--token", "\(space)=\(token)"])
+        defer { first.stop() }
+        let second = try RelayProcess(arguments: ["--postgres", url, "--token", "\(space)=\(token)"])
+        defer { second.stop() }
+        let scratch = Scratch()
+        let passphrase = scratch.path + "/passphrase"
+        try "correct horse battery staple\n".write(toFile: passphrase, atomically: true, encoding: .utf8)
+        let a = scratch.path + "/a.db", b = scratch.path + "/b.db", plain = scratch.path + "/plain.db"
+        for path in [a, b, plain] { try CLI.ok(["init"], db: path) }
+        let created = try CLI.json(["space", "create", "--passphrase-file", passphrase], db: a) as? [String: Any] ?? [:]
+        let descriptor = try #require(created["descriptor"] as? String)
+        try CLI.ok(["space", "join", "--descriptor", descriptor, "--passphrase-file", passphrase], db: b)
+        let id = try CLI.ok(["new", "--title", "sealed title", "--body", "sealed body"], db: a)
+        let env = ["CRDT_SYNC_TOKEN": token]
+        let sent = try CLI.run(["sync", "--url", first.url, "--space", space], db: a, environment: env)
+        #expect(sent.status == 0, "\(sent.stderr)")
+        let pulled = try CLI.run(["sync", "--url", second.url, "--space", space], db: b, environment: env)
+        #expect(pulled.status == 0, "\(pulled.stderr)")
+        #expect(try CLI.ok(["show", id], db: b).contains("sealed body"))
+        try CLI.ok(["edit", id, "--append", " and back"], db: b)
+        #expect(try CLI.run(["sync", "--url", second.url, "--space", space], db: b, environment: env).status == 0)
+        #expect(try CLI.run(["sync", "--url", first.url, "--space", space], db: a, environment: env).status == 0)
+        #expect(try CLI.ok(["digest"], db: a) == CLI.ok(["digest"], db: b))
+        // A replica outside the space uploads plaintext: refused by either process, with the reason.
+        try CLI.ok(["new", "--title", "plain"], db: plain)
+        let refused = try CLI.run(["sync", "--url", second.url, "--space", space], db: plain, environment: env)
+        #expect(refused.status != 0 && refused.stderr.contains("end-to-end encrypted"), "\(refused.stderr)")
     }
 }

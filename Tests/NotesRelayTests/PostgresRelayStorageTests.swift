@@ -3,6 +3,7 @@ import NotesCRDT
 import NotesRelay
 @testable import NotesRelayPostgres
 import NotesSync
+import PostgresNIO
 import Testing
 
 /// Several relay instances (each a `PostgresRelayStorage`, with its own pool and LISTEN
@@ -37,15 +38,77 @@ struct PostgresRelayStorageTests {
         }
     }
 
-    @Test func aSealedUnitIsRefusedAndNothingIsStored() async throws {
-        let storage = try await Self.instance()
-        let space = "sealed-\(UUID().uuidString.prefix(8))"
-        var records = try Self.authorRecords(2)
-        records[1].sealed = true
-        await #expect(throws: RelayStorageError.self) { _ = try await storage.append(space: space, records: records) }
-        let status = try await storage.status(space: space)
-        #expect(status.changes == 0)
+    /// First writers racing through two instances: a new space gets one kind (a sealed and a plain
+    /// first append, exactly one stored), and an author one signing key (two first units under
+    /// different keys, exactly one stored); the loser is refused as an encryption error.
+    @Test func firstWritersThroughTwoInstancesFixOneKindAndOneKey() async throws {
+        let a = try await Self.instance()
+        let b = try await Self.instance()
+        for round in 0 ..< 8 {
+            let space = uniqueSpace("race")
+            let author = ReplicaID.random()
+            async let sealed = Self.outcome { try await a.append(space: space, records: [SealedRelayStorageTests.sealed(author, 1, 1)]) }
+            async let plain = Self.outcome { try await b.append(space: space, records: SealedRelayStorageTests.plainRecords()) }
+            let outcomes = await [sealed, plain]
+            #expect(outcomes.filter { $0 == nil }.count == 1, "round \(round): \(outcomes)")
+            #expect(outcomes.compactMap { $0 } == [.encryption], "round \(round)")
+            let served = try await SealedRelayStorageTests.all(a, space)
+            #expect(served.count == 1 && served[0].sealed == (outcomes[0] == nil), "round \(round)")
+
+            let keyed = uniqueSpace("keys")
+            async let first = Self.outcome { try await a.append(space: keyed, records: [SealedRelayStorageTests.sealed(author, 1, 1, key: SealedRelayStorageTests.key(1))]) }
+            async let second = Self.outcome { try await b.append(space: keyed, records: [SealedRelayStorageTests.sealed(author, 1, 1, key: SealedRelayStorageTests.key(2))]) }
+            let keys = await [first, second]
+            #expect(keys.filter { $0 == nil }.count == 1 && keys.compactMap { $0 } == [.encryption], "round \(round): \(keys)")
+            #expect(try await b.status(space: keyed).changes == 1, "round \(round)")
+        }
+        await a.close()
+        await b.close()
+    }
+
+    /// nil when `body` succeeds, else the kind of storage error it threw.
+    static func outcome(_ body: () async throws -> [Int]) async -> RelayStorageError.Kind? {
+        do {
+            _ = try await body()
+            return nil
+        } catch let error as RelayStorageError {
+            return error.kind
+        } catch {
+            return .failure
+        }
+    }
+
+    /// A database written with the first schema (plain spaces only) migrates to sealed spaces: its
+    /// spaces stay plain, and a new space takes its first writer's kind.
+    @Test func aDatabaseOfTheFirstSchemaKeepsItsSpacesPlain() async throws {
+        let logger = Logger(label: "test")
+        let base = try PostgresLocation(url: RelayBackend.postgresURL ?? "")
+        let admin = try await PostgresConnection.connect(configuration: try base.connectionConfiguration(), id: 1, logger: logger)
+        let name = "crdt_sync_v1_\(UUID().uuidString.prefix(8).lowercased())"
+        try await admin.run(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"), logger: logger)
+        var location = base
+        location.database = name
+        let plain = SealedRelayStorageTests.plainRecords()[0]
+        let author = Data(plain.author.raw.bytes), payload = Data(plain.payload)
+        let old = try await PostgresConnection.connect(configuration: try location.connectionConfiguration(), id: 2, logger: logger)
+        _ = try await PostgresRelayStorage.migrate(old, relayID: nil, upTo: 1, logger: logger)
+        try await old.run("INSERT INTO relay_space(space) VALUES ('old')", logger: logger)
+        try await old.run("INSERT INTO relay_author(space, author, seq, changes, bytes) VALUES ('old', \(author), 1, 1, \(Int64(payload.count)))",
+                          logger: logger)
+        try await old.run("INSERT INTO relay_change(space, author, start_seq, end_seq, payload) VALUES ('old', \(author), 1, 1, \(payload))",
+                          logger: logger)
+        try await old.close()
+
+        let storage = try await PostgresRelayStorage.connect(location, maxConnections: 2)
+        let served = try await SealedRelayStorageTests.all(storage, "old")
+        #expect(served.map(\.payload) == [plain.payload] && served.allSatisfy { !$0.sealed })
+        await #expect(throws: RelayStorageError.self) {
+            _ = try await storage.append(space: "old", records: [SealedRelayStorageTests.sealed(.random(), 1, 1)])
+        }.map { #expect($0.kind == .encryption && $0.message.contains("not encrypted"), "\($0.message)") }
+        #expect(try await storage.append(space: "new", records: [SealedRelayStorageTests.sealed(.random(), 1, 1)]) == [0])
         await storage.close()
+        try await admin.run(PostgresQuery(unsafeSQL: "DROP DATABASE \(name)"), logger: logger)
+        try await admin.close()
     }
 
     @Test func instancesStartingTogetherShareOneSchemaAndIdentity() async throws {
