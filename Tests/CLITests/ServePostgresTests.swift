@@ -30,16 +30,25 @@ struct ServePostgresTests {
         #expect(!result.stderr.contains("hunter2"))
     }
 
+    /// Two `serve --postgres` processes over the test database, serving a fresh space with one token.
+    static func twoRelays(prefix: String) throws -> (RelayProcess, RelayProcess, space: String, token: String) {
+        let url = try #require(postgresURL)
+        let space = "\(prefix)-\(UUID().uuidString.lowercased())"
+        let token = "tok-\(UUID().uuidString)"
+        let first = try RelayProcess(arguments: ["--postgres", url, "--token", "\(space)=\(token)"])
+        do {
+            return (first, try RelayProcess(arguments: ["--postgres", url, "--token", "\(space)=\(token)"]), space, token)
+        } catch {
+            first.stop()
+            throw error
+        }
+    }
+
     @Test(.enabled(if: ServePostgresTests.postgresURL != nil,
                    "set CRDT_SYNC_TEST_POSTGRES to a PostgreSQL URL (Scripts/with-postgres.sh does) to test serve --postgres"))
     func twoRelayProcessesOverOneDatabaseServeOneSpace() throws {
-        let url = try #require(Self.postgresURL)
-        let space = "cli-\(UUID().uuidString.lowercased())"
-        let token = "tok-\(UUID().uuidString)"
-        let first = try RelayProcess(arguments: ["--postgres", url, "--token", "\(space)=\(token)"])
-        defer { first.stop() }
-        let second = try RelayProcess(arguments: ["--postgres", url, "--token", "\(space)=\(token)"])
-        defer { second.stop() }
+        let (first, second, space, token) = try Self.twoRelays(prefix: "cli")
+        defer { first.stop(); second.stop() }
         let scratch = Scratch()
         let a = scratch.path + "/a.db", b = scratch.path + "/b.db"
         try CLI.ok(["init"], db: a)
@@ -61,13 +70,8 @@ struct ServePostgresTests {
     @Test(.enabled(if: ServePostgresTests.postgresURL != nil,
                    "set CRDT_SYNC_TEST_POSTGRES to a PostgreSQL URL (Scripts/with-postgres.sh does) to test serve --postgres"))
     func anEncryptedSpaceThroughTwoRelayProcesses() throws {
-        let url = try #require(Self.postgresURL)
-        let space = "cli-e2e-\(UUID().uuidString.lowercased())"
-        let token = "tok-\(UUID().uuidString)"
-        let first = try RelayProcess(arguments: ["--postgres", url, "--token", "\(space)=\(token)"])
-        defer { first.stop() }
-        let second = try RelayProcess(arguments: ["--postgres", url, "--token", "\(space)=\(token)"])
-        defer { second.stop() }
+        let (first, second, space, token) = try Self.twoRelays(prefix: "cli-e2e")
+        defer { first.stop(); second.stop() }
         let scratch = Scratch()
         let passphrase = scratch.path + "/passphrase"
         try "correct horse battery staple\n".write(toFile: passphrase, atomically: true, encoding: .utf8)
