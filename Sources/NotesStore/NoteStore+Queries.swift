@@ -239,7 +239,7 @@ extension NoteStore {
     public func list(_ scope: ListScope = .active, tag: String? = nil, includeBody: Bool = false, limit: Int? = nil) throws -> [StoredNote] {
         if scope == .deleted { return try deletedNotes(tag: tag, includeBody: includeBody, limit: limit) }
         var conditions: [String] = []
-        var arguments: StatementArguments = []
+        var arguments: [SQLValue] = []
         switch scope {
         case .active: conditions.append("state = 'active' AND archived = 0")
         case .archived: conditions.append("state = 'active' AND archived = 1")
@@ -248,22 +248,24 @@ extension NoteStore {
         }
         if let tag {
             conditions.append("id IN (SELECT note FROM note_tags WHERE tag = ?)")
-            _ = arguments.append(contentsOf: [Notebook.tagKey(tag)])
+            arguments.append(.text(Notebook.tagKey(tag)))
         }
         var sql = "SELECT \(NoteStore.noteColumns) FROM notes"
         if !conditions.isEmpty { sql += " WHERE " + conditions.joined(separator: " AND ") }
         sql += " ORDER BY " + NoteStore.listOrder
         if let limit {
             sql += " LIMIT ?"
-            _ = arguments.append(contentsOf: [max(0, limit)])
+            arguments.append(.int(Int64(max(0, limit))))
         }
         return try read("cannot list the notes") { db in
             // A handful of distinct statements (scope, tag or not, limit or not), each compiled once
-            // per connection. Rows are decoded as the cursor steps, without copying each one.
+            // per connection. Columns are read through the C API, as one note's are (no GRDB `Row`
+            // and no existential per column).
             var notes: [StoredNote] = []
-            let rows = try Row.fetchCursor(db.cachedStatement(sql: sql), arguments: arguments)
-            try withExtendedLifetime(rows) {
-                while let row = try rows.next() { notes.append(try NoteStore.storedNote(row)) }
+            try db.cachedStatement(sql: sql).forEachRow(arguments) { handle in
+                let hex = SQLColumn.text(handle, 0)
+                guard let id = NoteID(hex: hex) else { throw StoreError(.corrupt, "a materialized note has a bad id \(hex)") }
+                notes.append(NoteStore.storedNote(columnsOf: handle, id: id))
             }
             if includeBody {
                 for i in notes.indices { notes[i].body = try NoteStore.body(of: notes[i].id.description, db) }

@@ -36,6 +36,11 @@ extension Statement {
     /// Runs a query with these values bound by position, through the SQLite C API, and calls
     /// `body` with the statement for each row (read its columns with `SQLColumn`).
     func forEachRow(_ values: SQLValue..., body: (OpaquePointer) throws -> Void) throws {
+        try forEachRow(values, body: body)
+    }
+
+    /// `forEachRow(_:body:)` with the values as an array (a query whose parameters vary).
+    func forEachRow(_ values: [SQLValue], body: (OpaquePointer) throws -> Void) throws {
         try start(values)
         let handle = sqliteStatement
         var code = sqlite3_step(handle)
