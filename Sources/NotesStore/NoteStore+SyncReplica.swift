@@ -7,13 +7,19 @@ extension NoteStore: SyncReplica {
 
     /// Applies changes from elsewhere with `apply(_:)`, in one transaction, and reports what happened.
     public func integrate(_ changes: [Change]) throws -> IntegrationReport {
-        let report = try apply(changes)
-        return IntegrationReport(applied: report.applied, duplicates: report.duplicates, pending: report.pending,
-                                 quarantined: report.quarantined, rejected: report.rejected)
+        IntegrationReport(try apply(changes))
     }
 
     /// Records what a peer has (merged with what was known).
     public func recordPeer(_ replica: ReplicaID, version: VersionVector) throws {
         try recordPeer(replica, versionVector: version)
+    }
+}
+
+extension IntegrationReport {
+    /// What a store's `apply` did, as a sync reports it.
+    public init(_ report: ApplyReport) {
+        self.init(applied: report.applied, duplicates: report.duplicates, pending: report.pending,
+                  quarantined: report.quarantined, rejected: report.rejected)
     }
 }

@@ -175,14 +175,12 @@ struct ImportBundles: AsyncParsableCommand {
                 } else {
                     var remaining = files[...]
                     var done = 0
-                    let applied = try store.apply(batches: {
+                    report = IntegrationReport(try store.apply(batches: {
                         guard let file = remaining.popFirst() else { return nil }
                         let changes = try decode(file).changes
                         done += changes.count
                         return changes
-                    }, progress: { _ in progress.update(done) })
-                    report = IntegrationReport(applied: applied.applied, duplicates: applied.duplicates, pending: applied.pending,
-                                               quarantined: applied.quarantined, rejected: applied.rejected)
+                    }, progress: { _ in progress.update(done) }))
                 }
             } catch let error as SyncError where error.code == .wrongKey {
                 printError(error.message)
