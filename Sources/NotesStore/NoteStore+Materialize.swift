@@ -28,12 +28,19 @@ enum MaterializedNote {
 /// writing an FTS5 segment at COMMIT.
 struct StaleIndexRows {
     var entries: [(row: Int64, indexed: Bool, title: String, body: String)] = []
+    /// The whole index is marked for a rebuild (`NoteStore.rebuildIndexMarker`): rows are not
+    /// recorded one by one.
+    var rebuilding = false
     /// The row's text changes, or the row goes: it was indexed with these values, unless a
     /// record of it is already there (an earlier transaction, or earlier in this one).
-    mutating func changed(_ row: Int64, title: String, body: String) { entries.append((row, true, title, body)) }
+    mutating func changed(_ row: Int64, title: String, body: String) {
+        if !rebuilding { entries.append((row, true, title, body)) }
+    }
     /// A new row: the index holds nothing for its id, unless a record of it is already there (a
     /// row that went had that id).
-    mutating func added(_ row: Int64) { entries.append((row, false, "", "")) }
+    mutating func added(_ row: Int64) {
+        if !rebuilding { entries.append((row, false, "", "")) }
+    }
 }
 
 /// The notes a batch of changes touched (note -> whether its body was), and the tags it renamed.
@@ -43,6 +50,13 @@ struct TouchedNotes {
 }
 
 extension NoteStore {
+    /// The `note_fts_stale` row that stands for every row: the index is rebuilt from `note_text`
+    /// (no `note_text` row has id 0: SQLite numbers them from 1).
+    static let rebuildIndexMarker: Int64 = 0
+    /// A transaction re-materializing at least this many notes, and as many as the store had,
+    /// marks the index for a rebuild.
+    static let rebuildIndexThreshold = 4096
+
     /// Gap between the `ord` of consecutive body chunks, so a chunk can be inserted between two.
     static let chunkOrderGap: Int64 = 1 << 20
 
@@ -85,8 +99,31 @@ extension NoteStore {
             }
         }
         var stale = StaleIndexRows()
-        for (note, bodyTouched) in touched {
-            try materialize(note, bodyTouched: bodyTouched, &stale, db)
+        // Touching as many notes as the store had (a bootstrap): one marker makes the next read
+        // rebuild the index from `note_text`, instead of a record per row (a quarter of a million).
+        var empty = false
+        if touched.count >= NoteStore.rebuildIndexThreshold,
+           try touched.count >= Int.fetchOne(statement("SELECT count(*) FROM notes", db)) ?? 0 {
+            try statement("INSERT OR IGNORE INTO note_fts_stale (row, indexed) VALUES (?, 0)", db).run(.int(NoteStore.rebuildIndexMarker))
+            stale.rebuilding = true
+            // Into empty tables (a new device), each note skips the reads and deletes that find
+            // nothing: five of its eleven statements.
+            empty = try Bool.fetchOne(statement("""
+                SELECT NOT EXISTS (SELECT 1 FROM notes) AND NOT EXISTS (SELECT 1 FROM deleted_notes)
+                    AND NOT EXISTS (SELECT 1 FROM note_text) AND NOT EXISTS (SELECT 1 FROM note_tags)
+                    AND NOT EXISTS (SELECT 1 FROM note_state)
+                """, db)) ?? false
+        }
+        // In key order (the tables are keyed by the id's hex): a bootstrap's tens of thousands of
+        // inserts then append to each B-tree instead of landing on random pages.
+        let ordered = touched.count > 64 ? touched.sorted { $0.key < $1.key } : Array(touched)
+        for (note, bodyTouched) in ordered {
+            try materialize(note, bodyTouched: bodyTouched, &stale, intoEmptyTables: empty, db)
+            // Written as it goes: a bootstrap's records would hold every note's text at once.
+            if stale.entries.count >= 4096 {
+                try recordStaleIndex(stale, db)
+                stale.entries.removeAll(keepingCapacity: true)
+            }
         }
         try recordStaleIndex(stale, db)
         return touched.count
@@ -113,18 +150,26 @@ extension NoteStore {
     /// `updated_at`), the tag rows when the tag list changed, the title row when the title
     /// changed, and, when the body was touched, the body chunks that differ (`syncChunks`).
     /// What the tables hold is taken from `Loaded.materialized` when this connection knows it,
-    /// else read. Every statement is compiled once per connection.
-    func materialize(_ id: NoteID, bodyTouched: Bool, _ stale: inout StaleIndexRows, _ db: Database) throws {
+    /// else read. Every statement is compiled once per connection. `intoEmptyTables`: the
+    /// materialized tables held nothing when the transaction began, and no other note's rows
+    /// are written for this one, so nothing is read or deleted.
+    func materialize(_ id: NoteID, bodyTouched: Bool, _ stale: inout StaleIndexRows, intoEmptyTables empty: Bool = false,
+                     _ db: Database) throws {
         let hex = id.description
         // The note's state for one-note edits: written when this is one (the edit's replica holds
         // the note), else dropped, so that a stored state is never behind the log.
         if loaded!.notebook.isPartial {
             try recordOneNoteState(id, db)
-        } else {
+        } else if !empty {
             try statement("DELETE FROM note_state WHERE note = ?", db).run(.text(hex))
         }
         try recordDigest(id, db)
         guard let note = inLoadedNotebook({ $0.noteFields(id) }), note.state != .deleted else {
+            if empty {
+                remember(id, .absent)
+                try writeTombstone(id, db)
+                return
+            }
             try statement("DELETE FROM notes WHERE id = ?", db).run(.text(hex))
             try statement("DELETE FROM note_tags WHERE note = ?", db).run(.text(hex))
             try statement("SELECT id, title, body FROM note_text WHERE note = ?", db).forEachRow(.text(hex)) {
@@ -135,12 +180,12 @@ extension NoteStore {
             try writeTombstone(id, db)
             return
         }
-        let old = try materializedRow(id, db)
+        let old = empty ? nil : try materializedRow(id, db)
         let isNew = old == nil
         let tags = note.tags.joined(separator: "\u{1F}")
         let changedHere = Int64(bitPattern: options.wallClock.milliseconds())
         // A note that gets a row may have been a tombstone (restored, or brought back by an edit).
-        if isNew { try statement("DELETE FROM deleted_notes WHERE id = ?", db).run(.text(hex)) }
+        if isNew, !empty { try statement("DELETE FROM deleted_notes WHERE id = ?", db).run(.text(hex)) }
         var body: [UInt8] = []  // the body's UTF-8, when it is written
         if !isNew, bodyTouched {
             let text = inLoadedNotebook { $0.body(of: id) }
@@ -180,7 +225,7 @@ extension NoteStore {
         // The tag rows follow the row's tag list, the title row its title (both are written in the
         // same transactions as the row), so they are rewritten only when those changed.
         if isNew {
-            try statement("DELETE FROM note_tags WHERE note = ?", db).run(.text(hex))
+            if !empty { try statement("DELETE FROM note_tags WHERE note = ?", db).run(.text(hex)) }
             let insertTag = try statement("INSERT OR IGNORE INTO note_tags (tag, note) VALUES (?, ?)", db)
             for name in note.tags {
                 try insertTag.run(.text(Notebook.tagKey(name)), .text(hex))
@@ -200,7 +245,7 @@ extension NoteStore {
             }
         }
         if isNew {
-            if let row = try titleRow(hex, db) {
+            if !empty, let row = try titleRow(hex, db) {
                 if row.title != note.title {
                     try retitle(row.id, from: row.title, to: note.title, body: row.body, &stale, db)
                 }
@@ -215,7 +260,7 @@ extension NoteStore {
         }
         var chunks = old?.chunks
         if isNew || bodyTouched {
-            chunks = try syncChunks(hex, body: body, old: isNew ? nil : old!.chunks, &stale, db)
+            chunks = try syncChunks(hex, body: body, old: empty ? [] : isNew ? nil : old!.chunks, &stale, db)
         }
         remember(id, .present(title: note.title, tags: tags, chunks: chunks))
     }

@@ -72,6 +72,16 @@ extension NoteStore {
         staleRecorded.removeAll()
         let count = try Int.fetchOne(db.cachedStatement(sql: "SELECT count(*) FROM note_fts_stale")) ?? 0
         guard count > 0 else { return 0 }
+        let rebuild = try Bool.fetchOne(db.cachedStatement(sql: "SELECT EXISTS (SELECT 1 FROM note_fts_stale WHERE row = ?)"),
+                                        arguments: [NoteStore.rebuildIndexMarker]) ?? false
+        if rebuild {
+            // A bootstrap marked it: every row is indexed again, whatever the other records say.
+            try db.execute(sql: """
+                INSERT INTO note_fts (note_fts) VALUES ('rebuild');
+                DELETE FROM note_fts_stale;
+                """)
+            return try Int.fetchOne(db.cachedStatement(sql: "SELECT count(*) FROM note_text")) ?? 0
+        }
         try db.execute(sql: """
             INSERT INTO note_fts (note_fts, rowid, title, body)
                 SELECT 'delete', row, title, body FROM note_fts_stale WHERE indexed ORDER BY row;

@@ -210,7 +210,7 @@ public final class NoteStore: @unchecked Sendable {
         let synchronous = options.durability == .powerLoss ? "FULL" : "NORMAL"
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = \(synchronous)")
-            try db.execute(sql: "PRAGMA cache_size = -16384")
+            try db.execute(sql: "PRAGMA cache_size = -8192")
             UnsegmentedScriptTokenizer.register(db)
         }
         let queue: DatabaseQueue

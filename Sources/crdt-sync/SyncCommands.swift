@@ -118,9 +118,9 @@ struct ImportBundles: AsyncParsableCommand {
         commandName: "import",
         abstract: "Apply bundle files written by `crdt-sync export` or found in a sync folder.",
         discussion: """
-        Every file is read and checked (magic, version, checksum, every length) before anything is \
-        applied; a damaged file is named and nothing is applied. Importing the same bundle twice \
-        changes nothing. Changes whose dependencies are missing are kept and applied when those arrive.
+        Every file is read and checked (magic, version, checksum) before anything is applied, and \
+        the files are applied in one transaction: a damaged file is named and nothing is applied. \
+        Importing the same bundle twice changes nothing. Changes whose dependencies are missing are kept and applied when those arrive.
 
         --markdown DIR imports the .md files of a folder as notes instead (Docs/CLI.md).
         """
@@ -151,36 +151,41 @@ struct ImportBundles: AsyncParsableCommand {
                     throw error.at(file)
                 }
             }
-            // Every file is checked before anything is applied, then decoded again file by file as
-            // it is applied: the decoded history of a large bundle took more memory than the replica.
-            var headers: [(sender: ReplicaID, version: VersionVector, changes: Int, sealed: Bool)] = []
+            // Every file's header and checksum are checked before anything is applied; the
+            // changes are decoded file by file as they are applied, in one transaction, so a file
+            // that fails to decode still leaves the replica as it was.
+            var headers: [SyncBundle.Header] = []
             for file in files {
-                let bundle = try decode(file)
-                headers.append((bundle.sender, bundle.senderVersion, bundle.changes.count, !bundle.sealedUnits.isEmpty))
+                do { headers.append(try SyncBundle.decodeHeader(SyncBundle.readFile(at: URL(fileURLWithPath: file)))) } catch let error as SyncError {
+                    throw error.at(file)
+                }
             }
             let store = try replica.open()
-            let changeCount = headers.reduce(0) { $0 + $1.changes }
             let encrypted = try store.isInEncryptedSpace()
-            // An encrypted space takes only sealed bundles; a plain replica cannot open them.
-            if let index = headers.indices.first(where: { encrypted ? headers[$0].changes > 0 : headers[$0].sealed }) {
+            // An encrypted space takes only sealed bundles (a plaintext one with no changes is
+            // harmless); a plain replica cannot open them.
+            if let index = try headers.indices.first(where: { index in
+                if !encrypted { return headers[index].isSealed }
+                return try !headers[index].isSealed && !decode(files[index]).changes.isEmpty
+            }) {
                 printError(encrypted ? "\(files[index]): plaintext bundle refused: this replica is in an end-to-end encrypted space; nothing was applied"
                     : "\(files[index]): sealed (end-to-end encrypted) bundle: this replica is in no encrypted space (`crdt-sync space join`); nothing was applied")
                 throw ExitCode(2)
             }
-            let progress = ProgressLine(label: "importing", total: changeCount)
+            let progress = ProgressLine(label: "importing files", total: files.count)
             let report: IntegrationReport
+            var changeCount = 0
             do {
                 if encrypted {
                     report = try store.integrate(sealed: files.flatMap { try decode($0).sealedUnits })
                 } else {
                     var remaining = files[...]
-                    var done = 0
                     report = IntegrationReport(try store.apply(batches: {
                         guard let file = remaining.popFirst() else { return nil }
                         let changes = try decode(file).changes
-                        done += changes.count
+                        changeCount += changes.count
                         return changes
-                    }, progress: { _ in progress.update(done) }))
+                    }, progress: { _ in progress.update(files.count - remaining.count) }))
                 }
             } catch let error as SyncError where error.code == .wrongKey {
                 printError(error.message)
@@ -189,7 +194,7 @@ struct ImportBundles: AsyncParsableCommand {
             progress.finish()
             for line in report.refused { printError("refused: \(line)") }
             for header in headers where header.sender != store.replicaID {
-                try store.recordPeer(header.sender, versionVector: header.version)
+                try store.recordPeer(header.sender, versionVector: header.senderVersion)
             }
             if json {
                 struct Out: Encodable {

@@ -167,3 +167,31 @@ struct SnapshotTests {
         return a
     }
 }
+
+/// The log stops joining a replica's run of changes at `Notebook.maxJoinedOperations` (one
+/// array per entry, so that a bootstrap's history never doubles one huge array): the entries
+/// that follow hold the same history.
+struct LongRunTests {
+    @Test func aRunLongerThanOneEntryIsKeptWhole() throws {
+        var source = Notebook(replicaID: ReplicaID(Identifier128(high: 1, low: 2)), wallClock: FixedWallClock(1_700_000_000_000))
+        let a = source.createNote(title: "a").id
+        let b = source.createNote(title: "b").id
+        // Alternating notes: no insert continues the one before, so each is an operation.
+        for i in 0 ..< Notebook.maxJoinedOperations + 100 {
+            _ = try source.insertText(i % 2 == 0 ? a : b, at: 0, "x")
+        }
+        #expect(source.historyCount >= 2, "the run spans more than one log entry")
+        let all = source.changes(since: VersionVector())
+        #expect(all.reduce(0) { $0 + $1.seqCount } == source.versionVector.totalOperations)
+        var copy = Notebook(replicaID: ReplicaID(Identifier128(high: 3, low: 4)))
+        #expect(copy.apply(contentsOf: all).applied == all.count)
+        #expect(copy.digest() == source.digest())
+        let restored = try Notebook(snapshot: source.snapshot(), wallClock: source.wallClock)
+        #expect(restored.changes(since: VersionVector()) == all)
+        #expect(restored.digest() == source.digest())
+        // A peer part way through the run gets exactly the rest.
+        var half = VersionVector()
+        half[source.replicaID] = source.versionVector[source.replicaID] / 2
+        #expect(source.changes(since: half).reduce(0) { $0 + $1.seqCount } == source.versionVector[source.replicaID] - half[source.replicaID])
+    }
+}

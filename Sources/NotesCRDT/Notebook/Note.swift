@@ -45,7 +45,7 @@ public struct Tag: Hashable, Sendable {
 /// The CRDT state of one note: a register per field and the RGA body, and what the delete and
 /// conflict rules need to know of its history.
 struct NoteRecord: Sendable {
-    var fields: [NoteField: LWWRegister<FieldValue>] = [:]
+    var fields = FieldRegisters()
     var body = RGAText()
     var updatedAt: Timestamp = .zero
     /// What the delete and conflict rules keep of the note's history, in one box: a record is

@@ -469,7 +469,7 @@ extension Notebook {
             switch operations[index] {
             case .setNoteField(let n, let field, let value):
                 guard n == note else { return }
-                let won = Notebook.write(&record.fields, field, value, timestamp, id)
+                let won = record.fields.write(field, value, timestamp, id)
                 switch field {
                 case .state:
                     if won { record.deleteContext = value == NoteLifecycle.deletedValue ? change.context(ofSeq: seq) : nil }
@@ -532,10 +532,16 @@ extension Notebook {
         body(&notes[note, default: NoteRecord()])
     }
 
-    /// Appends a change to the log, joining it to the previous one when it directly follows it.
+    /// A log entry stops taking joins at this many operations: a bootstrap's one run of 800,000
+    /// would be one array, and its last doubling held both copies (63 MB) at the import's peak.
+    static let maxJoinedOperations = 1 << 16
+
+    /// Appends a change to the log, joining it to the previous one when it directly follows it
+    /// (up to `maxJoinedOperations`).
     mutating func record(_ change: Change) {
         // In place: the last change's operations stay uniquely referenced, so joining is amortized O(1).
         if let lastIndex = history.indices.last, history[lastIndex].replica == change.replica,
+           history[lastIndex].operations.count < Notebook.maxJoinedOperations,
            history[lastIndex].append(change) {
             recordLogEntry(of: change)
             return

@@ -68,6 +68,7 @@ struct RGATree: Sendable {
     static let innerCapacity = 32
 
     var agents: [ReplicaID] = []
+    /// Agent numbers by replica, kept once there are more than 8 agents (a scan finds fewer).
     var agentIndex: [ReplicaID: Int32] = [:]
     var arena: [Unicode.Scalar] = []
     var leaves: [Leaf] = [Leaf()]
@@ -114,7 +115,13 @@ struct RGATree: Sendable {
         if let existing = existingAgent(replica) { return existing }
         let new = Int32(agents.count)
         agents.append(replica)
-        agentIndex[replica] = new
+        // The table serves only past 8 agents: most notes have one or two, and an empty
+        // dictionary per note cost a notebook of 80,000 notes about 16 MB.
+        if agents.count == 9 {
+            for (i, agent) in agents.enumerated() { agentIndex[agent] = Int32(i) }
+        } else if agents.count > 9 {
+            agentIndex[replica] = new
+        }
         pageTables.append([])
         return new
     }
