@@ -14,12 +14,14 @@ extension NoteStore {
     /// NULL for a long body, or drops it for a note the replica does not know.
     func recordDigest(_ id: NoteID, _ db: Database) throws {
         let hex = id.description
-        guard inLoadedNotebook({ $0.holds(id) }) else {
+        let digest: [UInt8]?
+        switch inLoadedNotebook({ $0.noteDigest(id, unlessLongerThan: NoteStore.eagerDigestLimit) }) {
+        case .unknown:
             try statement("DELETE FROM note_digest WHERE note = ?", db).run(.text(hex))
             return
+        case .long: digest = nil
+        case .digest(let bytes): digest = bytes
         }
-        let long = inLoadedNotebook { ($0.body(of: id)?.count ?? 0) > NoteStore.eagerDigestLimit }
-        let digest = long ? nil : inLoadedNotebook { $0.noteDigest(id) }
         try statement("INSERT OR REPLACE INTO note_digest (note, digest) VALUES (?, ?)", db)
             .run(.text(hex), digest.map { SQLValue.blob($0) } ?? .optionalText(nil))
     }

@@ -164,6 +164,17 @@ public final class NoteStore: @unchecked Sendable {
         statements.removeAll()
     }
 
+    /// Closes the database now, as a release of the last reference would (the WAL is
+    /// checkpointed), and keeps the replica's memory until the process exits: a command-line
+    /// tool about to exit need not free a notebook of 80,000 notes one allocation at a time (a
+    /// sixth of a bootstrap's import). The store cannot be used afterwards.
+    package func closeForExit() throws {
+        lock.lock(); defer { lock.unlock() }
+        try queue.inDatabase { _ in statements.removeAll() }
+        try queue.close()
+        _ = Unmanaged.passRetained(self)
+    }
+
     private init(queue: DatabaseQueue, replicaID: ReplicaID, path: String?, options: StoreOptions, wasCreated: Bool) {
         self.queue = queue
         self.identity = Mutex(replicaID)

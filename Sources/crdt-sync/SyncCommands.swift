@@ -208,6 +208,7 @@ struct ImportBundles: AsyncParsableCommand {
                     + (report.quarantined > 0 ? ", \(report.quarantined) quarantined (see `crdt-sync status`)" : "")
                     + (report.rejected > 0 ? ", \(report.rejected) refused (malformed, or no room left in the quarantine)" : ""))
             }
+            try store.closeForExit()
         }
     }
 }

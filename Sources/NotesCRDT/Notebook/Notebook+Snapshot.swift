@@ -345,15 +345,37 @@ extension Notebook {
         return notes[id].map(Notebook.noteDigest)
     }
 
-    static func noteDigest(_ record: NoteRecord) -> [UInt8] {
+    /// A note's digest, unless its body is longer than `limit` scalars; in one lookup, without
+    /// copying the record out of the table (`NoteStore` works it out for every note it writes).
+    package func noteDigest(_ id: NoteID, unlessLongerThan limit: Int) -> NoteDigest {
+        guard deferred == nil else {
+            guard let record = materialized.notes[id] else { return .unknown }
+            return record.body.count > limit ? .long : .digest(Notebook.noteDigest(record))
+        }
+        guard let index = notes.index(forKey: id) else { return .unknown }
+        if notes.values[index].body.count > limit { return .long }
+        return .digest(Notebook.noteDigest(notes.values[index]))
+    }
+
+    /// What `noteDigest(_:unlessLongerThan:)` found.
+    package enum NoteDigest: Equatable {
+        case unknown, long, digest([UInt8])
+    }
+
+    static func noteDigest(_ record: borrowing NoteRecord) -> [UInt8] {
         var writer = BinaryWriter()
-        let fields = record.fields.filter { $0.value.value != .null }.sorted { $0.key < $1.key }
-        writer.varint(UInt64(fields.count))
-        for (field, register) in fields {
+        // The fields are kept in field order: the set ones are written as they come.
+        var set = 0
+        for (_, register) in record.fields where register.value != .null { set += 1 }
+        writer.varint(UInt64(set))
+        for (field, register) in record.fields where register.value != .null {
             ChangeCodec.encode(field, &writer)
             ChangeCodec.encode(register.value, &writer)
         }
-        writer.string(record.body.string)
+        // As `writer.string(body.string)` writes it, without making the string.
+        let utf8 = record.body.utf8
+        writer.varint(UInt64(utf8.count))
+        writer.raw(utf8)
         // What a reader sees beyond the fields: a delete that an edit did not see, and the
         // merges no device has resolved.
         writer.byte(record.isRestoredByConcurrentEdit ? 1 : 0)
