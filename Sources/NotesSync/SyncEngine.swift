@@ -38,19 +38,28 @@ public struct SyncEngine: Sendable {
     public var random: @Sendable () -> Double
     /// Told about each retry (attempt number, delay, the error), so a command can say what it does.
     public var onRetry: @Sendable (Int, UInt64, SyncError) -> Void
+    /// Told how far the receive has come after each batch applied (a progress bar).
+    public var onProgress: @Sendable (SyncProgress) -> Void
 
     /// An engine; the defaults sleep for real and draw jitter from the system's generator.
     public init(retry: RetryPolicy = RetryPolicy(),
                 sleep: @escaping @Sendable (UInt64) async throws -> Void = { try await Task.sleep(nanoseconds: $0 &* 1_000_000) },
                 random: @escaping @Sendable () -> Double = { Double.random(in: 0 ..< 1) },
-                onRetry: @escaping @Sendable (Int, UInt64, SyncError) -> Void = { _, _, _ in }) {
+                onRetry: @escaping @Sendable (Int, UInt64, SyncError) -> Void = { _, _, _ in },
+                onProgress: @escaping @Sendable (SyncProgress) -> Void = { _ in }) {
         self.retry = retry
         self.sleep = sleep
         self.random = random
         self.onRetry = onRetry
+        self.onProgress = onProgress
     }
 
     /// Runs one sync of `replica` over `transport`.
+    ///
+    /// What arrives is applied as it arrives, each relay page or folder file in its own
+    /// transaction (`SyncReplica.integrate(batch:)`), so that only one page's changes are held at
+    /// a time; a sync that fails part way keeps what it applied, and the next one asks only for
+    /// the rest (Docs/Sync.md, "How a receive is applied").
     public func sync(_ replica: any SyncReplica, over transport: any SyncTransport) async throws -> SyncReport {
         let local = replica.replicaID
         let sealing = replica as? any SealedSyncReplica
@@ -65,11 +74,14 @@ public struct SyncEngine: Sendable {
             case .loadChanges(let since):
                 action = try session.changesLoaded(try replica.changes(since: since))
             case .send(let bundle):
-                let result = try await withRetry(&session) { try await transport.send(bundle) }
-                action = try session.sent(result)
+                let complete = try await streaming(&session, replica, sealing) { _, each in try await transport.send(bundle, each: each) }
+                action = try session.sentAll(complete: complete)
             case .receive(let version):
-                let result = try await withRetry(&session) { try await transport.receive(for: local, version: version) }
-                action = try session.received(result)
+                let skipped = try await streaming(&session, replica, sealing) { attempt, each in
+                    // A retry asks only for what the batches applied so far did not bring.
+                    try await transport.receive(for: local, version: attempt == 1 ? version : try replica.currentVersion().merging(version), each: each)
+                }
+                action = try session.receivedAll(skipped: skipped)
             case .apply(let changes):
                 action = try session.applied(try replica.integrate(changes))
             case .loadSealedUnits(let since):
@@ -82,6 +94,52 @@ public struct SyncEngine: Sendable {
             case .finish(let report):
                 return report
             }
+        }
+    }
+
+    /// Runs `body` (a send or a receive) with retries, applying each bundle it hands over as it
+    /// arrives; the replica's housekeeping runs once at the end, failed or not.
+    private func streaming<T>(_ session: inout SyncSession, _ replica: any SyncReplica, _ sealing: (any SealedSyncReplica)?,
+                              _ body: (_ attempt: Int, _ each: (ReceivedBundle) async throws -> Void) async throws -> T) async throws -> T {
+        var attempt = 1
+        var wrongKey: SyncError?
+        do {
+            while true {
+                do {
+                    let result = try await body(attempt) { item in
+                        guard let batch = try session.arrived(item) else { return }
+                        switch batch {
+                        case .apply(let changes):
+                            try session.batchApplied(try replica.integrate(batch: changes))
+                        case .applySealed(let units):
+                            do {
+                                try session.batchApplied(try sealing!.integrate(sealedBatch: units))
+                            } catch let error as SyncError where error.code == .wrongKey {
+                                // Judged on the whole receive, as one batch would be: refused
+                                // units if another batch opened, the error if none did.
+                                wrongKey = wrongKey ?? error
+                                try session.batchApplied(IntegrationReport(rejected: units.count, refused: [error.message]))
+                            }
+                        default:
+                            throw SyncSession.MisuseError(description: "arrived handed out \(batch)")
+                        }
+                        onProgress(session.progress)
+                    }
+                    try replica.integrationFinished()
+                    let report = session.progress.report
+                    if let wrongKey, report.applied == 0, report.duplicates == 0 { throw wrongKey }
+                    return result
+                } catch let error as SyncError where error.code == .transient && attempt < retry.maxAttempts {
+                    attempt += 1
+                    let delay = retry.delay(beforeAttempt: attempt, random: random())
+                    onRetry(attempt, delay, error)
+                    session.retried()
+                    try await sleep(delay)
+                }
+            }
+        } catch {
+            try? replica.integrationFinished()
+            throw error
         }
     }
 

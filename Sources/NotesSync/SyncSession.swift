@@ -66,8 +66,24 @@ public struct SyncSession: Sendable {
     /// What this replica had when the session started.
     public let localVersion: VersionVector
     private var report = SyncReport()
-    /// Bundles received so far (with the send's replies).
+    /// Bundles received so far (with the send's replies), when they are applied in one batch.
     private var received: [ReceivedBundle] = []
+    /// What each peer that wrote a received bundle has.
+    private var peerVersions: [ReplicaID: VersionVector] = [:]
+    /// What the other side has, once known.
+    private var remote: VersionVector?
+    /// Streaming: per author, the seq ranges received in this session (to take repeats once).
+    private var arrivedRanges: [ReplicaID: SeqRanges] = [:]
+    /// Streaming: a batch handed out and not yet reported applied.
+    private var batchInFlight = false
+    /// Streaming: batches applied.
+    private var batches = 0
+    /// Streaming: operations (seqs) of the changes received once each.
+    private var receivedOperations: UInt64 = 0
+    /// Streaming: own-identity changes the replica counted (it then moved to a new identity),
+    /// and those dropped here after it moved.
+    private var foreignOwnApplied = 0
+    private var foreignOwnDropped = 0
     /// Whether the replica is in an encrypted space: it sends and takes only sealed bundles.
     public let sealed: Bool
 
@@ -88,6 +104,7 @@ public struct SyncSession: Sendable {
     /// The other side has `remote`: load what it lacks, or go straight to receiving.
     public mutating func remoteVersionReceived(_ remote: VersionVector) throws -> Action {
         try expect(.awaitingRemoteVersion)
+        self.remote = remote
         if remote.missing(from: localVersion).isEmpty {
             state = .awaitingBundles
             return .receive(version: localVersion)
@@ -131,6 +148,7 @@ public struct SyncSession: Sendable {
     public mutating func sent(_ result: SendResult) throws -> Action {
         try expect(.awaitingSend)
         received += result.replies
+        for item in result.replies { notePeer(item.bundle) }
         if result.complete { return try finishReceiving(skipped: []) }
         state = .awaitingBundles
         return .receive(version: localVersion)
@@ -140,6 +158,7 @@ public struct SyncSession: Sendable {
     public mutating func received(_ result: ReceiveResult) throws -> Action {
         try expect(.awaitingBundles)
         received += result.bundles
+        for item in result.bundles { notePeer(item.bundle) }
         return try finishReceiving(skipped: result.skipped)
     }
 
@@ -189,22 +208,136 @@ public struct SyncSession: Sendable {
     /// The replica applied the batch.
     public mutating func applied(_ outcome: IntegrationReport) throws -> Action {
         try expect(.awaitingApply)
-        report.applied = outcome.applied
-        report.duplicates = outcome.duplicates
+        report.applied += outcome.applied
+        report.duplicates += outcome.duplicates
         report.pending = outcome.pending
-        report.quarantined = outcome.quarantined
+        report.quarantined += outcome.quarantined
         report.rejected += outcome.rejected
-        report.refused = outcome.refused
+        report.refused += outcome.refused
         if outcome.foreignOwnChanges > 0 { report.foreignOwnChanges = outcome.foreignOwnChanges }
-        var versions: [ReplicaID: VersionVector] = [:]
-        for item in received where item.bundle.sender != local {
-            versions[item.bundle.sender, default: VersionVector()].merge(item.bundle.senderVersion)
-        }
-        let peers = versions.sorted { $0.key < $1.key }.map { PeerVersion(replica: $0.key, version: $0.value) }
+        return try recordPeers()
+    }
+
+    private mutating func recordPeers() throws -> Action {
+        let peers = peerVersions.sorted { $0.key < $1.key }.map { PeerVersion(replica: $0.key, version: $0.value) }
         report.peers = peers.map(\.replica.description)
         state = .awaitingPeers
         if peers.isEmpty { return try peersRecorded() }
         return .recordPeers(peers)
+    }
+
+    private mutating func notePeer(_ bundle: SyncBundle) {
+        guard bundle.sender != local else { return }
+        peerVersions[bundle.sender, default: VersionVector()].merge(bundle.senderVersion)
+    }
+
+    // MARK: Streaming: each bundle applied as it arrives
+
+    /// Streaming: a bundle arrived (one of the send's replies, or of a receive's bundles).
+    ///
+    /// - Returns: the batch to apply now (`.apply` or `.applySealed`; report it with
+    ///   `batchApplied`), or nil when the bundle holds nothing new. Changes repeated across
+    ///   bundles go once; each batch is in canonical causal order.
+    public mutating func arrived(_ item: ReceivedBundle) throws -> Action? {
+        guard state == .awaitingSend || state == .awaitingBundles, !batchInFlight else {
+            throw MisuseError(description: "arrived in state \(state)" + (batchInFlight ? " with a batch not yet applied" : ""))
+        }
+        notePeer(item.bundle)
+        if sealed {
+            if !item.bundle.changes.isEmpty {
+                report.skipped.append("\(item.source): plaintext bundle refused: this space is end-to-end encrypted")
+                report.rejected += item.bundle.changes.count
+            }
+            guard !item.bundle.sealedUnits.isEmpty else { return nil }
+            report.receivedBundles += 1
+            // Repeats are counted once but still handed over: the replica knows a unit by its
+            // bytes, and a copy that does not open must not hide one that does.
+            for unit in item.bundle.sealedUnits where firstArrival(unit.author, unit.startSeq, unit.endSeq) {
+                report.receivedChanges += 1
+            }
+            batchInFlight = true
+            return .applySealed(item.bundle.sealedUnits.sorted { ($0.author, $0.startSeq, $0.endSeq) < ($1.author, $1.startSeq, $1.endSeq) })
+        }
+        if item.bundle.isSealed && !item.bundle.sealedUnits.isEmpty {
+            report.skipped.append("\(item.source): sealed (end-to-end encrypted) bundle refused: this replica is in no encrypted space (join it with `crdt-sync space join`)")
+        }
+        guard !item.bundle.changes.isEmpty else { return nil }
+        report.receivedBundles += 1
+        var changes: [Change] = []
+        for change in item.bundle.changes where firstArrival(change.replica, change.startSeq, change.endSeq) {
+            report.receivedChanges += 1
+            if change.replica == local, localVersion[change.replica] < change.endSeq {
+                // Our own identity, operations we never made: another copy of this replica.
+                report.foreignOwnChanges += 1
+                if foreignOwnApplied > 0 {
+                    // The replica moved to a new identity at the first such batch: the rest are
+                    // refused here, as one batch would have refused them all.
+                    foreignOwnDropped += 1
+                    report.rejected += 1
+                    continue
+                }
+            }
+            changes.append(change)
+        }
+        guard !changes.isEmpty else { return nil }
+        batchInFlight = true
+        return .apply(CausalOrder.canonical(changes))
+    }
+
+    /// Whether `author`'s `start ... end` is new to this session (and notes it as received).
+    private mutating func firstArrival(_ author: ReplicaID, _ start: UInt64, _ end: UInt64) -> Bool {
+        guard arrivedRanges[author, default: SeqRanges()].insert(start, end) else { return false }
+        receivedOperations &+= end &- start &+ 1
+        return true
+    }
+
+    /// Streaming: the replica applied the batch `arrived` handed out (in its own transaction).
+    public mutating func batchApplied(_ outcome: IntegrationReport) throws {
+        guard batchInFlight else { throw MisuseError(description: "batchApplied with no batch handed out") }
+        batchInFlight = false
+        batches += 1
+        report.applied += outcome.applied
+        report.duplicates += outcome.duplicates
+        report.pending = outcome.pending
+        report.quarantined += outcome.quarantined
+        report.rejected += outcome.rejected
+        report.refused += outcome.refused
+        foreignOwnApplied += outcome.foreignOwnChanges
+    }
+
+    /// Streaming: the send and its replies are done; `complete` when they held all we lack.
+    public mutating func sentAll(complete: Bool) throws -> Action {
+        try expect(.awaitingSend)
+        if complete { return try streamEnded() }
+        state = .awaitingBundles
+        return .receive(version: localVersion)
+    }
+
+    /// Streaming: the receive handed over its last bundle; `skipped` could not be read this time.
+    public mutating func receivedAll(skipped: [SkippedInput]) throws -> Action {
+        try expect(.awaitingBundles)
+        report.skipped += skipped.map { "\($0.source): \($0.reason)" }
+        return try streamEnded()
+    }
+
+    private mutating func streamEnded() throws -> Action {
+        guard !batchInFlight else { throw MisuseError(description: "the receive ended with a batch not yet applied") }
+        if foreignOwnApplied > 0 { report.foreignOwnChanges = foreignOwnApplied + foreignOwnDropped }
+        state = .awaitingApply
+        // Nothing applied: one empty batch, so that the report says what still waits.
+        if batches == 0 { return sealed ? .applySealed([]) : .apply([]) }
+        return try recordPeers()
+    }
+
+    /// How far a receive has come, for a progress display.
+    public var progress: SyncProgress {
+        var expected: UInt64 = 0
+        if let remote {
+            for entry in remote.sortedEntries where entry.seq > localVersion[entry.replica] {
+                expected &+= entry.seq - localVersion[entry.replica]
+            }
+        }
+        return SyncProgress(receivedOperations: receivedOperations, expectedOperations: expected, report: report)
     }
 
     /// The peers were recorded: the session is over.
@@ -219,6 +352,45 @@ public struct SyncSession: Sendable {
 
     private func expect(_ expected: State) throws {
         guard state == expected else { throw MisuseError(description: "expected state \(expected), in \(state)") }
+    }
+}
+
+/// How far a sync's receive has come (`SyncEngine.onProgress`).
+public struct SyncProgress: Sendable {
+    /// Operations (seqs) of the distinct changes received so far.
+    public var receivedOperations: UInt64
+    /// Operations the other side said it has that this replica lacked at the start (a folder's
+    /// or relay's version vector: the total to expect, roughly).
+    public var expectedOperations: UInt64
+    /// The report so far.
+    public var report: SyncReport
+}
+
+/// Disjoint seq ranges of one author, sorted: an author's changes arrive in runs, so they stay a
+/// few ranges whatever the history's length.
+struct SeqRanges: Sendable {
+    private var ranges: [ClosedRange<UInt64>] = []
+
+    /// Adds `start ... end`; false when it was covered already.
+    mutating func insert(_ start: UInt64, _ end: UInt64) -> Bool {
+        let lower = min(start, end)
+        let upper = max(start, end)
+        // The first range that ends at or past the seq before `lower` (it may touch or cover it).
+        var low = 0
+        var high = ranges.count
+        while low < high {
+            let mid = (low + high) / 2
+            if ranges[mid].upperBound &+ 1 < lower && ranges[mid].upperBound < .max { low = mid + 1 } else { high = mid }
+        }
+        if low < ranges.count, ranges[low].lowerBound <= lower, ranges[low].upperBound >= upper { return false }
+        var merged = lower ... upper
+        var end = low
+        while end < ranges.count, ranges[end].lowerBound <= (merged.upperBound == .max ? .max : merged.upperBound + 1) {
+            merged = min(merged.lowerBound, ranges[end].lowerBound) ... max(merged.upperBound, ranges[end].upperBound)
+            end += 1
+        }
+        ranges.replaceSubrange(low ..< end, with: [merged])
+        return true
     }
 }
 
