@@ -16,6 +16,12 @@ extension NoteStore: SyncReplica {
         IntegrationReport(try apply(changes, alsoWriting: nil, compacting: false))
     }
 
+    /// Applies the batches in one transaction with `apply(batches:progress:)`: each is logged as
+    /// it comes, the notes are written once at the end.
+    public func integrate(batches next: () throws -> [Change]?, progress: (IntegrationReport) -> Void) throws -> IntegrationReport {
+        IntegrationReport(try apply(batches: next, progress: { progress(IntegrationReport($0)) }))
+    }
+
     /// Takes the snapshot the batches left, if one is due.
     public func integrationFinished() throws {
         compactIfDueLocking()

@@ -116,10 +116,10 @@ public struct RelayTransport: SyncTransport {
     }
 
     /// The first reply and every page after it, for a replica at `version`, each handed to `each`
-    /// before the next is asked for (only one page is held at a time).
+    /// as it arrives. The next page is asked for before `each` takes the current one, so that
+    /// the relay and the network work while the replica applies (two pages are held at most).
     func pages(from first: RelayReply, local: ReplicaID, version: VersionVector, each: (ReceivedBundle) async throws -> Void) async throws {
         var reply = first
-        try await each(ReceivedBundle(bundle: reply.bundle, source: spaceURL))
         var cursor = version
         var count = 1
         while reply.more {
@@ -137,10 +137,13 @@ public struct RelayTransport: SyncTransport {
                 throw SyncError(.transient, "\(spaceURL): the relay sent more than \(maxPages) pages; the rest waits for the next sync")
             }
             cursor = advanced
-            reply = try await exchange(SyncBundle(sender: local, senderVersion: cursor, changes: []))
+            let request = SyncBundle(sender: local, senderVersion: advanced, changes: [])
+            async let next = exchange(request)
             try await each(ReceivedBundle(bundle: reply.bundle, source: spaceURL))
+            reply = try await next
             count += 1
         }
+        try await each(ReceivedBundle(bundle: reply.bundle, source: spaceURL))
     }
 
     // MARK: Requests

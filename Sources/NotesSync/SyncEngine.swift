@@ -40,6 +40,12 @@ public struct SyncEngine: Sendable {
     public var onRetry: @Sendable (Int, UInt64, SyncError) -> Void
     /// Told how far the receive has come after each batch applied (a progress bar).
     public var onProgress: @Sendable (SyncProgress) -> Void
+    /// How a receive is committed: nil (the default) applies everything a send or a receive
+    /// brings in one transaction, page by page as it arrives, on a thread of its own; N commits
+    /// every N changes or so (`SyncSession.batchSize`), so that an interrupted pull keeps what it
+    /// applied and the notes appear as it goes. An encrypted space's receive always commits per
+    /// batch (of `SyncSession.defaultBatchSize` units unless N is given).
+    public var changesPerTransaction: Int?
 
     /// An engine; the defaults sleep for real and draw jitter from the system's generator.
     public init(retry: RetryPolicy = RetryPolicy(),
@@ -64,7 +70,9 @@ public struct SyncEngine: Sendable {
         let local = replica.replicaID
         let sealing = replica as? any SealedSyncReplica
         let sealed = try sealing?.isInEncryptedSpace() ?? false
-        var session = SyncSession(local: local, version: try replica.currentVersion(), sealed: sealed)
+        let inOneTransaction = changesPerTransaction == nil && !sealed
+        var session = SyncSession(local: local, version: try replica.currentVersion(), sealed: sealed,
+                                  batchSize: inOneTransaction ? 1 : changesPerTransaction ?? SyncSession.defaultBatchSize)
         var action = try session.start()
         while true {
             switch action {
@@ -74,72 +82,30 @@ public struct SyncEngine: Sendable {
             case .loadChanges(let since):
                 action = try session.changesLoaded(try replica.changes(since: since))
             case .send(let bundle):
-                let complete = try await streaming(&session, replica, sealing) { _, each in try await transport.send(bundle, each: each) }
+                let complete = try await streaming(&session, replica, sealing, inOneTransaction: inOneTransaction) { _, each in
+                    try await transport.send(bundle, each: each)
+                }
                 action = try session.sentAll(complete: complete)
             case .receive(let version):
-                let skipped = try await streaming(&session, replica, sealing) { attempt, each in
-                    // A retry asks only for what the batches applied so far did not bring.
-                    try await transport.receive(for: local, version: attempt == 1 ? version : try replica.currentVersion().merging(version), each: each)
+                let skipped = try await streaming(&session, replica, sealing, inOneTransaction: inOneTransaction) { received, each in
+                    // A retry asks only for what the session has not received yet.
+                    try await transport.receive(for: local, version: received ?? version, each: each)
                 }
                 action = try session.receivedAll(skipped: skipped)
             case .apply(let changes):
                 action = try session.applied(try replica.integrate(changes))
+                onProgress(session.progress)
             case .loadSealedUnits(let since):
                 action = try session.unitsLoaded(try sealing!.sealedUnits(since: since, checkingTaggedUnits: !transport.checksEachSealedUnit))
             case .applySealed(let units):
                 action = try session.applied(try sealing!.integrate(sealed: units))
+                onProgress(session.progress)
             case .recordPeers(let peers):
                 for peer in peers { try replica.recordPeer(peer.replica, version: peer.version) }
                 action = try session.peersRecorded()
             case .finish(let report):
                 return report
             }
-        }
-    }
-
-    /// Runs `body` (a send or a receive) with retries, applying each bundle it hands over as it
-    /// arrives; the replica's housekeeping runs once at the end, failed or not.
-    private func streaming<T>(_ session: inout SyncSession, _ replica: any SyncReplica, _ sealing: (any SealedSyncReplica)?,
-                              _ body: (_ attempt: Int, _ each: (ReceivedBundle) async throws -> Void) async throws -> T) async throws -> T {
-        var attempt = 1
-        var wrongKey: SyncError?
-        do {
-            while true {
-                do {
-                    let result = try await body(attempt) { item in
-                        guard let batch = try session.arrived(item) else { return }
-                        switch batch {
-                        case .apply(let changes):
-                            try session.batchApplied(try replica.integrate(batch: changes))
-                        case .applySealed(let units):
-                            do {
-                                try session.batchApplied(try sealing!.integrate(sealedBatch: units))
-                            } catch let error as SyncError where error.code == .wrongKey {
-                                // Judged on the whole receive, as one batch would be: refused
-                                // units if another batch opened, the error if none did.
-                                wrongKey = wrongKey ?? error
-                                try session.batchApplied(IntegrationReport(rejected: units.count, refused: [error.message]))
-                            }
-                        default:
-                            throw SyncSession.MisuseError(description: "arrived handed out \(batch)")
-                        }
-                        onProgress(session.progress)
-                    }
-                    try replica.integrationFinished()
-                    let report = session.progress.report
-                    if let wrongKey, report.applied == 0, report.duplicates == 0 { throw wrongKey }
-                    return result
-                } catch let error as SyncError where error.code == .transient && attempt < retry.maxAttempts {
-                    attempt += 1
-                    let delay = retry.delay(beforeAttempt: attempt, random: random())
-                    onRetry(attempt, delay, error)
-                    session.retried()
-                    try await sleep(delay)
-                }
-            }
-        } catch {
-            try? replica.integrationFinished()
-            throw error
         }
     }
 

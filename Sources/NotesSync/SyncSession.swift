@@ -74,8 +74,6 @@ public struct SyncSession: Sendable {
     private var remote: VersionVector?
     /// Streaming: per author, the seq ranges received in this session (to take repeats once).
     private var arrivedRanges: [ReplicaID: SeqRanges] = [:]
-    /// Streaming: a batch handed out and not yet reported applied.
-    private var batchInFlight = false
     /// Streaming: batches applied.
     private var batches = 0
     /// Streaming: operations (seqs) of the changes received once each.
@@ -84,14 +82,24 @@ public struct SyncSession: Sendable {
     /// and those dropped here after it moved.
     private var foreignOwnApplied = 0
     private var foreignOwnDropped = 0
+    /// Streaming: changes (or sealed units) received and not yet handed out, fewer than `batchSize`.
+    private var gathered: [Change] = []
+    private var gatheredUnits: [SealedUnit] = []
+    /// Streaming: hand out a batch once this many changes (or sealed units) are gathered; the
+    /// rest goes when the receive ends.
+    public let batchSize: Int
+    /// The default `batchSize`: about ten relay pages, a few megabytes of changes.
+    public static let defaultBatchSize = 10_000
     /// Whether the replica is in an encrypted space: it sends and takes only sealed bundles.
     public let sealed: Bool
 
-    /// A session for `local`, which has applied `version`; `sealed` when it is in an encrypted space.
-    public init(local: ReplicaID, version: VersionVector, sealed: Bool = false) {
+    /// A session for `local`, which has applied `version`; `sealed` when it is in an encrypted
+    /// space; a streamed receive hands out batches of `batchSize` changes (at least 1).
+    public init(local: ReplicaID, version: VersionVector, sealed: Bool = false, batchSize: Int = SyncSession.defaultBatchSize) {
         self.local = local
         self.localVersion = version
         self.sealed = sealed
+        self.batchSize = max(1, batchSize)
     }
 
     /// The first action.
@@ -214,7 +222,8 @@ public struct SyncSession: Sendable {
         report.quarantined += outcome.quarantined
         report.rejected += outcome.rejected
         report.refused += outcome.refused
-        if outcome.foreignOwnChanges > 0 { report.foreignOwnChanges = outcome.foreignOwnChanges }
+        foreignOwnApplied += outcome.foreignOwnChanges
+        if foreignOwnApplied > 0 { report.foreignOwnChanges = foreignOwnApplied + foreignOwnDropped }
         return try recordPeers()
     }
 
@@ -235,13 +244,12 @@ public struct SyncSession: Sendable {
 
     /// Streaming: a bundle arrived (one of the send's replies, or of a receive's bundles).
     ///
-    /// - Returns: the batch to apply now (`.apply` or `.applySealed`; report it with
-    ///   `batchApplied`), or nil when the bundle holds nothing new. Changes repeated across
+    /// - Returns: the batch to apply (`.apply` or `.applySealed`, once `batchSize` changes are
+    ///   gathered; report what the replica did with `batchApplied`, for each batch or once for
+    ///   all applied in one transaction), or nil when there is none yet. Changes repeated across
     ///   bundles go once; each batch is in canonical causal order.
     public mutating func arrived(_ item: ReceivedBundle) throws -> Action? {
-        guard state == .awaitingSend || state == .awaitingBundles, !batchInFlight else {
-            throw MisuseError(description: "arrived in state \(state)" + (batchInFlight ? " with a batch not yet applied" : ""))
-        }
+        guard state == .awaitingSend || state == .awaitingBundles else { throw MisuseError(description: "arrived in state \(state)") }
         notePeer(item.bundle)
         if sealed {
             if !item.bundle.changes.isEmpty {
@@ -255,15 +263,15 @@ public struct SyncSession: Sendable {
             for unit in item.bundle.sealedUnits where firstArrival(unit.author, unit.startSeq, unit.endSeq) {
                 report.receivedChanges += 1
             }
-            batchInFlight = true
-            return .applySealed(item.bundle.sealedUnits.sorted { ($0.author, $0.startSeq, $0.endSeq) < ($1.author, $1.startSeq, $1.endSeq) })
+            gatheredUnits += item.bundle.sealedUnits
+            guard gatheredUnits.count >= batchSize else { return nil }
+            return takeGathered()
         }
         if item.bundle.isSealed && !item.bundle.sealedUnits.isEmpty {
             report.skipped.append("\(item.source): sealed (end-to-end encrypted) bundle refused: this replica is in no encrypted space (join it with `crdt-sync space join`)")
         }
         guard !item.bundle.changes.isEmpty else { return nil }
         report.receivedBundles += 1
-        var changes: [Change] = []
         for change in item.bundle.changes where firstArrival(change.replica, change.startSeq, change.endSeq) {
             report.receivedChanges += 1
             if change.replica == local, localVersion[change.replica] < change.endSeq {
@@ -277,11 +285,17 @@ public struct SyncSession: Sendable {
                     continue
                 }
             }
-            changes.append(change)
+            gathered.append(change)
         }
-        guard !changes.isEmpty else { return nil }
-        batchInFlight = true
-        return .apply(CausalOrder.canonical(changes))
+        guard gathered.count >= batchSize else { return nil }
+        return takeGathered()
+    }
+
+    /// What was gathered, as a batch in canonical causal order (sealed units by author and seq).
+    private mutating func takeGathered() -> Action {
+        defer { gathered = []; gatheredUnits = [] }
+        if sealed { return .applySealed(gatheredUnits.sorted { ($0.author, $0.startSeq, $0.endSeq) < ($1.author, $1.startSeq, $1.endSeq) }) }
+        return .apply(CausalOrder.canonical(gathered))
     }
 
     /// Whether `author`'s `start ... end` is new to this session (and notes it as received).
@@ -291,10 +305,9 @@ public struct SyncSession: Sendable {
         return true
     }
 
-    /// Streaming: the replica applied the batch `arrived` handed out (in its own transaction).
+    /// Streaming: the replica applied what `arrived` handed out (one batch, or all of them).
     public mutating func batchApplied(_ outcome: IntegrationReport) throws {
-        guard batchInFlight else { throw MisuseError(description: "batchApplied with no batch handed out") }
-        batchInFlight = false
+        guard state == .awaitingSend || state == .awaitingBundles else { throw MisuseError(description: "batchApplied in state \(state)") }
         batches += 1
         report.applied += outcome.applied
         report.duplicates += outcome.duplicates
@@ -321,12 +334,24 @@ public struct SyncSession: Sendable {
     }
 
     private mutating func streamEnded() throws -> Action {
-        guard !batchInFlight else { throw MisuseError(description: "the receive ended with a batch not yet applied") }
         if foreignOwnApplied > 0 { report.foreignOwnChanges = foreignOwnApplied + foreignOwnDropped }
-        state = .awaitingApply
-        // Nothing applied: one empty batch, so that the report says what still waits.
-        if batches == 0 { return sealed ? .applySealed([]) : .apply([]) }
+        // The last batch (`applied`), even empty when none was applied: the report says what still waits.
+        if !gathered.isEmpty || !gatheredUnits.isEmpty || batches == 0 {
+            state = .awaitingApply
+            return takeGathered()
+        }
         return try recordPeers()
+    }
+
+    /// What this replica had, with what the session received since that follows on from it:
+    /// where a retried receive starts.
+    public var receivedVersion: VersionVector {
+        var version = localVersion
+        for (author, ranges) in arrivedRanges {
+            let end = ranges.contiguousEnd(after: localVersion[author])
+            if end > version[author] { version[author] = end }
+        }
+        return version
     }
 
     /// How far a receive has come, for a progress display.
@@ -391,6 +416,13 @@ struct SeqRanges: Sendable {
         }
         ranges.replaceSubrange(low ..< end, with: [merged])
         return true
+    }
+
+    /// The last seq of the run that goes on from `seq` (`seq` itself when none does).
+    func contiguousEnd(after seq: UInt64) -> UInt64 {
+        guard seq < .max else { return seq }
+        for range in ranges where range.contains(seq + 1) { return range.upperBound }
+        return seq
     }
 }
 

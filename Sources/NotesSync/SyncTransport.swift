@@ -171,6 +171,10 @@ public protocol SyncReplica: AnyObject, Sendable {
     /// Applies one batch of a receive that comes in several (a relay's page, a folder's file), in
     /// its own transaction; the replica may leave housekeeping to `integrationFinished()`.
     func integrate(batch changes: [Change]) throws -> IntegrationReport
+    /// Applies the batches `next` hands over (nil when none is left) in one transaction,
+    /// holding one at a time; `progress` is told after each. An error `next` throws rolls all
+    /// of them back.
+    func integrate(batches next: () throws -> [Change]?, progress: (IntegrationReport) -> Void) throws -> IntegrationReport
     /// Called once after the last batch of a receive (also after a failed one): housekeeping
     /// left for the end (a store's snapshot).
     func integrationFinished() throws
@@ -194,4 +198,24 @@ extension SyncReplica {
     }
 
     public func integrationFinished() throws {}
+
+    /// Applies each batch in its own transaction (`integrate(batch:)`): a replica that can hold
+    /// one transaction across batches does better.
+    public func integrate(batches next: () throws -> [Change]?, progress: (IntegrationReport) -> Void) throws -> IntegrationReport {
+        var total = IntegrationReport()
+        while let batch = try next() {
+            let report = try integrate(batch: batch)
+            total.applied += report.applied
+            total.duplicates += report.duplicates
+            total.pending = report.pending
+            total.quarantined += report.quarantined
+            total.rejected += report.rejected
+            total.refused += report.refused
+            total.foreignOwnChanges += report.foreignOwnChanges
+            progress(total)
+        }
+        try integrationFinished()
+        if total == IntegrationReport() { return try integrate([]) }
+        return total
+    }
 }

@@ -111,17 +111,24 @@ struct StreamedReceiveTests {
         return try Outcome(store)
     }
 
-    static let engine = SyncEngine(sleep: { _ in }, random: { 0 })
+    /// An engine that commits every `changesPerTransaction` changes (1: every page; nil: the
+    /// whole receive in one transaction).
+    static func engine(_ changesPerTransaction: Int?) -> SyncEngine {
+        var engine = SyncEngine(sleep: { _ in }, random: { 0 })
+        engine.changesPerTransaction = changesPerTransaction
+        return engine
+    }
 
-    @Test(arguments: [(UInt64(1), 1), (2, 7), (3, 50), (4, 1000)])
-    func aStreamedPullEqualsOneBatch(seed: UInt64, pageSize: Int) async throws {
+    @Test(arguments: [(UInt64(1), 1, 1), (2, 7, 1), (3, 50, 1), (4, 1000, 1), (5, 7, 30), (6, 3, 1000),
+                      (7, 1, nil), (8, 7, nil), (9, 50, nil)] as [(UInt64, Int, Int?)])
+    func aStreamedPullEqualsOneBatch(seed: UInt64, pageSize: Int, changesPerTransaction: Int?) async throws {
         let changes = try Self.history(seed: seed)
         let expected = try Self.oneBatch(changes)
         var outcomes: [Outcome] = []
         for order in 0 ..< 3 as Range<UInt64> {
             let relay = ScriptedRelay(arrival: Self.arrival(changes, seed: seed &* 31 &+ order), pageSize: pageSize)
             let store = try NoteStore.openInMemory()
-            let report = try await Self.engine.sync(store, over: RelayTransport(url: "http://relay", space: "s", token: "t", http: relay))
+            let report = try await Self.engine(changesPerTransaction).sync(store, over: RelayTransport(url: "http://relay", space: "s", token: "t", http: relay))
             #expect(report.receivedChanges == changes.count)
             #expect(report.applied == changes.count)
             #expect(report.pending == 0)
@@ -134,8 +141,8 @@ struct StreamedReceiveTests {
 
     /// An author's last changes never reached the relay: what depends on them waits, as it
     /// would have in one batch, whatever the order the rest came in.
-    @Test(arguments: [UInt64(5), 6])
-    func whatWaitsIsWhatOneBatchLeavesWaiting(seed: UInt64) async throws {
+    @Test(arguments: [(UInt64(5), 1), (6, nil)] as [(UInt64, Int?)])
+    func whatWaitsIsWhatOneBatchLeavesWaiting(seed: UInt64, changesPerTransaction: Int?) async throws {
         let all = try Self.history(seed: seed)
         let cut = all.first!.replica
         let ofCut = all.filter { $0.replica == cut }
@@ -146,14 +153,15 @@ struct StreamedReceiveTests {
         for order in 0 ..< 3 as Range<UInt64> {
             let relay = ScriptedRelay(arrival: Self.arrival(changes, seed: seed &+ order), pageSize: 5)
             let store = try NoteStore.openInMemory()
-            let report = try await Self.engine.sync(store, over: RelayTransport(url: "http://relay", space: "s", token: "t", http: relay))
+            let report = try await Self.engine(changesPerTransaction).sync(store, over: RelayTransport(url: "http://relay", space: "s", token: "t", http: relay))
             #expect(try Outcome(store) == expected)
             #expect(report.pending == expected.pending.count)
         }
     }
 
-    /// A relay that fails for good part way: the pages applied stay (each was one transaction),
-    /// the store is what one batch of them gives, and the next sync asks only for the rest.
+    /// Committing every page, a relay that fails for good part way: the pages applied stay
+    /// (each was one transaction), the store is what one batch of them gives, and the next
+    /// sync asks only for the rest.
     @Test func aFailedPullKeepsItsPagesAndTheNextSyncAsksForTheRest() async throws {
         let changes = try Self.history(seed: 7)
         let arrival = Self.arrival(changes, seed: 8)
@@ -161,26 +169,45 @@ struct StreamedReceiveTests {
         relay.failing = (post: 3, status: 400)
         let store = try NoteStore.openInMemory()
         let transport = try RelayTransport(url: "http://relay", space: "s", token: "t", http: relay)
-        await #expect(throws: SyncError.self) { _ = try await Self.engine.sync(store, over: transport) }
+        await #expect(throws: SyncError.self) { _ = try await Self.engine(1).sync(store, over: transport) }
         #expect(try Outcome(store) == Self.oneBatch(Array(arrival.prefix(30))))
         let kept = try store.versionVector
         #expect(!kept.isEmpty)
 
-        let report = try await Self.engine.sync(store, over: transport)
+        let report = try await Self.engine(1).sync(store, over: transport)
         #expect(relay.asked[4] == kept)
         #expect(report.receivedChanges == changes.count - 30 + (try Self.oneBatch(Array(arrival.prefix(30))).pending.count))
         #expect(try Outcome(store) == Self.oneBatch(changes))
     }
 
-    /// A relay that fails once in a way that may pass: the retry asks from what the pages
-    /// applied so far brought, and repeats are taken once.
-    @Test func aRetriedPageResumesFromWhatWasApplied() async throws {
+    /// In one transaction (the default), a relay that fails for good part way leaves the store
+    /// as it was: nothing of the receive is applied; the next sync brings it all.
+    @Test func aFailedPullInOneTransactionLeavesTheStoreAsItWas() async throws {
+        let changes = try Self.history(seed: 12)
+        let relay = ScriptedRelay(arrival: Self.arrival(changes, seed: 13), pageSize: 10)
+        relay.failing = (post: 3, status: 400)
+        let store = try NoteStore.openInMemory()
+        let before = try Outcome(store)
+        let transport = try RelayTransport(url: "http://relay", space: "s", token: "t", http: relay)
+        await #expect(throws: SyncError.self) { _ = try await Self.engine(nil).sync(store, over: transport) }
+        #expect(try Outcome(store) == before)
+        let report = try await Self.engine(nil).sync(store, over: transport)
+        #expect(report.receivedChanges == changes.count)
+        #expect(try Outcome(store) == Self.oneBatch(changes))
+    }
+
+    /// A relay that fails once in a way that may pass: the retry asks from what the session
+    /// received so far (whether applied or not), and repeats are taken once.
+    @Test(arguments: [1, 1000, nil] as [Int?])
+    func aRetriedPageResumesFromWhatWasReceived(changesPerTransaction: Int?) async throws {
         let changes = try Self.history(seed: 9)
         let relay = ScriptedRelay(arrival: Self.arrival(changes, seed: 10), pageSize: 10)
         relay.failing = (post: 2, status: 503)
         let store = try NoteStore.openInMemory()
-        let report = try await Self.engine.sync(store, over: RelayTransport(url: "http://relay", space: "s", token: "t", http: relay))
+        let report = try await Self.engine(changesPerTransaction).sync(store, over: RelayTransport(url: "http://relay", space: "s", token: "t", http: relay))
         #expect(report.retries == 1)
+        // Page 1 was the last received: the retry asks from where the failed request did.
+        #expect(relay.asked[3] == relay.asked[2])
         #expect(relay.asked[3] != VersionVector())
         #expect(report.receivedChanges == changes.count)
         #expect(report.applied == changes.count)
@@ -202,7 +229,7 @@ struct StreamedReceiveTests {
             }
         }
         let store = try NoteStore.openInMemory()
-        let report = try await Self.engine.sync(store, over: folder)
+        let report = try await Self.engine(nil).sync(store, over: folder)
         #expect(report.receivedBundles > 3)
         #expect(report.receivedChanges == changes.count)
         #expect(try Outcome(store) == Self.oneBatch(changes))
@@ -216,7 +243,7 @@ struct StreamedReceiveTests {
         _ = a.createNote(title: "original")
         // The copy's first change has the seqs of a's: the next ones are past what a made.
         let foreign = (0 ..< 4).map { i in copy.createNote(title: "by the copy \(i)").change }.dropFirst()
-        var session = SyncSession(local: a.replicaID, version: a.versionVector)
+        var session = SyncSession(local: a.replicaID, version: a.versionVector, batchSize: 1)
         _ = try session.start()
         _ = try session.remoteVersionReceived(a.versionVector)
         let sender = ReplicaID.random()
