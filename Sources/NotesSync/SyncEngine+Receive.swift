@@ -90,17 +90,21 @@ extension SyncEngine {
 
     private static func applyOnAThread(_ replica: any SyncReplica, _ handoff: BatchHandoff,
                                        _ onProgress: @escaping @Sendable (SyncProgress) -> Void) async -> Result<IntegrationReport, any Error> {
-        await withCheckedContinuation { continuation in
+        // Task-locals do not follow a thread: the one the code below reads is bound again there.
+        let lwwIgnoresReplicaOnTies = CRDTTestHooks.lwwIgnoresReplicaOnTies
+        return await withCheckedContinuation { continuation in
             // A thread of its own: the transaction waits for pages, which must not hold up a
             // thread of the concurrency pool.
             let thread = Thread {
                 var current: SyncProgress?
-                let result = Result {
-                    try replica.integrate(batches: {
-                        guard let (batch, progress) = try handoff.take() else { return nil }
-                        current = progress
-                        return batch
-                    }, progress: { _ in if let current { onProgress(current) } })
+                let result = CRDTTestHooks.$lwwIgnoresReplicaOnTies.withValue(lwwIgnoresReplicaOnTies) {
+                    Result {
+                        try replica.integrate(batches: {
+                            guard let (batch, progress) = try handoff.take() else { return nil }
+                            current = progress
+                            return batch
+                        }, progress: { _ in if let current { onProgress(current) } })
+                    }
                 }
                 handoff.stop()
                 continuation.resume(returning: result)
