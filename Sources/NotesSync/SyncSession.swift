@@ -6,11 +6,13 @@ import NotesCRDT
 /// back as the next event.
 ///
 /// A round: learn what the other side has, load and send exactly what it lacks, receive what we
-/// lack (unless the send's answer already held it all), apply it in one batch, record what each
-/// peer has, finish with a report. Received bundles are checked for what a transport cannot
+/// lack (unless the send's answer already held it all), applying it as it arrives (`arrived`,
+/// `batchApplied`; or gathered and applied in one batch with `received`, `applied`), record what
+/// each peer has, finish with a report. Received bundles are checked for what a transport cannot
 /// know: changes repeated across bundles are applied once, changes of this replica's own identity
-/// that it never made are counted (a copied replica), and what is applied goes in one canonical
-/// causal order, so that the outcome does not depend on the order bundles arrived in.
+/// that it never made are counted (a copied replica), and each batch goes in canonical causal
+/// order; with waiting changes kept until what they depend on comes, the outcome does not depend
+/// on the order bundles arrived in nor on how they were cut (Docs/Sync.md).
 public struct SyncSession: Sendable {
     /// What to do next.
     public enum Action: Sendable {
@@ -22,12 +24,14 @@ public struct SyncSession: Sendable {
         case send(SyncBundle)
         /// Ask the transport for what a replica at this version lacks (`received`).
         case receive(version: VersionVector)
-        /// Apply these changes to the replica in one batch (`applied`).
+        /// Apply these changes to the replica in one batch (`applied`; `batchApplied` when
+        /// `arrived` handed them out).
         case apply([Change])
         /// In an encrypted space: ask the replica for the sealed units a replica at this version
         /// lacks, sealing its own new changes first (`unitsLoaded`).
         case loadSealedUnits(since: VersionVector)
-        /// In an encrypted space: open these units and apply what they hold in one batch (`applied`).
+        /// In an encrypted space: open these units and apply what they hold in one batch
+        /// (`applied`; `batchApplied` when `arrived` handed them out).
         case applySealed([SealedUnit])
         /// Record what these peers have (`peersRecorded`).
         case recordPeers([PeerVersion])
