@@ -65,12 +65,14 @@ extension SyncEngine {
                                               _ body: (_ received: VersionVector?, _ each: (ReceivedBundle) async throws -> Void) async throws -> T) async throws -> T {
         let handoff = BatchHandoff(capacity: 2)
         let onProgress = onProgress
-        async let applied: Result<IntegrationReport, any Error> = Self.applyOnAThread(replica, handoff, onProgress)
+        // Started with the first batch: a sync that brings nothing opens no write transaction.
+        var applying: Task<Result<IntegrationReport, any Error>, Never>?
         let produced: Result<T, any Error>
         do {
             produced = .success(try await withRetries(&session, body) { session, item in
                 guard let batch = try session.arrived(item) else { return }
                 guard case .apply(let changes) = batch else { throw SyncSession.MisuseError(description: "arrived handed out \(batch)") }
+                if applying == nil { applying = Task { await Self.applyOnAThread(replica, handoff, onProgress) } }
                 try await handoff.put(changes, session.progress)
             })
             handoff.end()
@@ -78,7 +80,9 @@ extension SyncEngine {
             handoff.fail(error)
             produced = .failure(error)
         }
-        let outcome = await applied
+        // Nothing was handed over: the session asks for an empty batch at the end (`streamEnded`).
+        guard let applying else { return try produced.get() }
+        let outcome = await applying.value
         // The first failure is the one to tell: the transport's (the replica then rolled back),
         // else the replica's (the transport stopped because of it).
         if case .failure(let error) = produced, !(error is BatchHandoff.Stopped) { throw error }

@@ -214,6 +214,44 @@ struct StreamedReceiveTests {
         #expect(try Outcome(store) == Self.oneBatch(changes))
     }
 
+    /// A store that counts how it is asked to apply.
+    final class CountingReplica: SyncReplica, @unchecked Sendable {
+        let store: NoteStore
+        let lock = NSLock()
+        var transactions = 0
+        var batchesSeen = 0
+        init(_ store: NoteStore) { self.store = store }
+        var replicaID: ReplicaID { store.replicaID }
+        func currentVersion() throws -> VersionVector { try store.currentVersion() }
+        func changes(since version: VersionVector) throws -> [Change] { try store.changes(since: version) }
+        func integrate(_ changes: [Change]) throws -> IntegrationReport { try store.integrate(changes) }
+        func recordPeer(_ replica: ReplicaID, version: VersionVector) throws { try store.recordPeer(replica, version: version) }
+        func integrate(batches next: () throws -> [Change]?, progress: (IntegrationReport) -> Void) throws -> IntegrationReport {
+            lock.withLock { transactions += 1 }
+            return try store.integrate(batches: {
+                let batch = try next()
+                if batch != nil { self.lock.withLock { self.batchesSeen += 1 } }
+                return batch
+            }, progress: progress)
+        }
+    }
+
+    /// By default every page goes to one transaction, page by page; a sync that brings nothing
+    /// opens none.
+    @Test func theDefaultIsOneTransactionFedPageByPage() async throws {
+        let changes = try Self.history(seed: 14)
+        let relay = ScriptedRelay(arrival: Self.arrival(changes, seed: 15), pageSize: 9)
+        let replica = CountingReplica(try NoteStore.openInMemory())
+        let transport = try RelayTransport(url: "http://relay", space: "s", token: "t", http: relay)
+        _ = try await SyncEngine().sync(replica, over: transport)
+        #expect(replica.transactions == 1)
+        #expect(replica.batchesSeen == (changes.count + 8) / 9)
+        let again = try await SyncEngine().sync(replica, over: transport)
+        #expect(again.receivedChanges == 0)
+        #expect(replica.transactions == 1)
+        #expect(try Outcome(replica.store) == Self.oneBatch(changes))
+    }
+
     /// A folder's files are applied one by one, with the same outcome as one batch.
     @Test func aFolderPullEqualsOneBatch() async throws {
         let changes = try Self.history(seed: 11)
