@@ -361,6 +361,15 @@ extension NoteStore: SealedSyncReplica {
     /// signature, its ciphertext), then applies their changes, keeps them, records newly
     /// introduced members and keeps refused units aside, in one transaction.
     public func integrate(sealed units: [SealedUnit]) throws -> IntegrationReport {
+        try integrate(sealed: units, compacting: true)
+    }
+
+    /// `integrate(sealed:)` for one batch of a sync's receive: the snapshot waits for `integrationFinished()`.
+    public func integrate(sealedBatch units: [SealedUnit]) throws -> IntegrationReport {
+        try integrate(sealed: units, compacting: false)
+    }
+
+    func integrate(sealed units: [SealedUnit], compacting: Bool) throws -> IntegrationReport {
         var sealer: SpaceSealer?
         var members: [ReplicaID: [UInt8]] = [:]
         var agreements: [ReplicaID: [UInt8]] = [:]
@@ -388,7 +397,7 @@ extension NoteStore: SealedSyncReplica {
         guard let sealer else {
             throw SyncError(.encryption, "sealed (end-to-end encrypted) bundles refused: this replica is in no encrypted space (join it with `crdt-sync space join`)")
         }
-        guard !units.isEmpty else { return try integrate([Change]()) }
+        guard !units.isEmpty else { return IntegrationReport(try apply([], alsoWriting: nil, compacting: compacting)) }
         members[replicaID] = members[replicaID] ?? sealer.signer.publicKey
         var opened: [SealedUnit] = []
         var changes: [Change] = []
@@ -450,7 +459,7 @@ extension NoteStore: SealedSyncReplica {
             for (unit, error) in refused {
                 try NoteStore.keepRefused(unit, code: error.code.description, reason: error.message, now: now, db)
             }
-        })
+        }, compacting: compacting)
         return IntegrationReport(applied: report.applied, duplicates: report.duplicates + duplicates, pending: report.pending,
                                  quarantined: report.quarantined, rejected: report.rejected + refused.count,
                                  refused: refused.map(\.error.message), foreignOwnChanges: report.foreignOwnChanges)

@@ -94,17 +94,20 @@ extension NoteStore {
 
     /// `apply(_:)`, with `extra` written in the same transaction (what an encrypted space keeps
     /// beside the changes: the sealed units, the members' keys).
-    func apply(_ changes: [Change], alsoWriting extra: ((Database) throws -> Void)?) throws -> ApplyReport {
+    ///
+    /// `compacting` false leaves the snapshot that may be due to `compactIfDue()` (a sync's
+    /// receive applies many batches and takes one snapshot at the end).
+    func apply(_ changes: [Change], alsoWriting extra: ((Database) throws -> Void)?, compacting: Bool = true) throws -> ApplyReport {
         if changes.isEmpty {
             lock.lock(); defer { lock.unlock() }
             if let extra { try writeTransaction("cannot record the sealed units") { db in try extra(db) } }
             return ApplyReport(applied: 0, duplicates: 0, pending: try loadedState().notebook.pendingCount, touchedNotes: 0)
         }
         var batch: [Change]? = changes
-        return try apply(batches: { defer { batch = nil }; return batch }, alsoWriting: extra, progress: { _ in })
+        return try apply(batches: { defer { batch = nil }; return batch }, alsoWriting: extra, compacting: compacting, progress: { _ in })
     }
 
-    private func apply(batches next: () throws -> [Change]?, alsoWriting extra: ((Database) throws -> Void)?,
+    private func apply(batches next: () throws -> [Change]?, alsoWriting extra: ((Database) throws -> Void)?, compacting: Bool = true,
                        progress: (ApplyReport) -> Void) throws -> ApplyReport {
         lock.lock(); defer { lock.unlock() }
         var moved: ReplicaID? = nil
@@ -180,8 +183,15 @@ extension NoteStore {
             identity.withLock { $0 = moved }
             loaded = nil
         }
-        compactIfDue()
+        if compacting { compactIfDue() }
         return report
+    }
+
+    /// Takes the snapshot if enough changes were logged since the last (after batches applied
+    /// with `compacting` false).
+    func compactIfDueLocking() {
+        lock.lock(); defer { lock.unlock() }
+        compactIfDue()
     }
 
     /// Exactly the changes a replica at `version` lacks, in a causal order.

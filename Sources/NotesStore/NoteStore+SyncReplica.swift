@@ -10,6 +10,23 @@ extension NoteStore: SyncReplica {
         IntegrationReport(try apply(changes))
     }
 
+    /// Applies one batch of a receive in its own transaction, as `integrate(_:)`, leaving the
+    /// snapshot that may be due to `integrationFinished()` (one snapshot per sync, not per page).
+    public func integrate(batch changes: [Change]) throws -> IntegrationReport {
+        IntegrationReport(try apply(changes, alsoWriting: nil, compacting: false))
+    }
+
+    /// Applies the batches in one transaction with `apply(batches:progress:)`: each is logged as
+    /// it comes, the notes are written once at the end.
+    public func integrate(batches next: () throws -> [Change]?, progress: (IntegrationReport) -> Void) throws -> IntegrationReport {
+        IntegrationReport(try apply(batches: next, progress: { progress(IntegrationReport($0)) }))
+    }
+
+    /// Takes the snapshot the batches left, if one is due.
+    public func integrationFinished() throws {
+        compactIfDueLocking()
+    }
+
     /// Records what a peer has (merged with what was known).
     public func recordPeer(_ replica: ReplicaID, version: VersionVector) throws {
         try recordPeer(replica, versionVector: version)

@@ -183,6 +183,13 @@ public struct FolderTransport: SyncTransport {
     /// other writer (what that writer has, to record it as a peer).
     public func receive(for local: ReplicaID, version: VersionVector) async throws -> ReceiveResult {
         var bundles: [ReceivedBundle] = []
+        let skipped = try await receive(for: local, version: version, each: { bundles.append($0) })
+        return ReceiveResult(bundles: bundles, skipped: skipped)
+    }
+
+    /// `receive(for:version:)`, handing each file's bundle to `each` as soon as it is read (only
+    /// one file's changes are held at a time).
+    public func receive(for local: ReplicaID, version: VersionVector, each: (ReceivedBundle) async throws -> Void) async throws -> [SkippedInput] {
         var skipped: [SkippedInput] = []
         var readFrom: Set<ReplicaID> = []
         let all = try entries().filter { $0.writer != local }
@@ -190,7 +197,7 @@ public struct FolderTransport: SyncTransport {
         where entry.last > version[entry.author] {
             switch read(entry) {
             case .success(let bundle):
-                bundles.append(ReceivedBundle(bundle: bundle, source: entry.path))
+                try await each(ReceivedBundle(bundle: bundle, source: entry.path))
                 readFrom.insert(entry.writer)
             case .failure(let error):
                 skipped.append(SkippedInput(source: entry.path, reason: error.message))
@@ -200,10 +207,10 @@ public struct FolderTransport: SyncTransport {
         for (writer, files) in Dictionary(grouping: all, by: \.writer).sorted(by: { $0.key < $1.key }) where !readFrom.contains(writer) {
             guard let newest = files.max(by: { ($0.attributes.modifiedMilliseconds, $0.path) < ($1.attributes.modifiedMilliseconds, $1.path) }),
                   case .success(let header) = readHeader(newest) else { continue }
-            bundles.append(ReceivedBundle(bundle: SyncBundle(sender: header.sender, senderVersion: header.senderVersion, changes: []),
+            try await each(ReceivedBundle(bundle: SyncBundle(sender: header.sender, senderVersion: header.senderVersion, changes: []),
                                           source: newest.path))
         }
-        return ReceiveResult(bundles: bundles, skipped: skipped)
+        return skipped
     }
 
     // MARK: Reading and checking

@@ -73,6 +73,21 @@ public struct RelayTransport: SyncTransport {
     /// Posts the bundle in requests the relay takes, and returns the relay's pages of what the
     /// sender lacks.
     public func send(_ bundle: SyncBundle) async throws -> SendResult {
+        var replies: [ReceivedBundle] = []
+        let complete = try await send(bundle, each: { replies.append($0) })
+        return SendResult(replies: replies, complete: complete)
+    }
+
+    /// Posts an empty bundle with the replica's version and returns every page of what it lacks.
+    public func receive(for local: ReplicaID, version: VersionVector) async throws -> ReceiveResult {
+        var bundles: [ReceivedBundle] = []
+        _ = try await receive(for: local, version: version, each: { bundles.append($0) })
+        return ReceiveResult(bundles: bundles)
+    }
+
+    /// Posts the bundle in requests the relay takes, and hands over the relay's pages of what the
+    /// sender lacks one by one, as they arrive.
+    public func send(_ bundle: SyncBundle, each: (ReceivedBundle) async throws -> Void) async throws -> Bool {
         var reply: RelayReply?
         if bundle.isSealed {
             // Sealed units go as they are, as many to a request as the relay takes.
@@ -80,26 +95,31 @@ public struct RelayTransport: SyncTransport {
                                                  maxUnits: maxChangesPerRequest) {
                 reply = try await exchange(piece)
             }
-            return SendResult(replies: try await pages(from: reply!, local: bundle.sender, version: bundle.senderVersion), complete: true)
+            try await pages(from: reply!, local: bundle.sender, version: bundle.senderVersion, each: each)
+            return true
         }
         // Requests the relay takes: at most `maxChangesPerRequest` changes, and within a bundle's limits.
         for piece in try SyncBundle.pieces(sender: bundle.sender, senderVersion: bundle.senderVersion, changes: bundle.changes,
                                            maxChanges: maxChangesPerRequest) {
             reply = try await exchange(piece)
         }
-        return SendResult(replies: try await pages(from: reply!, local: bundle.sender, version: bundle.senderVersion), complete: true)
+        try await pages(from: reply!, local: bundle.sender, version: bundle.senderVersion, each: each)
+        return true
     }
 
-    /// Posts an empty bundle with the replica's version and returns every page of what it lacks.
-    public func receive(for local: ReplicaID, version: VersionVector) async throws -> ReceiveResult {
+    /// Posts an empty bundle with the replica's version and hands over every page of what it
+    /// lacks, one by one, as they arrive.
+    public func receive(for local: ReplicaID, version: VersionVector, each: (ReceivedBundle) async throws -> Void) async throws -> [SkippedInput] {
         let first = try await exchange(SyncBundle(sender: local, senderVersion: version, changes: []))
-        return ReceiveResult(bundles: try await pages(from: first, local: local, version: version))
+        try await pages(from: first, local: local, version: version, each: each)
+        return []
     }
 
-    /// The first reply and every page after it, for a replica at `version`.
-    func pages(from first: RelayReply, local: ReplicaID, version: VersionVector) async throws -> [ReceivedBundle] {
+    /// The first reply and every page after it, for a replica at `version`, each handed to `each`
+    /// as it arrives. The next page is asked for before `each` takes the current one, so that
+    /// the relay and the network work while the replica applies (two pages are held at most).
+    func pages(from first: RelayReply, local: ReplicaID, version: VersionVector, each: (ReceivedBundle) async throws -> Void) async throws {
         var reply = first
-        var bundles = [ReceivedBundle(bundle: reply.bundle, source: spaceURL)]
         var cursor = version
         var count = 1
         while reply.more {
@@ -117,11 +137,13 @@ public struct RelayTransport: SyncTransport {
                 throw SyncError(.transient, "\(spaceURL): the relay sent more than \(maxPages) pages; the rest waits for the next sync")
             }
             cursor = advanced
-            reply = try await exchange(SyncBundle(sender: local, senderVersion: cursor, changes: []))
-            bundles.append(ReceivedBundle(bundle: reply.bundle, source: spaceURL))
+            let request = SyncBundle(sender: local, senderVersion: advanced, changes: [])
+            async let next = exchange(request)
+            try await each(ReceivedBundle(bundle: reply.bundle, source: spaceURL))
+            reply = try await next
             count += 1
         }
-        return bundles
+        try await each(ReceivedBundle(bundle: reply.bundle, source: spaceURL))
     }
 
     // MARK: Requests

@@ -38,24 +38,41 @@ public struct SyncEngine: Sendable {
     public var random: @Sendable () -> Double
     /// Told about each retry (attempt number, delay, the error), so a command can say what it does.
     public var onRetry: @Sendable (Int, UInt64, SyncError) -> Void
+    /// Told how far the receive has come after each batch applied (a progress bar).
+    public var onProgress: @Sendable (SyncProgress) -> Void
+    /// How a receive is committed: nil (the default) applies everything a send or a receive
+    /// brings in one transaction, page by page as it arrives, on a thread of its own; N commits
+    /// every N changes or so (`SyncSession.batchSize`), so that an interrupted pull keeps what it
+    /// applied and the notes appear as it goes. An encrypted space's receive always commits per
+    /// batch (of `SyncSession.defaultBatchSize` units unless N is given).
+    public var changesPerTransaction: Int?
 
     /// An engine; the defaults sleep for real and draw jitter from the system's generator.
     public init(retry: RetryPolicy = RetryPolicy(),
                 sleep: @escaping @Sendable (UInt64) async throws -> Void = { try await Task.sleep(nanoseconds: $0 &* 1_000_000) },
                 random: @escaping @Sendable () -> Double = { Double.random(in: 0 ..< 1) },
-                onRetry: @escaping @Sendable (Int, UInt64, SyncError) -> Void = { _, _, _ in }) {
+                onRetry: @escaping @Sendable (Int, UInt64, SyncError) -> Void = { _, _, _ in },
+                onProgress: @escaping @Sendable (SyncProgress) -> Void = { _ in }) {
         self.retry = retry
         self.sleep = sleep
         self.random = random
         self.onRetry = onRetry
+        self.onProgress = onProgress
     }
 
     /// Runs one sync of `replica` over `transport`.
+    ///
+    /// What arrives is applied as it arrives, each relay page or folder file in its own
+    /// transaction (`SyncReplica.integrate(batch:)`), so that only one page's changes are held at
+    /// a time; a sync that fails part way keeps what it applied, and the next one asks only for
+    /// the rest (Docs/Sync.md, "How a receive is applied").
     public func sync(_ replica: any SyncReplica, over transport: any SyncTransport) async throws -> SyncReport {
         let local = replica.replicaID
         let sealing = replica as? any SealedSyncReplica
         let sealed = try sealing?.isInEncryptedSpace() ?? false
-        var session = SyncSession(local: local, version: try replica.currentVersion(), sealed: sealed)
+        let inOneTransaction = changesPerTransaction == nil && !sealed
+        var session = SyncSession(local: local, version: try replica.currentVersion(), sealed: sealed,
+                                  batchSize: inOneTransaction ? 1 : changesPerTransaction ?? SyncSession.defaultBatchSize)
         var action = try session.start()
         while true {
             switch action {
@@ -65,17 +82,24 @@ public struct SyncEngine: Sendable {
             case .loadChanges(let since):
                 action = try session.changesLoaded(try replica.changes(since: since))
             case .send(let bundle):
-                let result = try await withRetry(&session) { try await transport.send(bundle) }
-                action = try session.sent(result)
+                let complete = try await streaming(&session, replica, sealing, inOneTransaction: inOneTransaction) { _, each in
+                    try await transport.send(bundle, each: each)
+                }
+                action = try session.sentAll(complete: complete)
             case .receive(let version):
-                let result = try await withRetry(&session) { try await transport.receive(for: local, version: version) }
-                action = try session.received(result)
+                let skipped = try await streaming(&session, replica, sealing, inOneTransaction: inOneTransaction) { received, each in
+                    // A retry asks only for what the session has not received yet.
+                    try await transport.receive(for: local, version: received ?? version, each: each)
+                }
+                action = try session.receivedAll(skipped: skipped)
             case .apply(let changes):
                 action = try session.applied(try replica.integrate(changes))
+                onProgress(session.progress)
             case .loadSealedUnits(let since):
                 action = try session.unitsLoaded(try sealing!.sealedUnits(since: since, checkingTaggedUnits: !transport.checksEachSealedUnit))
             case .applySealed(let units):
                 action = try session.applied(try sealing!.integrate(sealed: units))
+                onProgress(session.progress)
             case .recordPeers(let peers):
                 for peer in peers { try replica.recordPeer(peer.replica, version: peer.version) }
                 action = try session.peersRecorded()

@@ -6,11 +6,13 @@ import NotesCRDT
 /// back as the next event.
 ///
 /// A round: learn what the other side has, load and send exactly what it lacks, receive what we
-/// lack (unless the send's answer already held it all), apply it in one batch, record what each
-/// peer has, finish with a report. Received bundles are checked for what a transport cannot
+/// lack (unless the send's answer already held it all), applying it as it arrives (`arrived`,
+/// `batchApplied`; or gathered and applied in one batch with `received`, `applied`), record what
+/// each peer has, finish with a report. Received bundles are checked for what a transport cannot
 /// know: changes repeated across bundles are applied once, changes of this replica's own identity
-/// that it never made are counted (a copied replica), and what is applied goes in one canonical
-/// causal order, so that the outcome does not depend on the order bundles arrived in.
+/// that it never made are counted (a copied replica), and each batch goes in canonical causal
+/// order; with waiting changes kept until what they depend on comes, the outcome does not depend
+/// on the order bundles arrived in nor on how they were cut (Docs/Sync.md).
 public struct SyncSession: Sendable {
     /// What to do next.
     public enum Action: Sendable {
@@ -22,12 +24,14 @@ public struct SyncSession: Sendable {
         case send(SyncBundle)
         /// Ask the transport for what a replica at this version lacks (`received`).
         case receive(version: VersionVector)
-        /// Apply these changes to the replica in one batch (`applied`).
+        /// Apply these changes to the replica in one batch (`applied`; `batchApplied` when
+        /// `arrived` handed them out).
         case apply([Change])
         /// In an encrypted space: ask the replica for the sealed units a replica at this version
         /// lacks, sealing its own new changes first (`unitsLoaded`).
         case loadSealedUnits(since: VersionVector)
-        /// In an encrypted space: open these units and apply what they hold in one batch (`applied`).
+        /// In an encrypted space: open these units and apply what they hold in one batch
+        /// (`applied`; `batchApplied` when `arrived` handed them out).
         case applySealed([SealedUnit])
         /// Record what these peers have (`peersRecorded`).
         case recordPeers([PeerVersion])
@@ -66,16 +70,40 @@ public struct SyncSession: Sendable {
     /// What this replica had when the session started.
     public let localVersion: VersionVector
     private var report = SyncReport()
-    /// Bundles received so far (with the send's replies).
+    /// Bundles received so far (with the send's replies), when they are applied in one batch.
     private var received: [ReceivedBundle] = []
+    /// What each peer that wrote a received bundle has.
+    private var peerVersions: [ReplicaID: VersionVector] = [:]
+    /// What the other side has, once known.
+    private var remote: VersionVector?
+    /// Streaming: per author, the seq ranges received in this session (to take repeats once).
+    private var arrivedRanges: [ReplicaID: SeqRanges] = [:]
+    /// Streaming: batches applied.
+    private var batches = 0
+    /// Streaming: operations (seqs) of the changes received once each.
+    private var receivedOperations: UInt64 = 0
+    /// Streaming: own-identity changes the replica counted (it then moved to a new identity),
+    /// and those dropped here after it moved.
+    private var foreignOwnApplied = 0
+    private var foreignOwnDropped = 0
+    /// Streaming: changes (or sealed units) received and not yet handed out, fewer than `batchSize`.
+    private var gathered: [Change] = []
+    private var gatheredUnits: [SealedUnit] = []
+    /// Streaming: hand out a batch once this many changes (or sealed units) are gathered; the
+    /// rest goes when the receive ends.
+    public let batchSize: Int
+    /// The default `batchSize`: about ten relay pages, a few megabytes of changes.
+    public static let defaultBatchSize = 10_000
     /// Whether the replica is in an encrypted space: it sends and takes only sealed bundles.
     public let sealed: Bool
 
-    /// A session for `local`, which has applied `version`; `sealed` when it is in an encrypted space.
-    public init(local: ReplicaID, version: VersionVector, sealed: Bool = false) {
+    /// A session for `local`, which has applied `version`; `sealed` when it is in an encrypted
+    /// space; a streamed receive hands out batches of `batchSize` changes (at least 1).
+    public init(local: ReplicaID, version: VersionVector, sealed: Bool = false, batchSize: Int = SyncSession.defaultBatchSize) {
         self.local = local
         self.localVersion = version
         self.sealed = sealed
+        self.batchSize = max(1, batchSize)
     }
 
     /// The first action.
@@ -88,6 +116,7 @@ public struct SyncSession: Sendable {
     /// The other side has `remote`: load what it lacks, or go straight to receiving.
     public mutating func remoteVersionReceived(_ remote: VersionVector) throws -> Action {
         try expect(.awaitingRemoteVersion)
+        self.remote = remote
         if remote.missing(from: localVersion).isEmpty {
             state = .awaitingBundles
             return .receive(version: localVersion)
@@ -131,6 +160,7 @@ public struct SyncSession: Sendable {
     public mutating func sent(_ result: SendResult) throws -> Action {
         try expect(.awaitingSend)
         received += result.replies
+        for item in result.replies { notePeer(item.bundle) }
         if result.complete { return try finishReceiving(skipped: []) }
         state = .awaitingBundles
         return .receive(version: localVersion)
@@ -140,6 +170,7 @@ public struct SyncSession: Sendable {
     public mutating func received(_ result: ReceiveResult) throws -> Action {
         try expect(.awaitingBundles)
         received += result.bundles
+        for item in result.bundles { notePeer(item.bundle) }
         return try finishReceiving(skipped: result.skipped)
     }
 
@@ -189,22 +220,153 @@ public struct SyncSession: Sendable {
     /// The replica applied the batch.
     public mutating func applied(_ outcome: IntegrationReport) throws -> Action {
         try expect(.awaitingApply)
-        report.applied = outcome.applied
-        report.duplicates = outcome.duplicates
+        report.applied += outcome.applied
+        report.duplicates += outcome.duplicates
         report.pending = outcome.pending
-        report.quarantined = outcome.quarantined
+        report.quarantined += outcome.quarantined
         report.rejected += outcome.rejected
-        report.refused = outcome.refused
-        if outcome.foreignOwnChanges > 0 { report.foreignOwnChanges = outcome.foreignOwnChanges }
-        var versions: [ReplicaID: VersionVector] = [:]
-        for item in received where item.bundle.sender != local {
-            versions[item.bundle.sender, default: VersionVector()].merge(item.bundle.senderVersion)
-        }
-        let peers = versions.sorted { $0.key < $1.key }.map { PeerVersion(replica: $0.key, version: $0.value) }
+        report.refused += outcome.refused
+        foreignOwnApplied += outcome.foreignOwnChanges
+        if foreignOwnApplied > 0 { report.foreignOwnChanges = foreignOwnApplied + foreignOwnDropped }
+        return try recordPeers()
+    }
+
+    private mutating func recordPeers() throws -> Action {
+        let peers = peerVersions.sorted { $0.key < $1.key }.map { PeerVersion(replica: $0.key, version: $0.value) }
         report.peers = peers.map(\.replica.description)
         state = .awaitingPeers
         if peers.isEmpty { return try peersRecorded() }
         return .recordPeers(peers)
+    }
+
+    private mutating func notePeer(_ bundle: SyncBundle) {
+        guard bundle.sender != local else { return }
+        peerVersions[bundle.sender, default: VersionVector()].merge(bundle.senderVersion)
+    }
+
+    // MARK: Streaming: each bundle applied as it arrives
+
+    /// Streaming: a bundle arrived (one of the send's replies, or of a receive's bundles).
+    ///
+    /// - Returns: the batch to apply (`.apply` or `.applySealed`, once `batchSize` changes are
+    ///   gathered; report what the replica did with `batchApplied`, for each batch or once for
+    ///   all applied in one transaction), or nil when there is none yet. Changes repeated across
+    ///   bundles go once; each batch is in canonical causal order.
+    public mutating func arrived(_ item: ReceivedBundle) throws -> Action? {
+        guard state == .awaitingSend || state == .awaitingBundles else { throw MisuseError(description: "arrived in state \(state)") }
+        notePeer(item.bundle)
+        if sealed {
+            if !item.bundle.changes.isEmpty {
+                report.skipped.append("\(item.source): plaintext bundle refused: this space is end-to-end encrypted")
+                report.rejected += item.bundle.changes.count
+            }
+            guard !item.bundle.sealedUnits.isEmpty else { return nil }
+            report.receivedBundles += 1
+            // Repeats are counted once but still handed over: the replica knows a unit by its
+            // bytes, and a copy that does not open must not hide one that does.
+            for unit in item.bundle.sealedUnits where firstArrival(unit.author, unit.startSeq, unit.endSeq) {
+                report.receivedChanges += 1
+            }
+            gatheredUnits += item.bundle.sealedUnits
+            guard gatheredUnits.count >= batchSize else { return nil }
+            return takeGathered()
+        }
+        if item.bundle.isSealed && !item.bundle.sealedUnits.isEmpty {
+            report.skipped.append("\(item.source): sealed (end-to-end encrypted) bundle refused: this replica is in no encrypted space (join it with `crdt-sync space join`)")
+        }
+        guard !item.bundle.changes.isEmpty else { return nil }
+        report.receivedBundles += 1
+        for change in item.bundle.changes where firstArrival(change.replica, change.startSeq, change.endSeq) {
+            report.receivedChanges += 1
+            if change.replica == local, localVersion[change.replica] < change.endSeq {
+                // Our own identity, operations we never made: another copy of this replica.
+                report.foreignOwnChanges += 1
+                if foreignOwnApplied > 0 {
+                    // The replica moved to a new identity at the first such batch: the rest are
+                    // refused here, as one batch would have refused them all.
+                    foreignOwnDropped += 1
+                    report.rejected += 1
+                    continue
+                }
+            }
+            gathered.append(change)
+        }
+        guard gathered.count >= batchSize else { return nil }
+        return takeGathered()
+    }
+
+    /// What was gathered, as a batch in canonical causal order (sealed units by author and seq).
+    private mutating func takeGathered() -> Action {
+        defer { gathered = []; gatheredUnits = [] }
+        if sealed { return .applySealed(gatheredUnits.sorted { ($0.author, $0.startSeq, $0.endSeq) < ($1.author, $1.startSeq, $1.endSeq) }) }
+        return .apply(CausalOrder.canonical(gathered))
+    }
+
+    /// Whether `author`'s `start ... end` is new to this session (and notes it as received).
+    private mutating func firstArrival(_ author: ReplicaID, _ start: UInt64, _ end: UInt64) -> Bool {
+        guard arrivedRanges[author, default: SeqRanges()].insert(start, end) else { return false }
+        receivedOperations &+= end &- start &+ 1
+        return true
+    }
+
+    /// Streaming: the replica applied what `arrived` handed out (one batch, or all of them).
+    public mutating func batchApplied(_ outcome: IntegrationReport) throws {
+        guard state == .awaitingSend || state == .awaitingBundles else { throw MisuseError(description: "batchApplied in state \(state)") }
+        batches += 1
+        report.applied += outcome.applied
+        report.duplicates += outcome.duplicates
+        report.pending = outcome.pending
+        report.quarantined += outcome.quarantined
+        report.rejected += outcome.rejected
+        report.refused += outcome.refused
+        foreignOwnApplied += outcome.foreignOwnChanges
+    }
+
+    /// Streaming: the send and its replies are done; `complete` when they held all we lack.
+    public mutating func sentAll(complete: Bool) throws -> Action {
+        try expect(.awaitingSend)
+        if complete { return try streamEnded() }
+        state = .awaitingBundles
+        return .receive(version: localVersion)
+    }
+
+    /// Streaming: the receive handed over its last bundle; `skipped` could not be read this time.
+    public mutating func receivedAll(skipped: [SkippedInput]) throws -> Action {
+        try expect(.awaitingBundles)
+        report.skipped += skipped.map { "\($0.source): \($0.reason)" }
+        return try streamEnded()
+    }
+
+    private mutating func streamEnded() throws -> Action {
+        if foreignOwnApplied > 0 { report.foreignOwnChanges = foreignOwnApplied + foreignOwnDropped }
+        // The last batch (`applied`), even empty when none was applied: the report says what still waits.
+        if !gathered.isEmpty || !gatheredUnits.isEmpty || batches == 0 {
+            state = .awaitingApply
+            return takeGathered()
+        }
+        return try recordPeers()
+    }
+
+    /// What this replica had, with what the session received since that follows on from it:
+    /// where a retried receive starts.
+    public var receivedVersion: VersionVector {
+        var version = localVersion
+        for (author, ranges) in arrivedRanges {
+            let end = ranges.contiguousEnd(after: localVersion[author])
+            if end > version[author] { version[author] = end }
+        }
+        return version
+    }
+
+    /// How far a receive has come, for a progress display.
+    public var progress: SyncProgress {
+        var expected: UInt64 = 0
+        if let remote {
+            for entry in remote.sortedEntries where entry.seq > localVersion[entry.replica] {
+                expected &+= entry.seq - localVersion[entry.replica]
+            }
+        }
+        return SyncProgress(receivedOperations: receivedOperations, expectedOperations: expected, report: report)
     }
 
     /// The peers were recorded: the session is over.
@@ -219,6 +381,52 @@ public struct SyncSession: Sendable {
 
     private func expect(_ expected: State) throws {
         guard state == expected else { throw MisuseError(description: "expected state \(expected), in \(state)") }
+    }
+}
+
+/// How far a sync's receive has come (`SyncEngine.onProgress`).
+public struct SyncProgress: Sendable {
+    /// Operations (seqs) of the distinct changes received so far.
+    public var receivedOperations: UInt64
+    /// Operations the other side said it has that this replica lacked at the start (a folder's
+    /// or relay's version vector: the total to expect, roughly).
+    public var expectedOperations: UInt64
+    /// The report so far.
+    public var report: SyncReport
+}
+
+/// Disjoint seq ranges of one author, sorted: an author's changes arrive in runs, so they stay a
+/// few ranges whatever the history's length.
+struct SeqRanges: Sendable {
+    private var ranges: [ClosedRange<UInt64>] = []
+
+    /// Adds `start ... end`; false when it was covered already.
+    mutating func insert(_ start: UInt64, _ end: UInt64) -> Bool {
+        let lower = min(start, end)
+        let upper = max(start, end)
+        // The first range that ends at or past the seq before `lower` (it may touch or cover it).
+        var low = 0
+        var high = ranges.count
+        while low < high {
+            let mid = (low + high) / 2
+            if ranges[mid].upperBound &+ 1 < lower && ranges[mid].upperBound < .max { low = mid + 1 } else { high = mid }
+        }
+        if low < ranges.count, ranges[low].lowerBound <= lower, ranges[low].upperBound >= upper { return false }
+        var merged = lower ... upper
+        var end = low
+        while end < ranges.count, ranges[end].lowerBound <= (merged.upperBound == .max ? .max : merged.upperBound + 1) {
+            merged = min(merged.lowerBound, ranges[end].lowerBound) ... max(merged.upperBound, ranges[end].upperBound)
+            end += 1
+        }
+        ranges.replaceSubrange(low ..< end, with: [merged])
+        return true
+    }
+
+    /// The last seq of the run that goes on from `seq` (`seq` itself when none does).
+    func contiguousEnd(after seq: UInt64) -> UInt64 {
+        guard seq < .max else { return seq }
+        for range in ranges where range.contains(seq + 1) { return range.upperBound }
+        return seq
     }
 }
 

@@ -77,10 +77,34 @@ public protocol SyncTransport: Sendable {
     /// recipient tag without checking their signatures first. False (the default): a relay
     /// refuses a whole upload for one unit whose signature does not verify.
     var checksEachSealedUnit: Bool { get }
+    /// `send(_:)`, handing each bundle that comes back to `each` as it arrives (a relay's pages),
+    /// so that a large answer is never held whole.
+    ///
+    /// - Returns: `SendResult.complete`: whether the replies held everything the sender lacked.
+    func send(_ bundle: SyncBundle, each: (ReceivedBundle) async throws -> Void) async throws -> Bool
+    /// `receive(for:version:)`, handing each bundle to `each` as it is read (a relay's page, a
+    /// folder's file), so that a large history is never held whole.
+    ///
+    /// - Returns: what could not be used this time.
+    func receive(for local: ReplicaID, version: VersionVector, each: (ReceivedBundle) async throws -> Void) async throws -> [SkippedInput]
 }
 
 extension SyncTransport {
     public var checksEachSealedUnit: Bool { false }
+
+    /// Collects the replies with `send(_:)`, then hands them over one by one.
+    public func send(_ bundle: SyncBundle, each: (ReceivedBundle) async throws -> Void) async throws -> Bool {
+        let result = try await send(bundle)
+        for reply in result.replies { try await each(reply) }
+        return result.complete
+    }
+
+    /// Collects the bundles with `receive(for:version:)`, then hands them over one by one.
+    public func receive(for local: ReplicaID, version: VersionVector, each: (ReceivedBundle) async throws -> Void) async throws -> [SkippedInput] {
+        let result = try await receive(for: local, version: version)
+        for bundle in result.bundles { try await each(bundle) }
+        return result.skipped
+    }
 }
 
 /// What a replica did with a batch of received changes.
@@ -130,6 +154,8 @@ public protocol SealedSyncReplica: SyncReplica {
     /// - Throws: `SyncError` `.wrongKey` when units were received, none is sealed under this
     ///   replica's key, and it never opened one of another replica (nothing is applied).
     func integrate(sealed units: [SealedUnit]) throws -> IntegrationReport
+    /// `integrate(sealed:)` for one batch of a receive that comes in several, as `integrate(batch:)`.
+    func integrate(sealedBatch units: [SealedUnit]) throws -> IntegrationReport
 }
 
 /// The replica a sync runs against: `NoteStore` conforms (in NotesStore); a test may use its own.
@@ -142,6 +168,16 @@ public protocol SyncReplica: AnyObject, Sendable {
     func changes(since version: VersionVector) throws -> [Change]
     /// Applies changes from elsewhere in one transaction. Invalid changes are set aside, not thrown.
     func integrate(_ changes: [Change]) throws -> IntegrationReport
+    /// Applies one batch of a receive that comes in several (a relay's page, a folder's file), in
+    /// its own transaction; the replica may leave housekeeping to `integrationFinished()`.
+    func integrate(batch changes: [Change]) throws -> IntegrationReport
+    /// Applies the batches `next` hands over (nil when none is left) in one transaction,
+    /// holding one at a time; `progress` is told after each. An error `next` throws rolls all
+    /// of them back.
+    func integrate(batches next: () throws -> [Change]?, progress: (IntegrationReport) -> Void) throws -> IntegrationReport
+    /// Called once after the last batch of a receive (also after a failed one): housekeeping
+    /// left for the end (a store's snapshot).
+    func integrationFinished() throws
     /// Records what a peer has (merged with what was known).
     func recordPeer(_ replica: ReplicaID, version: VersionVector) throws
 }
@@ -149,5 +185,37 @@ public protocol SyncReplica: AnyObject, Sendable {
 extension SealedSyncReplica {
     public func sealedUnits(since version: VersionVector, checkingTaggedUnits: Bool) throws -> [SealedUnit] {
         try sealedUnits(since: version)
+    }
+
+    public func integrate(sealedBatch units: [SealedUnit]) throws -> IntegrationReport {
+        try integrate(sealed: units)
+    }
+}
+
+extension SyncReplica {
+    public func integrate(batch changes: [Change]) throws -> IntegrationReport {
+        try integrate(changes)
+    }
+
+    public func integrationFinished() throws {}
+
+    /// Applies each batch in its own transaction (`integrate(batch:)`): a replica that can hold
+    /// one transaction across batches does better.
+    public func integrate(batches next: () throws -> [Change]?, progress: (IntegrationReport) -> Void) throws -> IntegrationReport {
+        var total = IntegrationReport()
+        while let batch = try next() {
+            let report = try integrate(batch: batch)
+            total.applied += report.applied
+            total.duplicates += report.duplicates
+            total.pending = report.pending
+            total.quarantined += report.quarantined
+            total.rejected += report.rejected
+            total.refused += report.refused
+            total.foreignOwnChanges += report.foreignOwnChanges
+            progress(total)
+        }
+        try integrationFinished()
+        if total == IntegrationReport() { return try integrate([]) }
+        return total
     }
 }

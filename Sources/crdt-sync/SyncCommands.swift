@@ -371,7 +371,10 @@ struct SyncCommand: AsyncParsableCommand {
     private func syncWithFolder(_ store: NoteStore, dir: String) async throws -> SyncReport {
         var transport = FolderTransport(folder: dir)
         transport.sealedUnitCheck = try store.sealedUnitCheck()
-        let report = try await SyncEngine(retry: RetryPolicy(maxAttempts: 1)).sync(store, over: transport)
+        let progress = ProgressLine(label: "receiving", total: 0)
+        let report = try await SyncEngine(retry: RetryPolicy(maxAttempts: 1), onProgress: { progress.update(Int(clamping: $0.receivedOperations), of: Int(clamping: $0.expectedOperations)) })
+            .sync(store, over: transport)
+        progress.finish()
         _ = try? transport.compact(writer: store.replicaID)
         return report
     }
@@ -405,10 +408,13 @@ struct SyncCommand: AsyncParsableCommand {
         do {
             let transport = try client.transport(url: url, space: space, token: token)
             let maxAttempts = attempts
+            // A long pull shows how far it has come (operations received of those the relay has).
+            let progress = ProgressLine(label: "receiving", total: 0)
             let engine = SyncEngine(retry: RetryPolicy(maxAttempts: maxAttempts), onRetry: { attempt, delay, error in
                 writeStandardError(Data("crdt-sync: \(error.message); retrying in \(delay) ms (attempt \(attempt) of \(maxAttempts))\n".utf8))
-            })
+            }, onProgress: { progress.update(Int(clamping: $0.receivedOperations), of: Int(clamping: $0.expectedOperations)) })
             outcome = .success(try await engine.sync(store, over: transport))
+            progress.finish()
         } catch {
             outcome = .failure(error)
         }
@@ -430,28 +436,38 @@ func describeFailure(_ error: any Error) -> String {
 
 /// A one-line progress indicator on a terminal (stderr), shown only when the work takes more
 /// than a moment; silent when stderr is not a terminal.
-final class ProgressLine {
+final class ProgressLine: @unchecked Sendable {
     let label: String
     let total: Int
     let start = Date()
     let enabled = isatty(2) != 0
+    /// The total last drawn, once something was (a sync learns its total as it goes).
+    private let drawn = NSLock()
+    private var drawnTotal: Int?
 
     init(label: String, total: Int) {
         self.label = label
         self.total = total
     }
 
-    func update(_ done: Int) {
+    func update(_ done: Int) { update(done, of: total) }
+
+    /// Draws `done` of `total` (a sync's: what the other side said it has that this replica lacked).
+    func update(_ done: Int, of total: Int) {
         guard enabled, Date().timeIntervalSince(start) > 0.3, total > 0 else { return }
+        let done = min(max(done, 0), total)
         let width = 30
         let filled = width * done / total
         let bar = String(repeating: "#", count: filled) + String(repeating: ".", count: width - filled)
+        drawn.withLock { drawnTotal = total }
         writeStandardError(Data("\r\(label) [\(bar)] \(done)/\(total)".utf8))
     }
 
     func finish() {
         guard enabled, Date().timeIntervalSince(start) > 0.3 else { return }
-        update(total)
+        let total = total > 0 ? total : drawn.withLock { drawnTotal } ?? 0
+        guard total > 0 else { return }
+        update(total, of: total)
         writeStandardError(Data("\n".utf8))
     }
 }
