@@ -102,7 +102,7 @@ let package = Package(
             name: "NotesStore",
             dependencies: [
                 "NotesCRDT", "NotesSync", .product(name: "GRDB", package: "GRDB.swift"),
-                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"), .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: swiftSettings
         ),

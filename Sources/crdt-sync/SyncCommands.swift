@@ -308,6 +308,7 @@ struct SyncCommand: AsyncParsableCommand {
                     print(relayLine(report, url: url, space: space))
                     for line in report.refused { print("refused: \(line)") }
                 }
+                try store.closeForExit()
             }
             return
         }
@@ -316,6 +317,7 @@ struct SyncCommand: AsyncParsableCommand {
                 let store = try replica.open()
                 let report = try await syncWithFolder(store, dir: dir)
                 if json { try printJSON(report) } else { printFolderLines(report) }
+                try store.closeForExit()
             }
             return
         }
@@ -364,6 +366,7 @@ struct SyncCommand: AsyncParsableCommand {
                 }
             }
             if json { try printJSON(outcomes) }
+            try store.closeForExit()
         }
         if failures > 0 { throw ExitCode(1) }
     }

@@ -345,24 +345,29 @@ extension Notebook {
         return notes[id].map(Notebook.noteDigest)
     }
 
-    /// A note's digest, unless its body is longer than `limit` scalars; in one lookup, without
-    /// copying the record out of the table (`NoteStore` works it out for every note it writes).
-    package func noteDigest(_ id: NoteID, unlessLongerThan limit: Int) -> NoteDigest {
+    /// What a note's digest is the SHA-256 of (`noteDigest(_:)`), unless its body is longer than
+    /// `limit` scalars; in one lookup, without copying the record out of the table. `NoteStore`
+    /// hashes it for every note it writes, with a hardware-accelerated SHA-256.
+    package func noteDigestInput(_ id: NoteID, unlessLongerThan limit: Int) -> NoteDigestInput {
         guard deferred == nil else {
             guard let record = materialized.notes[id] else { return .unknown }
-            return record.body.count > limit ? .long : .digest(Notebook.noteDigest(record))
+            return record.body.count > limit ? .long : .bytes(Notebook.noteDigestInput(record))
         }
         guard let index = notes.index(forKey: id) else { return .unknown }
         if notes.values[index].body.count > limit { return .long }
-        return .digest(Notebook.noteDigest(notes.values[index]))
+        return .bytes(Notebook.noteDigestInput(notes.values[index]))
     }
 
-    /// What `noteDigest(_:unlessLongerThan:)` found.
-    package enum NoteDigest: Equatable {
-        case unknown, long, digest([UInt8])
+    /// What `noteDigestInput(_:unlessLongerThan:)` found.
+    package enum NoteDigestInput: Equatable {
+        case unknown, long, bytes([UInt8])
     }
 
     static func noteDigest(_ record: borrowing NoteRecord) -> [UInt8] {
+        SHA256.digest(noteDigestInput(record))
+    }
+
+    static func noteDigestInput(_ record: borrowing NoteRecord) -> [UInt8] {
         var writer = BinaryWriter()
         // The fields are kept in field order: the set ones are written as they come.
         var set = 0
@@ -382,6 +387,6 @@ extension Notebook {
         let conflicts = record.conflicts.sorted()
         writer.varint(UInt64(conflicts.count))
         for point in conflicts { Notebook.encode(point, &writer) }
-        return SHA256.digest(writer.bytes)
+        return writer.bytes
     }
 }
