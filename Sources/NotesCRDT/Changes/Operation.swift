@@ -206,6 +206,32 @@ public struct Change: Hashable, Sendable {
         }
     }
 
+    /// `appendJoining(.insertText(note:origin:text:))`, for the decoder: the insert's shape is
+    /// checked and the join decided from its parts, not by building the operation and matching it
+    /// again (each match copied it, retaining its text).
+    mutating func appendInsert(note: NoteID, origin: OpID?, text: consuming [Unicode.Scalar]) {
+        let lastSeq = startSeq &+ seqCount &- 1
+        let (total, overflow) = seqCount.addingReportingOverflow(UInt64(text.count))
+        seqCount = overflow ? .max : total
+        if shapeProblem == nil, overflow || total > Change.maxSeq {
+            shapeProblem = "a change covers more than 2^53 - 1 sequence numbers"
+        }
+        if shapeProblem == nil {
+            if text.isEmpty {
+                shapeProblem = "an insert with no text"
+            } else if let origin, origin.seq == 0 {
+                shapeProblem = "an insert after seq 0"
+            } else if let origin, origin.seq > Change.maxSeq {
+                shapeProblem = "an insert after seq \(origin.seq), past 2^53 - 1"
+            }
+        }
+        if shapeProblem == nil, origin == OpID(replica: replica, seq: lastSeq), lastInsertNote == note {
+            extendLastInsert(with: text)
+        } else {
+            operations.append(.insertText(note: note, origin: origin, text: text))
+        }
+    }
+
     /// Turns the last operation (a delete of one target, or a `deleteEach`) into a `deleteEach`
     /// with a delete of `target` after it, without copying its runs.
     private mutating func extendLastDelete(with target: OpIDRange) {

@@ -119,12 +119,22 @@ public struct BinaryReader: Sendable {
     }
 
     /// Reads an unsigned LEB128 varint.
+    @inline(__always)  // the one-byte case inline: decoding reads several varints per operation
     public mutating func varint() throws -> UInt64 {
         // One byte, the usual case (counts, indexes, small differences), without the loop.
-        if offset < end, bytes[offset] < 0x80 {
-            offset += 1
-            return UInt64(bytes[offset - 1])
+        if offset < end {
+            let byte = bytes[offset]
+            if byte < 0x80 {
+                offset += 1
+                return UInt64(byte)
+            }
         }
+        return try longVarint()
+    }
+
+    /// `varint()` past its first byte's fast path.
+    @inline(never)
+    private mutating func longVarint() throws -> UInt64 {
         var result: UInt64 = 0
         var shift: UInt64 = 0
         while true {
@@ -140,12 +150,15 @@ public struct BinaryReader: Sendable {
     }
 
     /// Reads a varint that must fit in `limit` (a count or index).
-    public mutating func count(max limit: Int, _ what: String) throws -> Int {
+    @inline(__always)
+    public mutating func count(max limit: Int, _ what: @autoclosure () -> String) throws -> Int {
         let value = try varint()
-        guard value <= UInt64(limit) else {
-            throw CRDTError(.malformedEncoding, "\(what) is \(value), more than the \(limit) possible at byte \(offset)")
-        }
+        guard value <= UInt64(limit) else { throw tooLarge(value, limit, what()) }
         return Int(value)
+    }
+
+    private func tooLarge(_ value: UInt64, _ limit: Int, _ what: String) -> CRDTError {
+        CRDTError(.malformedEncoding, "\(what) is \(value), more than the \(limit) possible at byte \(offset)")
     }
 
     /// Reads a zigzag-encoded signed varint.

@@ -79,6 +79,8 @@ struct RGATree: Sendable {
     var pageTables: [[PageEntry]] = []
     /// The pages' contents: leaf numbers, -1 where no character of this text has that identity.
     var leafMap: [Int32] = []
+    /// How much of `leafMap` the pages take; past it, empty pages made ahead (all -1).
+    var leafMapUsed = 0
     var totalCharacters = 0
 
     /// Pages of 32 identities (128 bytes): small, because a note edited now and then over a long
@@ -508,14 +510,35 @@ struct RGATree: Sendable {
         return String(unsafeUninitializedCapacity: length) { writeUTF8(into: $0) }
     }
 
+    /// Calls `body` with each visible run's scalars in place, in document order: the arena and
+    /// each leaf's runs are read through one buffer each, not retained as slices run by run.
+    private func forEachVisibleBuffer(_ body: (UnsafeBufferPointer<Unicode.Scalar>) -> Void) {
+        arena.withUnsafeBufferPointer { arena in
+            leaves.withUnsafeBufferPointer { leaves in
+                var leaf: Int32 = 0
+                while leaf >= 0 {
+                    leaves[Int(leaf)].runs.withUnsafeBufferPointer { runs in
+                        for run in runs where !run.deleted {
+                            body(UnsafeBufferPointer(rebasing: arena[run.content ..< run.content + Int(run.length)]))
+                        }
+                    }
+                    leaf = leaves[Int(leaf)].next
+                }
+            }
+        }
+    }
+
     /// The length of the visible text's UTF-8.
     private var utf8Count: Int {
         var length = 0
-        forEachVisibleSlice { slice in
-            for scalar in slice {
+        forEachVisibleBuffer { scalars in
+            // Branch-free, so the loop vectorizes: the bytes past the first of each scalar.
+            var extra = 0
+            for scalar in scalars {
                 let value = scalar.value
-                length += value < 0x80 ? 1 : value < 0x800 ? 2 : value < 0x10000 ? 3 : 4
+                extra &+= (value >= 0x80 ? 1 : 0) &+ (value >= 0x800 ? 1 : 0) &+ (value >= 0x10000 ? 1 : 0)
             }
+            length &+= scalars.count &+ extra
         }
         return length
     }
@@ -525,16 +548,15 @@ struct RGATree: Sendable {
     /// - Returns: the number of bytes written.
     private func writeUTF8(into buffer: UnsafeMutableBufferPointer<UInt8>) -> Int {
         var at = 0
-        forEachVisibleSlice { slice in
-            slice.withUnsafeBufferPointer { scalars in
-                for scalar in scalars {
-                    let value = scalar.value
-                    if value < 0x80 {
-                        buffer[at] = UInt8(truncatingIfNeeded: value)
-                        at += 1
-                    } else {
-                        UTF8.encode(scalar) { buffer[at] = $0; at += 1 }
-                    }
+        let out = buffer.baseAddress!
+        forEachVisibleBuffer { scalars in
+            for scalar in scalars {
+                let value = scalar.value
+                if value < 0x80 {
+                    out[at] = UInt8(truncatingIfNeeded: value)
+                    at += 1
+                } else {
+                    UTF8.encode(scalar) { out[at] = $0; at += 1 }
                 }
             }
         }
@@ -600,8 +622,14 @@ struct RGATree: Sendable {
     /// returns where its entries start in `leafMap`.
     @discardableResult
     mutating func addPage(agent: Int32, page: UInt64, at slot: Int) -> Int32 {
-        let start = Int32(leafMap.count)
-        leafMap.append(contentsOf: repeatElement(-1, count: RGATree.pageSize))
+        if leafMapUsed == leafMap.count {
+            // Empty pages made a few at once (up to an eighth more than there are, at most 128):
+            // making them one at a time cost more than filling the page's characters.
+            let pages = min(max(leafMap.count >> (RGATree.pageShift + 3), 1), 128)
+            leafMap.append(contentsOf: repeatElement(-1, count: pages << RGATree.pageShift))
+        }
+        let start = Int32(leafMapUsed)
+        leafMapUsed += RGATree.pageSize
         // New pages mostly come last (seqs grow): an append, not the general insertion.
         if slot == pageTables[Int(agent)].count {
             pageTables[Int(agent)].append(PageEntry(page: page, start: start))
