@@ -41,7 +41,7 @@ extension SyncEngine {
     }
 
     /// `body` with retries of transient failures; `take` gets each bundle it hands over.
-    private func withRetries<T>(_ session: inout SyncSession,
+    func withRetries<T>(_ session: inout SyncSession,
                                 _ body: (_ received: VersionVector?, _ each: (ReceivedBundle) async throws -> Void) async throws -> T,
                                 _ take: @escaping (inout SyncSession, ReceivedBundle) async throws -> Void) async throws -> T {
         var attempt = 1

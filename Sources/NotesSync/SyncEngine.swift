@@ -110,17 +110,6 @@ public struct SyncEngine: Sendable {
     }
 
     private func withRetry<T>(_ session: inout SyncSession, _ body: () async throws -> T) async throws -> T {
-        var attempt = 1
-        while true {
-            do {
-                return try await body()
-            } catch let error as SyncError where error.code == .transient && attempt < retry.maxAttempts {
-                attempt += 1
-                let delay = retry.delay(beforeAttempt: attempt, random: random())
-                onRetry(attempt, delay, error)
-                session.retried()
-                try await sleep(delay)
-            }
-        }
+        try await withRetries(&session, { _, _ in try await body() }, { _, _ in })
     }
 }

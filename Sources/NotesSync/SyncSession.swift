@@ -220,13 +220,7 @@ public struct SyncSession: Sendable {
     /// The replica applied the batch.
     public mutating func applied(_ outcome: IntegrationReport) throws -> Action {
         try expect(.awaitingApply)
-        report.applied += outcome.applied
-        report.duplicates += outcome.duplicates
-        report.pending = outcome.pending
-        report.quarantined += outcome.quarantined
-        report.rejected += outcome.rejected
-        report.refused += outcome.refused
-        foreignOwnApplied += outcome.foreignOwnChanges
+        take(outcome)
         if foreignOwnApplied > 0 { report.foreignOwnChanges = foreignOwnApplied + foreignOwnDropped }
         return try recordPeers()
     }
@@ -313,6 +307,11 @@ public struct SyncSession: Sendable {
     public mutating func batchApplied(_ outcome: IntegrationReport) throws {
         guard state == .awaitingSend || state == .awaitingBundles else { throw MisuseError(description: "batchApplied in state \(state)") }
         batches += 1
+        take(outcome)
+    }
+
+    /// Counts what an applied batch did in the report.
+    private mutating func take(_ outcome: IntegrationReport) {
         report.applied += outcome.applied
         report.duplicates += outcome.duplicates
         report.pending = outcome.pending

@@ -135,6 +135,17 @@ public struct IntegrationReport: Sendable, Hashable, Codable {
         self.refused = refused
         self.foreignOwnChanges = foreignOwnChanges
     }
+
+    /// Adds what a later batch did (the pending count is the later batch's: it is a state).
+    package mutating func add(_ later: IntegrationReport) {
+        applied += later.applied
+        duplicates += later.duplicates
+        pending = later.pending
+        quarantined += later.quarantined
+        rejected += later.rejected
+        refused += later.refused
+        foreignOwnChanges += later.foreignOwnChanges
+    }
 }
 
 /// A replica that may be in an end-to-end encrypted space: it seals its own changes, keeps the
@@ -204,14 +215,7 @@ extension SyncReplica {
     public func integrate(batches next: () throws -> [Change]?, progress: (IntegrationReport) -> Void) throws -> IntegrationReport {
         var total = IntegrationReport()
         while let batch = try next() {
-            let report = try integrate(batch: batch)
-            total.applied += report.applied
-            total.duplicates += report.duplicates
-            total.pending = report.pending
-            total.quarantined += report.quarantined
-            total.rejected += report.rejected
-            total.refused += report.refused
-            total.foreignOwnChanges += report.foreignOwnChanges
+            total.add(try integrate(batch: batch))
             progress(total)
         }
         try integrationFinished()
