@@ -118,6 +118,7 @@ let package = Package(
             name: "crdt-sync-bench",
             dependencies: [
                 "NotesCRDT", "NotesStore", "NotesSync", "NotesSyncHTTP", "NotesRelay", "NotesRelayServer", "NotesRelayPostgres", "NotesTestSupport",
+                "Deflate",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift"),

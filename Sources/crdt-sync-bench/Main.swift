@@ -9,7 +9,7 @@ struct CRDTSyncBench: AsyncParsableCommand {
         commandName: "crdt-sync-bench",
         abstract: "Benchmarks and stress tools for crdt-sync (build with -c release for figures).",
         subcommands: [StoreStress.self, StoreBench.self, RelayBenchCommand.self, ScaleCommand.self,
-                      ScaleBuild.self, ScaleInProcess.self, ScaleLauncher.self, SearchIndexBench.self, PushLatencyCommand.self]
+                      ScaleBuild.self, ScaleInProcess.self, ScaleState.self, ScaleLauncher.self, SearchIndexBench.self, PushLatencyCommand.self]
     )
 }
 

@@ -39,7 +39,7 @@ struct ScaleCommand: ParsableCommand {
         --bootstrap-runs times after one untimed run: `crdt-sync import` of that bundle into \
         a fresh replica, and a fresh replica pulling the same from `crdt-sync serve` (a separate \
         process on a loopback port) with `crdt-sync sync --url`. Shown: the wall time and peak \
-        RSS of each client, and the relay's peak RSS over its whole life (all the pulls).
+        RSS of each client, and the relay's peak RSS over its whole life (all the pulls). Last, in         memory, in a process of its own: the bundle's changes applied to a new notebook, against         opening the snapshot they make (a compacted state), and both sizes.
 
         The edits stay in the cached notebook: a run adds about 1,100 changes (the commands' and \
         the keystrokes), so some later run's write pays for refreshing the snapshot (every 4,096). \
@@ -277,7 +277,15 @@ struct ScaleCommand: ParsableCommand {
                               unit: "MB", samples: [Double(peak) / 1_048_576], target: 200))
         figures.append(Figure(group: "bootstrap", name: "pull: relay peak RSS", command: "crdt-sync serve (its whole life)",
                               unit: "MB", samples: [relayRun.peakRSSMegabytes], target: 150))
-        return figures
+
+        progress("bootstrap: a compacted state against the history, in memory, \(bootstrapRuns) timed runs after one untimed")
+        let output = cli.scratch + "/state.json"
+        let state = try ChildProcess.run(workspace.bench, ["scale-state", "--runs", "\(bootstrapRuns)"] + files,
+                                         stdout: .file(output), stderr: .inherit)
+        guard state.status == 0, let data = FileManager.default.contents(atPath: output) else {
+            throw ChildProcessError(description: "`crdt-sync-bench scale-state` exited with status \(state.status)")
+        }
+        return figures + (try JSONDecoder().decode([Figure].self, from: data))
     }
 
     /// The bootstrap's source replica, its exported bundle and a relay store that holds the same,
