@@ -39,7 +39,9 @@ struct ScaleCommand: ParsableCommand {
         --bootstrap-runs times after one untimed run: `crdt-sync import` of that bundle into \
         a fresh replica, and a fresh replica pulling the same from `crdt-sync serve` (a separate \
         process on a loopback port) with `crdt-sync sync --url`. Shown: the wall time and peak \
-        RSS of each client, and the relay's peak RSS over its whole life (all the pulls). Last, in         memory, in a process of its own: the bundle's changes applied to a new notebook, against         opening the snapshot they make (a compacted state), and both sizes.
+        RSS of each client, and the relay's peak RSS over its whole life (all the pulls). Last, in \
+        memory, in a process of its own: the bundle's changes applied to a new notebook, against \
+        opening the snapshot they make (a compacted state), and both sizes.
 
         The edits stay in the cached notebook: a run adds about 1,100 changes (the commands' and \
         the keystrokes), so some later run's write pays for refreshing the snapshot (every 4,096). \
