@@ -62,10 +62,11 @@ public struct SyncEngine: Sendable {
 
     /// Runs one sync of `replica` over `transport`.
     ///
-    /// What arrives is applied as it arrives, each relay page or folder file in its own
-    /// transaction (`SyncReplica.integrate(batch:)`), so that only one page's changes are held at
-    /// a time; a sync that fails part way keeps what it applied, and the next one asks only for
-    /// the rest (Docs/Sync.md, "How a receive is applied").
+    /// What arrives is applied as it arrives, a relay page or a folder file at a time, so that
+    /// only a page's changes are held at once; by default all in one transaction (a sync that
+    /// fails part way changes nothing), or committed every `changesPerTransaction` changes (it
+    /// keeps what it applied, and the next one asks only for the rest). Docs/Sync.md, "How a
+    /// receive is applied".
     public func sync(_ replica: any SyncReplica, over transport: any SyncTransport) async throws -> SyncReport {
         let local = replica.replicaID
         let sealing = replica as? any SealedSyncReplica

@@ -273,6 +273,11 @@ struct SyncCommand: AsyncParsableCommand {
     @Option(help: ArgumentHelp("With --watch, seconds between two looks at a folder (default 2).", valueName: "SECONDS"))
     var interval: Double?
 
+    @Option(name: .customLong("commit-every"), help: ArgumentHelp(
+        "Commit what arrives every N changes or so, so that notes show while a long pull goes on and an interrupted one keeps what it applied (default: all of it in one transaction, which costs less).",
+        valueName: "N"))
+    var commitEvery: Int?
+
     func validate() throws {
         switch (dir, url) {
         case (nil, nil):
@@ -286,6 +291,7 @@ struct SyncCommand: AsyncParsableCommand {
         }
         if remote != nil, dir != nil || url != nil { throw ValidationError("give a remote's name or --dir/--url, not both") }
         if attempts < 1 { throw ValidationError("--attempts must be at least 1") }
+        if let commitEvery, commitEvery < 1 { throw ValidationError("--commit-every must be at least 1") }
         try validateWatch()
     }
 
@@ -375,8 +381,9 @@ struct SyncCommand: AsyncParsableCommand {
         var transport = FolderTransport(folder: dir)
         transport.sealedUnitCheck = try store.sealedUnitCheck()
         let progress = ProgressLine(label: "receiving", total: 0)
-        let report = try await SyncEngine(retry: RetryPolicy(maxAttempts: 1), onProgress: { progress.update(Int(clamping: $0.receivedOperations), of: Int(clamping: $0.expectedOperations)) })
-            .sync(store, over: transport)
+        var engine = SyncEngine(retry: RetryPolicy(maxAttempts: 1), onProgress: { progress.update(Int(clamping: $0.receivedOperations), of: Int(clamping: $0.expectedOperations)) })
+        engine.changesPerTransaction = commitEvery
+        let report = try await engine.sync(store, over: transport)
         progress.finish()
         _ = try? transport.compact(writer: store.replicaID)
         return report
@@ -413,9 +420,10 @@ struct SyncCommand: AsyncParsableCommand {
             let maxAttempts = attempts
             // A long pull shows how far it has come (operations received of those the relay has).
             let progress = ProgressLine(label: "receiving", total: 0)
-            let engine = SyncEngine(retry: RetryPolicy(maxAttempts: maxAttempts), onRetry: { attempt, delay, error in
+            var engine = SyncEngine(retry: RetryPolicy(maxAttempts: maxAttempts), onRetry: { attempt, delay, error in
                 writeStandardError(Data("crdt-sync: \(error.message); retrying in \(delay) ms (attempt \(attempt) of \(maxAttempts))\n".utf8))
             }, onProgress: { progress.update(Int(clamping: $0.receivedOperations), of: Int(clamping: $0.expectedOperations)) })
+            engine.changesPerTransaction = commitEvery
             outcome = .success(try await engine.sync(store, over: transport))
             progress.finish()
         } catch {

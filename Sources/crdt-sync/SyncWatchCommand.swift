@@ -33,7 +33,7 @@ extension SyncCommand {
             let work = Task {
                 await withTaskGroup(of: Bool.self) { group in
                     for target in targets {
-                        group.addTask { await SyncCommand.watchOne(target, store: store, options: options, json: json) }
+                        group.addTask { await SyncCommand.watchOne(target, store: store, options: options, json: json, commitEvery: commitEvery) }
                     }
                     return await group.reduce(false) { $0 || !$1 }
                 }
@@ -95,8 +95,9 @@ extension SyncCommand {
     }
 
     /// Watches one target until cancelled; false when it ended on an error that will not pass.
-    static func watchOne(_ target: WatchTarget, store: NoteStore, options: SyncWatchOptions, json: Bool) async -> Bool {
-        let engine = SyncEngine(retry: RetryPolicy(maxAttempts: 1))
+    static func watchOne(_ target: WatchTarget, store: NoteStore, options: SyncWatchOptions, json: Bool, commitEvery: Int?) async -> Bool {
+        var engine = SyncEngine(retry: RetryPolicy(maxAttempts: 1))
+        engine.changesPerTransaction = commitEvery
         var first = true
         do {
             for try await event in engine.watch(store, over: target.transport, options: options) {
