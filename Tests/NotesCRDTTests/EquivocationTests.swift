@@ -34,4 +34,101 @@ struct EquivocationTests {
             for change in a.changes(since: partial) { #expect(third.forkPoint(of: change) == nil) }
         }
     }
+
+    /// Two copies typing on at the end of one text write the same seqs at the same timestamps;
+    /// only the content tells the forks apart.
+    @Test func forksAtTheSameTimestampAreRefusedByContent() throws {
+        var a = Notebook(replicaID: ReplicaID(Identifier128(high: 1, low: 1)), wallClock: FixedWallClock(1_700_000_000_000))
+        let (note, _) = a.createNote(title: "t", body: "base")
+        var copy = try Notebook(snapshot: a.snapshot(), wallClock: FixedWallClock(1_700_000_000_000))
+        let mine = try #require(try a.insertText(note, at: 4, " from a"))
+        let theirs = try #require(try copy.insertText(note, at: 4, " from the copy"))
+        // The premise: the timestamps say nothing.
+        #expect(mine.startSeq == theirs.startSeq && mine.timestamp == theirs.timestamp)
+        let title = try #require(try a.setTitle(note, "é composed"))
+        let otherTitle = try #require(try copy.setTitle(note, "e\u{301} decomposed"))
+        _ = (title, otherTitle)
+
+        var third = Notebook(replicaID: ReplicaID(Identifier128(high: 3, low: 3)), wallClock: FixedWallClock(1_700_000_000_000))
+        third.apply(contentsOf: a.changes(since: VersionVector()))
+        // " from " is the same six characters after the same one on both: they differ at "a"/"t".
+        #expect(third.forkPoint(of: theirs) == theirs.startSeq + 6)
+        guard case .rejected(let error) = third.apply(theirs) else {
+            Issue.record("a fork at the same timestamps passed")
+            return
+        }
+        #expect(error.code == .equivocation)
+        #expect(third.body(of: note)?.string == "base from a")
+        // The copy's whole history, however cut, forks at the first seq it wrote differently.
+        for change in copy.changes(since: VersionVector()) where change.endSeq >= theirs.startSeq {
+            #expect(third.forkPoint(of: change) != nil, "\(change.startSeq)-\(change.endSeq)")
+        }
+    }
+
+    /// Field writes at one timestamp: equal spellings are duplicates, canonically equivalent but
+    /// different strings (é composed, and e with a combining accent) are not.
+    @Test func fieldWritesCompareByTheirBytes() throws {
+        var a = Notebook(replicaID: ReplicaID(Identifier128(high: 1, low: 1)), wallClock: FixedWallClock(1_700_000_000_000))
+        let (note, _) = a.createNote(title: "t", body: "")
+        var copy = try Notebook(snapshot: a.snapshot(), wallClock: FixedWallClock(1_700_000_000_000))
+        var twin = try Notebook(snapshot: a.snapshot(), wallClock: FixedWallClock(1_700_000_000_000))
+        let mine = try #require(try a.setTitle(note, "caf\u{E9}"))
+        let theirs = try #require(try copy.setTitle(note, "cafe\u{301}"))
+        let same = try #require(try twin.setTitle(note, "caf\u{E9}"))
+        #expect(mine.timestamp == theirs.timestamp && mine.startSeq == theirs.startSeq)
+        #expect(a.forkPoint(of: theirs) == theirs.startSeq)
+        #expect(a.forkPoint(of: same) == nil)
+        #expect(a.apply(same) == .duplicate)
+    }
+
+    /// Genuine changes, however the log joined them and however a sync cut them, are duplicates:
+    /// inserts typed in runs, backspaces and forward deletes (run-length delete runs), a range
+    /// delete, fields and tags, over seeds.
+    @Test(arguments: [UInt64(1), 2, 3, 4, 5, 6])
+    func genuineChangesAreDuplicatesHoweverCut(seed: UInt64) throws {
+        var rng = SplitMix64(seed: seed)
+        var a = Notebook(replicaID: ReplicaID(Identifier128(high: 1, low: seed)), wallClock: FixedWallClock(1_700_000_000_000))
+        var made: [Change] = []
+        let (note, created) = a.createNote(title: "t", body: "hello")
+        made.append(created)
+        for _ in 0 ..< 120 {
+            let length = a.body(of: note)?.count ?? 0
+            switch rng.next() % 6 {
+            case 0, 1:
+                let at = Int(rng.next() % UInt64(length + 1))
+                if let change = try a.insertText(note, at: at, String(repeating: "abcé", count: Int(rng.next() % 3) + 1)) { made.append(change) }
+            case 2 where length > 0:
+                // Backspacing through a few characters, one delete each.
+                var at = Int(rng.next() % UInt64(length)) + 1
+                for _ in 0 ..< Int(rng.next() % 4) + 1 where at > 0 {
+                    if let change = try a.deleteText(note, (at - 1) ..< at) { made.append(change) }
+                    at -= 1
+                }
+            case 3 where length > 1:
+                let at = Int(rng.next() % UInt64(length - 1))
+                for _ in 0 ..< 3 where at < (a.body(of: note)?.count ?? 0) {
+                    if let change = try a.deleteText(note, at ..< at + 1) { made.append(change) }
+                }
+            case 4 where length > 2:
+                if let change = try a.deleteText(note, 0 ..< 2) { made.append(change) }
+            default:
+                if let change = try a.setTitle(note, "title \(rng.next() % 5)") { made.append(change) }
+                if let change = try a.setTag(note, "tag\(rng.next() % 3)", member: rng.next() % 2 == 0) { made.append(change) }
+            }
+        }
+        var third = Notebook(replicaID: ReplicaID(Identifier128(high: 3, low: 3)), wallClock: FixedWallClock(1_700_000_000_000))
+        // One change per edit here, joined runs in `a`'s log: the two spellings meet both ways.
+        third.apply(contentsOf: made)
+        #expect(third.versionVector == a.versionVector)
+        let joined = a.changes(since: VersionVector())
+        #expect(joined.count < made.count, "the log joined nothing: the test would not compare spellings")
+        for cut in 0 ..< a.versionVector[a.replicaID] {
+            var partial = VersionVector()
+            partial[a.replicaID] = cut
+            for change in a.changes(since: partial) {
+                #expect(third.forkPoint(of: change) == nil, "cut at \(cut): \(change.startSeq)-\(change.endSeq)")
+            }
+        }
+        for change in made { #expect(a.forkPoint(of: change) == nil) }
+    }
 }

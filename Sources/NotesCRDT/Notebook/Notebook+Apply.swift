@@ -187,15 +187,16 @@ extension Notebook {
     /// operations: an equivocation, which must never pass as a duplicate. Nil when they agree
     /// or do not overlap.
     ///
-    /// A seq's timestamp is its fingerprint: however changes are split or joined, an operation
-    /// keeps its seq and timestamp, and a change's timestamps are consecutive, so one comparison
-    /// per overlapping stored change suffices. (Operations are not compared: joining may spell
-    /// the same operations differently.) Two copies that wrote one seq at one timestamp escape
-    /// the check: typing that continues a run takes the timestamp after the character it follows,
-    /// so two copies typing on at the end of the same text do. The store's file identity keeps
-    /// copies from writing as one identity in the first place (Docs/Architecture.md).
+    /// First the timestamps: however changes are split or joined, an operation keeps its seq and
+    /// timestamp, and a change's timestamps are consecutive, so one comparison per overlapping
+    /// stored change finds most forks. Then the content, seq by seq (`Change.SeqUnit`, one
+    /// spelling whatever the joins and cuts), since two copies can write one seq at one timestamp:
+    /// typing that continues a run takes the timestamp after the character it follows. Finding
+    /// where the overlap starts inside a stored change steps over its operations, at most
+    /// `forkCheckBudget` of them (a joined change holds up to 65,536): past that only the
+    /// timestamps are compared, so that many small duplicates cannot make the check quadratic.
     ///
-    /// - Complexity: O(log *n* + overlapping stored changes).
+    /// - Complexity: O(log *n* + overlapping stored changes + overlapping seqs + `forkCheckBudget`).
     public func forkPoint(of change: Change) -> UInt64? {
         let have = versionVector[change.replica]
         guard change.startSeq <= have, let indexes = historyIndex[change.replica] else { return nil }
@@ -206,14 +207,42 @@ extension Notebook {
             let mid = (low + high) / 2
             if history[indexes[mid]].endSeq < change.startSeq { low = mid + 1 } else { high = mid }
         }
+        var overlapping: [Int] = []
         for index in indexes[low...] {
             let stored = history[index]
             guard stored.startSeq <= last else { break }
             let first = max(stored.startSeq, change.startSeq)
             if stored.timestamp(ofSeq: first) != change.timestamp(ofSeq: first) { return first }
+            overlapping.append(index)
+        }
+        // The stored changes cover the author's seqs without a gap, so one cursor over `change`
+        // walks on from each into the next.
+        var budget = Notebook.forkCheckBudget
+        var incoming: Change.SeqCursor?
+        for index in overlapping {
+            let stored = history[index]
+            let first = max(stored.startSeq, change.startSeq)
+            let through = min(stored.endSeq, last)
+            guard var mine = Change.SeqCursor(stored, at: first, budget: &budget) else { return nil }
+            if incoming == nil {
+                incoming = Change.SeqCursor(change, at: first, budget: &budget)
+                if incoming == nil { return nil }
+            }
+            var seq = first
+            while true {
+                if mine.unit != incoming!.unit { return seq }
+                incoming!.advance()
+                if seq == through { break }
+                mine.advance()
+                seq += 1
+            }
         }
         return nil
     }
+
+    /// At most this many operations are stepped over to find where an overlap starts inside a
+    /// stored change, per fork check (see `forkPoint(of:)`).
+    public static let forkCheckBudget = 4096
 
     /// At most this many changes wait for their dependencies (`.rejected` past it).
     public static let maxPending = 1 << 16

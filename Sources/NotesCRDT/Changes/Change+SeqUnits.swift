@@ -1,0 +1,110 @@
+extension Change {
+    /// What one sequence number of a change does, spelled one way whatever joins and cuts the
+    /// change went through: an insert's character with the identity it follows, one delete's
+    /// targets, one field write. Two changes agree on a seq exactly when their units there are equal.
+    enum SeqUnit: Equatable {
+        case noteField(NoteID, NoteField, FieldValue)
+        case tagField(String, TagField, FieldValue)
+        case insert(NoteID, origin: OpID?, Unicode.Scalar)
+        case deleteOne(NoteID, OpIDRange)
+        case delete(NoteID, [OpIDRange])
+
+        /// Strings compare by their bytes: Swift's `==` takes canonically equivalent spellings
+        /// (é composed and decomposed) for equal, and two copies may write either.
+        static func == (a: SeqUnit, b: SeqUnit) -> Bool {
+            switch (a, b) {
+            case let (.noteField(n1, f1, v1), .noteField(n2, f2, v2)): n1 == n2 && sameBytes(f1, f2) && sameBytes(v1, v2)
+            case let (.tagField(t1, f1, v1), .tagField(t2, f2, v2)): t1.utf8.elementsEqual(t2.utf8) && f1 == f2 && sameBytes(v1, v2)
+            case let (.insert(n1, o1, c1), .insert(n2, o2, c2)): n1 == n2 && o1 == o2 && c1 == c2
+            case let (.deleteOne(n1, r1), .deleteOne(n2, r2)): n1 == n2 && r1 == r2
+            case let (.delete(n1, r1), .delete(n2, r2)): n1 == n2 && r1 == r2
+            default: false
+            }
+        }
+
+        private static func sameBytes(_ a: NoteField, _ b: NoteField) -> Bool {
+            switch (a, b) {
+            case let (.tag(x), .tag(y)), let (.extra(x), .extra(y)): x.utf8.elementsEqual(y.utf8)
+            default: a == b
+            }
+        }
+
+        private static func sameBytes(_ a: FieldValue, _ b: FieldValue) -> Bool {
+            if case .string(let x) = a, case .string(let y) = b { return x.utf8.elementsEqual(y.utf8) }
+            return a == b
+        }
+    }
+
+    /// Walks a change's units one seq at a time, from a given seq.
+    struct SeqCursor {
+        let change: Change
+        private var op = 0
+        private var opStart: UInt64
+        private var offset: UInt64 = 0
+        private var run = 0
+        private var inRun: UInt64 = 0
+
+        /// A cursor at `seq` (within the change), or nil when reaching it would step over more
+        /// than `budget` operations (what is stepped over is taken from it).
+        init?(_ change: Change, at seq: UInt64, budget: inout Int) {
+            self.change = change
+            opStart = change.startSeq
+            let operations = change.operations
+            while op < operations.count, opStart &+ operations[op].seqCount <= seq {
+                opStart &+= operations[op].seqCount
+                op += 1
+                budget -= 1
+                if budget < 0 { return nil }
+            }
+            guard op < operations.count else { return nil }
+            offset = seq &- opStart
+            if case .deleteEach(_, let runs) = operations[op] {
+                var left = offset
+                while run < runs.count, runs[run].operationCount <= left {
+                    left -= runs[run].operationCount
+                    run += 1
+                    budget -= 1
+                    if budget < 0 { return nil }
+                }
+                inRun = left
+            }
+        }
+
+        /// The unit at the cursor.
+        var unit: SeqUnit {
+            switch change.operations[op] {
+            case .setNoteField(let note, let field, let value):
+                return .noteField(note, field, value)
+            case .setTagField(let tag, let field, let value):
+                return .tagField(tag, field, value)
+            case .insertText(let note, let origin, let text):
+                let follows = offset == 0 ? origin : OpID(replica: change.replica, seq: opStart &+ offset &- 1)
+                return .insert(note, origin: follows, text[Int(offset)])
+            case .deleteText(let note, let targets):
+                return targets.count == 1 ? .deleteOne(note, targets[0]) : .delete(note, targets)
+            case .deleteEach(let note, let runs):
+                return .deleteOne(note, runs[run].target(inRun))
+            }
+        }
+
+        /// Moves to the next seq (past the change's end: the cursor must not be read again).
+        mutating func advance() {
+            let operation = change.operations[op]
+            offset &+= 1
+            if case .deleteEach(_, let runs) = operation {
+                inRun &+= 1
+                if inRun == runs[run].operationCount {
+                    run += 1
+                    inRun = 0
+                }
+            }
+            if offset == operation.seqCount {
+                opStart &+= operation.seqCount
+                op += 1
+                offset = 0
+                run = 0
+                inRun = 0
+            }
+        }
+    }
+}
