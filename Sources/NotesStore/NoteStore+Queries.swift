@@ -367,8 +367,8 @@ extension NoteStore {
     ///
     /// Consecutive changes that directly follow each other are shown as one (the log coalesces them).
     public func history(of note: NoteID? = nil) throws -> [HistoryEntry] {
-        let notebook = try self.notebook
-        return notebook.allChanges.compactMap { change -> HistoryEntry? in
+        let log = try unloadedLog() ?? self.notebook.allChanges
+        return log.compactMap { change -> HistoryEntry? in
             let ops = change.operations.filter { note == nil || $0.note == note }
             guard !ops.isEmpty else { return nil }
             var notes: [NoteID] = []

@@ -303,4 +303,54 @@ extension HistoryTests {
         #expect(try store.undo()?.changed == false)
         #expect(try store.isDeleted(id))
     }
+
+    /// `log` and a note's versions read without loading the replica (the snapshot's log and the
+    /// rows after it, decoded, nothing replayed) are exactly what the loaded replica gives: with
+    /// snapshots taken along the way, another device's changes, one-note edits and an undo.
+    @Test(arguments: [UInt64(1), 2, 3])
+    func theLogReadWithoutLoadingIsTheLoadedOne(seed: UInt64) throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("unloaded-log-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let path = folder.appendingPathComponent("replica.db").path
+        let clock = SettableClock(HistoryTests.start)
+        let options = StoreOptions(wallClock: clock, snapshotInterval: 7)
+        var rng = SplitMix64(seed: seed)
+        let other = try NoteStore.openInMemory(options: options)
+        var notes: [NoteID] = []
+        for round in 0 ..< 12 {
+            let mine = try NoteStore.open(path: path, options: options)
+            clock.set(HistoryTests.start + UInt64(round) * 1000)
+            if notes.isEmpty || rng.next() % 3 == 0 { notes.append(try mine.createNote(title: "n\(round)", body: "body \(round)")) }
+            let note = notes[Int(rng.next() % UInt64(notes.count))]
+            _ = try mine.appendText(note, " typed")
+            _ = try mine.appendText(note, " on")
+            _ = try mine.setTitle(note, "title \(rng.next() % 4)")
+            _ = try mine.setTag(note, "t\(rng.next() % 2)", member: true)
+            if rng.next() % 2 == 0 { _ = try mine.deleteText(note, at: 0, count: 2) }
+            if rng.next() % 4 == 0 { _ = try mine.undo(note) }
+            _ = try other.appendText(try other.createNote(title: "other \(round)", body: "x"), "y")
+            if round % 3 == 2 {
+                try mine.apply(try other.changes(since: try mine.versionVector))
+                try other.apply(try mine.changes(since: try other.versionVector))
+                if let shared = notes.first { _ = try other.appendText(shared, " from the other") }
+            }
+            try mine.close()
+        }
+        let unloaded = try NoteStore.open(path: path, options: options)
+        let log = try #require(try unloaded.unloadedLog(), "the log could not be read without loading")
+        let everything = try unloaded.history()
+        let perNote = try notes.map { try unloaded.versions(of: $0) }
+        let oneNote = try unloaded.history(of: notes[0])
+        try unloaded.reload()
+        #expect(try unloaded.unloadedLog() == nil)
+        #expect(log == (try unloaded.notebook.allChanges))
+        #expect(everything == (try unloaded.history()))
+        #expect(oneNote == (try unloaded.history(of: notes[0])))
+        for (index, note) in notes.enumerated() {
+            #expect(perNote[index] == (try unloaded.versions(of: note)), "note \(index)")
+        }
+        #expect(perNote.contains { $0.count > 3 }, "no note has a history worth comparing")
+        try unloaded.close()
+    }
 }

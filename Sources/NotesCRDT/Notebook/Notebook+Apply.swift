@@ -568,16 +568,20 @@ extension Notebook {
     /// Appends a change to the log, joining it to the previous one when it directly follows it
     /// (up to `maxJoinedOperations`).
     mutating func record(_ change: Change) {
-        // In place: the last change's operations stay uniquely referenced, so joining is amortized O(1).
-        if let lastIndex = history.indices.last, history[lastIndex].replica == change.replica,
-           history[lastIndex].operations.count < Notebook.maxJoinedOperations,
-           history[lastIndex].append(change) {
-            recordLogEntry(of: change)
-            return
+        if !Notebook.join(change, onto: &history) {
+            historyIndex[change.replica, default: []].append(history.count)
+            history.append(change)
         }
-        historyIndex[change.replica, default: []].append(history.count)
-        history.append(change)
         recordLogEntry(of: change)
+    }
+
+    /// Joins a change to the last of `log` when it directly follows it (up to
+    /// `maxJoinedOperations`), as the log does; false (and nothing done) when it does not.
+    static func join(_ change: Change, onto log: inout [Change]) -> Bool {
+        // In place: the last change's operations stay uniquely referenced, so joining is amortized O(1).
+        guard let lastIndex = log.indices.last, log[lastIndex].replica == change.replica,
+              log[lastIndex].operations.count < Notebook.maxJoinedOperations else { return false }
+        return log[lastIndex].append(change)
     }
 
     /// Integrates a change that is ready (`readiness(of:)`), or puts it in the quarantine when

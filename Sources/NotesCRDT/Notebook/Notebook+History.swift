@@ -70,6 +70,13 @@ extension Notebook {
     public func revisions(of id: NoteID, ownEdits: [OwnEdit] = []) -> [NoteRevision] {
         if deferred != nil { return materialized.revisions(of: id, ownEdits: ownEdits) }
         guard notes[id] != nil else { return [] }
+        return Notebook.revisions(of: id, in: history, replicaID: replicaID, ownEdits: ownEdits)
+    }
+
+    /// `revisions(of:ownEdits:)` read from a log (`allChanges`, or `storedLog`'s) of the replica
+    /// `replicaID`, without the replica.
+    package static func revisions(of id: NoteID, in history: [Change], replicaID: ReplicaID,
+                                  ownEdits: [OwnEdit] = []) -> [NoteRevision] {
         var record = NoteRecord()
         var text = RGAText()
         var result: [NoteRevision] = []
@@ -107,7 +114,8 @@ extension Notebook {
                 if !deleted.isEmpty { edits.append(.deleted(count: deleted.count, pieces: text.pieces(of: deleted))) }
                 var context = change.dependencies
                 context[change.replica] = lastSeq
-                result.append(NoteRevision(replica: change.replica, seq: lastSeq, timestamp: time(of: change, lastSeq, own),
+                result.append(NoteRevision(replica: change.replica, seq: lastSeq,
+                                           timestamp: time(of: change, lastSeq, own, replicaID: replicaID),
                                            context: context, edits: edits))
             }
         }
@@ -118,6 +126,10 @@ extension Notebook {
     /// the time the edit was made when that is later (the log carries an earlier one for an
     /// insert that continued the previous one).
     func time(of change: Change, _ seq: UInt64, _ own: [OwnEdit]) -> Timestamp {
+        Notebook.time(of: change, seq, own, replicaID: replicaID)
+    }
+
+    static func time(of change: Change, _ seq: UInt64, _ own: [OwnEdit], replicaID: ReplicaID) -> Timestamp {
         let stamped = change.timestamp(ofSeq: seq)
         guard change.replica == replicaID, let made = Notebook.edit(holding: seq, in: own)?.time else { return stamped }
         return max(stamped, made)

@@ -161,6 +161,37 @@ extension Notebook {
         self = fresh
     }
 
+    /// The log a replica opened from `snapshot` (or empty) that then applies `later`, changes
+    /// stored in the order applied, would have (`allChanges`), joined the same way, without
+    /// replaying anything: what reading a history needs, at the cost of decoding the log.
+    ///
+    /// - Returns: nil when the snapshot names another replica than `replicaID`, or when `later`
+    ///   does not follow the log as an applied log does (a change that would wait or overlap):
+    ///   then open the replica.
+    /// - Throws: `CRDTError` when the snapshot or a change does not decode.
+    package static func storedLog(snapshot bytes: [UInt8]?, replicaID: ReplicaID,
+                                  later: some Sequence<Change>) throws -> [Change]? {
+        var stored: [Change] = []
+        if let bytes {
+            let opened = try Notebook(snapshot: bytes, deferringLog: true)
+            guard opened.replicaID == replicaID else { return nil }
+            stored = try opened.deferred.map { try ChangeCodec.decode($0.history) } ?? opened.history
+        }
+        var log: [Change] = []
+        log.reserveCapacity(stored.count)
+        var version = VersionVector()
+        func take(_ change: Change) -> Bool {
+            // A replica's log holds each author's seqs once, in order: anything else is not one.
+            guard change.startSeq == version[change.replica] &+ 1 else { return false }
+            version[change.replica] = change.endSeq
+            if !join(change, onto: &log) { log.append(change) }
+            return true
+        }
+        for change in stored where !take(change) { return nil }
+        for change in later where !take(change) { return nil }
+        return log
+    }
+
     /// A note's field registers, in field order (a snapshot's and a stored note state's).
     static func encodeFields(_ record: NoteRecord, _ writer: inout BinaryWriter) {
         let fields = record.fields.sorted { $0.key < $1.key }
