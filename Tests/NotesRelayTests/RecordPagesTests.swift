@@ -173,13 +173,14 @@ struct RecordPagesTests {
         failing.failing = (post: failingPost, status: 500)
         await #expect(throws: SyncError.self) { _ = try await Self.engine.sync(store, over: try Self.transport(failing, records: true)) }
         #expect(try Outcome(store) == before)
-        // A record page whose frame lies about its changes: refused whole, nothing applied.
+        // A record page whose frame lies about its changes (past what the client has, so it is
+        // asked past before it is decoded): refused whole, nothing applied.
         let lying = ServiceHTTP(service: service)
         let author = changes[0].replica
         let stranger = changes.first { $0.replica != author }!
         lying.replacing = (post: failingPost, body: SyncBundle.encodedRecords(
             sender: .random(), senderVersion: VersionVector(),
-            records: [SyncBundle.Record(author: author, startSeq: stranger.startSeq, endSeq: stranger.endSeq, encoding: ChangeCodec.encode([stranger]))]))
+            records: [SyncBundle.Record(author: author, startSeq: 10_000, endSeq: 10_000 + stranger.seqCount - 1, encoding: ChangeCodec.encode([stranger]))]))
         await #expect { _ = try await Self.engine.sync(store, over: try Self.transport(lying, records: true)) } throws: { error in
             (error as? SyncError).map { $0.message.contains("holds a change of") } ?? false
         }
