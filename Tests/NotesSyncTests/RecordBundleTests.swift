@@ -1,3 +1,4 @@
+import BundleFuzz
 import Foundation
 import NotesCRDT
 @testable import NotesSync
@@ -191,5 +192,55 @@ struct RecordBundleTests {
         second.endSeq = one.endSeq + 1
         let twice = SyncBundle.encodedRecords(sender: Self.sender, senderVersion: VersionVector(), records: [one, second])
         expectError(twice, .tooLarge, "record 2 of 2 passes what the bundle's records may hold together")
+    }
+
+    /// The fuzzer's histories that a version 3 reader accepts, sent as records (each author's
+    /// first gap-free run, cut into two records), decode to the same changes; the same records with
+    /// one frame altered (another author, a seq off by one, a record twice) are refused.
+    @Test func fuzzedHistoriesAsRecords() throws {
+        let driver = FuzzDriver()
+        var accepted = 0
+        var refused = 0
+        for index in 0 ..< 1500 as Range<UInt64> {
+            let seed = FuzzDriver.caseSeed(20_261_125, index)
+            guard let bundle = try? SyncBundle.decode(driver.bytes(caseSeed: seed)), !bundle.changes.isEmpty else { continue }
+            var byAuthor: [ReplicaID: [Change]] = [:]
+            for change in bundle.changes { byAuthor[change.replica, default: []].append(change) }
+            var records: [SyncBundle.Record] = []
+            var expected: [Change] = []
+            for (_, changes) in byAuthor.sorted(by: { $0.key < $1.key }) {
+                let sorted = changes.sorted { $0.startSeq < $1.startSeq }
+                var run = [sorted[0]]
+                for change in sorted.dropFirst() where change.startSeq == run.last!.endSeq + 1 { run.append(change) }
+                let cut = (run.count + 1) / 2
+                for part in [run[..<cut], run[cut...]] where !part.isEmpty { records.append(Self.record(part)) }
+                expected += run
+            }
+            let honest = SyncBundle.encodedRecords(sender: bundle.sender, senderVersion: bundle.senderVersion, records: records)
+            let decoded = try SyncBundle.decode(honest)
+            #expect(decoded.changes == expected, "case \(seed)")
+            accepted += 1
+            var rng = SplitMix64(seed: seed)
+            let i = Int(rng.next() % UInt64(records.count))
+            let stranger = ReplicaID(Identifier128(high: rng.next() | 1, low: rng.next()))
+            var lies: [[SyncBundle.Record]] = []
+            for alter in 0 ..< 4 {
+                var altered = records
+                switch alter {
+                case 0: altered[i].author = stranger
+                case 1: altered[i].startSeq += 1
+                case 2: altered[i].endSeq += 1
+                default: altered.insert(altered[i], at: i + 1)
+                }
+                lies.append(altered)
+            }
+            for altered in lies {
+                let bytes = SyncBundle.encodedRecords(sender: bundle.sender, senderVersion: bundle.senderVersion, records: altered)
+                #expect(throws: SyncError.self, "case \(seed)") { _ = try SyncBundle.decode(bytes) }
+                refused += 1
+            }
+        }
+        #expect(accepted > 300)
+        #expect(refused > 1000)
     }
 }
