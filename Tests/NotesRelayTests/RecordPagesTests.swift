@@ -90,8 +90,9 @@ struct RecordPagesTests {
 
     /// A relay holding `changes`, posted `perPost` at a time in the order made (each post stores
     /// one record per author in it), and the records' ranges per author.
-    static func relay(_ changes: [Change], perPost: Int, page: RelayPageLimits) async throws -> (RelayService, [(ReplicaID, ClosedRange<UInt64>)]) {
-        let service = RelayService(storage: try SQLiteRelayStorage.inMemory(), tokens: try RelayTokens([(space: space, token: token)]),
+    static func relay(_ changes: [Change], perPost: Int, page: RelayPageLimits,
+                      storage: (any RelayStorage)? = nil, space: String = space) async throws -> (RelayService, [(ReplicaID, ClosedRange<UInt64>)]) {
+        let service = RelayService(storage: try storage ?? SQLiteRelayStorage.inMemory(), tokens: try RelayTokens([(space: space, token: token)]),
                                    limits: RelayLimits(page: page))
         var version = VersionVector()
         var records: [(ReplicaID, ClosedRange<UInt64>)] = []
@@ -109,7 +110,7 @@ struct RecordPagesTests {
         return (service, records)
     }
 
-    static func transport(_ http: ServiceHTTP, records: Bool) throws -> RelayTransport {
+    static func transport(_ http: ServiceHTTP, records: Bool, space: String = space) throws -> RelayTransport {
         var transport = try RelayTransport(url: "http://relay", space: space, token: token, http: http)
         transport.acceptsRecords = records
         return transport
@@ -187,5 +188,22 @@ struct RecordPagesTests {
         #expect(try Outcome(store) == before)
         _ = try await Self.engine.sync(store, over: try Self.transport(ServiceHTTP(service: service), records: true))
         #expect(try Outcome(store) == Self.oneBatch(changes))
+    }
+
+    /// Every storage backend serves the same record pages (PostgreSQL with Scripts/with-postgres.sh).
+    @Test(arguments: RelayBackend.available)
+    func recordPagesFromEveryBackend(_ backend: RelayBackend) async throws {
+        let changes = try Self.history(seed: 31)
+        let expected = try Self.oneBatch(changes)
+        try await backend.with { storage in
+            let space = uniqueSpace()
+            let (service, _) = try await Self.relay(changes, perPost: 5, page: RelayPageLimits(maxChanges: 4), storage: storage, space: space)
+            let store = try NoteStore.openInMemory()
+            try store.apply(Array(changes.prefix(9)))
+            let http = ServiceHTTP(service: service)
+            _ = try await Self.engine.sync(store, over: try Self.transport(http, records: true, space: space))
+            #expect(try Outcome(store) == expected)
+            #expect(http.versions.count > 3 && http.versions.allSatisfy { $0 == 5 })
+        }
     }
 }
