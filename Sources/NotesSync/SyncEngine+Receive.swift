@@ -60,7 +60,8 @@ extension SyncEngine {
 
     /// The pages go, as they arrive, to a thread that applies them all in one transaction
     /// (`SyncReplica.integrate(batches:progress:)`), while the next ones are fetched; at most
-    /// one batch waits between the two (a decoded page of the 80,000-note bootstrap is about 9 MB; the next page is fetched meanwhile). Any failure rolls the whole receive back.
+    /// one batch waits between the two (each decoded page held adds to a pull's peak memory).
+    /// Any failure rolls the whole receive back.
     private func streamingInOneTransaction<T>(_ session: inout SyncSession, _ replica: any SyncReplica,
                                               _ body: (_ received: VersionVector?, _ each: (ReceivedBundle) async throws -> Void) async throws -> T) async throws -> T {
         let handoff = BatchHandoff(capacity: 1)
