@@ -146,13 +146,34 @@ public struct RelayTransport: SyncTransport {
             cursor = advanced
             let request = SyncBundle(sender: local, senderVersion: advanced, changes: [])
             async let next = fetch(request)
-            let current = try page ?? decoded(reply)
-            reply.body = []  // the bytes are decoded: let them go while the next page comes
-            try await each(ReceivedBundle(bundle: current, source: spaceURL))
+            try await handOver(reply, decoded: page, framingChecked: true, each)
+            reply.body = []  // handed over: let the bytes go while the next page comes
             reply = try await next
             count += 1
         }
-        try await each(ReceivedBundle(bundle: try decoded(reply), source: spaceURL))
+        try await handOver(reply, decoded: nil, framingChecked: false, each)
+    }
+
+    /// Hands a page to `each`: a record page record by record (its framing was checked whole,
+    /// each record is decoded and checked as it goes, so one record is held decoded, not the
+    /// page), another page whole.
+    private func handOver(_ reply: RawReply, decoded page: SyncBundle?, framingChecked: Bool,
+                          _ each: (ReceivedBundle) async throws -> Void) async throws {
+        guard page == nil, var records = try transient({ try SyncBundle.RecordReader(reply.body) }) else {
+            return try await each(ReceivedBundle(bundle: try page ?? decoded(reply), source: spaceURL))
+        }
+        if !framingChecked { _ = try transient { try SyncBundle.recordCoverage(reply.body) } }  // whole, before any record is used
+        var first = true
+        while let changes = try transient({ try records.next() }) {
+            try await each(ReceivedBundle(bundle: SyncBundle(sender: records.header.sender, senderVersion: records.header.senderVersion, changes: changes),
+                                          source: spaceURL, continuesPage: !first))
+            first = false
+        }
+        if first {
+            // A page with no records still says who sent it and what it has.
+            try await each(ReceivedBundle(bundle: SyncBundle(sender: records.header.sender, senderVersion: records.header.senderVersion, changes: []),
+                                          source: spaceURL))
+        }
     }
 
     /// Per author, the last seq a page's changes or units reach.

@@ -88,40 +88,95 @@ extension SyncBundle {
         var covered: [ReplicaID: UInt64] = [:]
         var changes: [Change] = []
         for index in 0 ..< count {
-            let frame = try recordFrame(&reader, index: index, covered: &covered)
-            var encoding = try reader.reader(over: frame.length)
-            var used = ChangeCodec.Usage()
-            let decoded: [Change]
-            do {
-                decoded = try ChangeCodec.decode(from: &encoding, limits: budget, used: &used)
-            } catch let error as CRDTError where error.code == .limitExceeded {
-                throw CRDTError(.limitExceeded, "record \(index + 1) of \(count) passes what the bundle's records may hold together: \(error.message)")
-            }
-            guard encoding.isAtEnd else {
-                throw CRDTError(.malformedEncoding, "record \(index + 1): \(encoding.remaining) unexpected bytes after its changes")
-            }
-            budget = budget.remaining(after: used)
-            // The frame is what a reader trusts for the cursor: the changes must be exactly it.
-            var next = frame.startSeq
-            for change in decoded {
-                guard change.replica == frame.author else {
-                    throw CRDTError(.malformedEncoding, "record \(index + 1) is framed as \(frame.author)'s but holds a change of \(change.replica)")
-                }
-                guard change.startSeq == next else {
-                    throw CRDTError(.malformedEncoding, "record \(index + 1) of \(frame.author) is framed as seqs \(frame.startSeq)-\(frame.endSeq) but holds a change at seq \(change.startSeq) where \(next) was due")
-                }
-                guard change.endSeq <= frame.endSeq else {
-                    throw CRDTError(.malformedEncoding, "record \(index + 1) of \(frame.author) is framed as seqs \(frame.startSeq)-\(frame.endSeq) but holds a change up to seq \(change.endSeq)")
-                }
-                next = change.endSeq + 1
-            }
-            guard next == frame.endSeq + 1 else {
-                throw CRDTError(.malformedEncoding, "record \(index + 1) of \(frame.author) is framed as seqs \(frame.startSeq)-\(frame.endSeq) but its changes end at seq \(next - 1)")
-            }
-            changes.append(contentsOf: decoded)
+            changes.append(contentsOf: try nextRecord(&reader, index: index, count: count, budget: &budget, covered: &covered))
         }
         guard reader.isAtEnd else { throw CRDTError(.malformedEncoding, "\(reader.remaining) unexpected bytes after the records") }
         return changes
+    }
+
+    /// A record bundle read record by record, each checked against its frame as it is decoded,
+    /// the bundle's limits kept across them: what a client holds decoded is one record, not a page.
+    /// The bundle's framing should be checked whole first (`recordCoverage`), so that a damaged
+    /// page is refused before any of it is used.
+    public struct RecordReader {
+        /// The bundle's header.
+        public let header: Header
+        private var reader: BinaryReader
+        private let count: Int
+        private var index = 0
+        private var budget = SyncBundle.changeLimits
+        private var covered: [ReplicaID: UInt64] = [:]
+
+        /// A reader of `bytes` (after the checks of `decodeHeader`), or nil for a bundle of another version.
+        public init?(_ bytes: [UInt8]) throws {
+            var (header, flags, body) = try SyncBundle.checkedParts(bytes)
+            guard header.formatVersion == SyncBundle.recordsFormatVersion else { return nil }
+            self.header = header
+            (reader, count) = try SyncBundle.mappingErrors {
+                var reader = flags & SyncBundle.deflatedFlag != 0 ? BinaryReader(try SyncBundle.inflate(&body)) : body
+                let count = try SyncBundle.recordCount(&reader)
+                return (reader, count)  // the reader past the count
+            }
+        }
+
+        /// The next record's changes; nil after the last (when nothing follows it).
+        public mutating func next() throws -> [Change]? {
+            try SyncBundle.mappingErrors {
+                guard index < count else {
+                    guard reader.isAtEnd else { throw CRDTError(.malformedEncoding, "\(reader.remaining) unexpected bytes after the records") }
+                    return nil
+                }
+                let changes = try SyncBundle.nextRecord(&reader, index: index, count: count, budget: &budget, covered: &covered)
+                index += 1
+                return changes
+            }
+        }
+    }
+
+    /// `body`, with the codec's errors as `decode` reports them.
+    static func mappingErrors<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as CRDTError {
+            throw SyncError(error.code == .limitExceeded ? .tooLarge : .malformed,
+                            error.code == .limitExceeded ? "bundle too large: \(error.message)" : "malformed bundle: \(error.message)")
+        }
+    }
+
+    /// One record: its frame, then its changes, checked against the frame and within `budget`.
+    private static func nextRecord(_ reader: inout BinaryReader, index: Int, count: Int, budget: inout ChangeCodec.Limits,
+                                   covered: inout [ReplicaID: UInt64]) throws -> [Change] {
+        let frame = try recordFrame(&reader, index: index, covered: &covered)
+        var encoding = try reader.reader(over: frame.length)
+        var used = ChangeCodec.Usage()
+        let decoded: [Change]
+        do {
+            decoded = try ChangeCodec.decode(from: &encoding, limits: budget, used: &used)
+        } catch let error as CRDTError where error.code == .limitExceeded {
+            throw CRDTError(.limitExceeded, "record \(index + 1) of \(count) passes what the bundle's records may hold together: \(error.message)")
+        }
+        guard encoding.isAtEnd else {
+            throw CRDTError(.malformedEncoding, "record \(index + 1): \(encoding.remaining) unexpected bytes after its changes")
+        }
+        budget = budget.remaining(after: used)
+        // The frame is what a reader trusts for the cursor: the changes must be exactly it.
+        var next = frame.startSeq
+        for change in decoded {
+            guard change.replica == frame.author else {
+                throw CRDTError(.malformedEncoding, "record \(index + 1) is framed as \(frame.author)'s but holds a change of \(change.replica)")
+            }
+            guard change.startSeq == next else {
+                throw CRDTError(.malformedEncoding, "record \(index + 1) of \(frame.author) is framed as seqs \(frame.startSeq)-\(frame.endSeq) but holds a change at seq \(change.startSeq) where \(next) was due")
+            }
+            guard change.endSeq <= frame.endSeq else {
+                throw CRDTError(.malformedEncoding, "record \(index + 1) of \(frame.author) is framed as seqs \(frame.startSeq)-\(frame.endSeq) but holds a change up to seq \(change.endSeq)")
+            }
+            next = change.endSeq + 1
+        }
+        guard next == frame.endSeq + 1 else {
+            throw CRDTError(.malformedEncoding, "record \(index + 1) of \(frame.author) is framed as seqs \(frame.startSeq)-\(frame.endSeq) but its changes end at seq \(next - 1)")
+        }
+        return decoded
     }
 
     /// The record count: every record takes some bytes and holds at least one change.

@@ -89,6 +89,28 @@ struct RecordBundleTests {
         #expect(try SyncBundle.recordCoverage(empty) == VersionVector())
     }
 
+    /// Read record by record, a page gives the same changes; a record that lies is refused when
+    /// it is reached, and a page of another version has no reader.
+    @Test func recordByRecord() throws {
+        let a = try Self.authorChanges(seed: 14, count: 30)
+        let b = try Self.authorChanges(seed: 15, count: 12)
+        let records = [Self.record(a[0 ..< 10]), Self.record(b[...]), Self.record(a[10...])]
+        let bytes = SyncBundle.encodedRecords(sender: Self.sender, senderVersion: VersionVector(), records: records)
+        var reader = try #require(try SyncBundle.RecordReader(bytes))
+        var read: [[Change]] = []
+        while let changes = try reader.next() { read.append(changes) }
+        #expect(read == [Array(a[0 ..< 10]), b, Array(a[10...])])
+        #expect(reader.header.sender == Self.sender)
+        #expect(try reader.next() == nil)
+        var lying = records
+        lying[1].author = a[0].replica
+        lying[1].startSeq = a[9].endSeq + 1
+        var refused = try #require(try SyncBundle.RecordReader(SyncBundle.encodedRecords(sender: Self.sender, senderVersion: VersionVector(), records: lying)))
+        #expect(try refused.next() == Array(a[0 ..< 10]))
+        #expect { _ = try refused.next() } throws: { ($0 as? SyncError)?.message.contains("holds a change of") == true }
+        #expect(try SyncBundle.RecordReader(try SyncBundle.decode(bytes).encoded()) == nil)
+    }
+
     @Test func aCutRecordStartsPastTheFirstSeq() throws {
         let a = try Self.authorChanges(seed: 9, count: 12)
         let tail = a[5...].map { $0 }
