@@ -10,8 +10,8 @@ public enum AllocatorArenas {
     /// glibc gives each thread that allocates while another holds the lock an arena of its own, and
     /// memory freed into an arena serves only the threads of that arena. A pull decodes pages on
     /// the concurrency pool's threads and applies them on a thread of its own, so the decoders'
-    /// freed pages could not be reused by the replica as it grew: 221 MB of peak RSS for the
-    /// 80,000-note bootstrap against 203 MB in one arena, for the same time (Docs/Performance.md).
+    /// freed pages could not be reused by the replica as it grew: 216 MiB of peak RSS for the
+    /// 80,000-note bootstrap against 199 MiB in one arena, for the same time (Docs/Performance.md).
     /// A server with many busy threads (`crdt-sync serve`) is better off with glibc's default.
     ///
     /// - Returns: whether the setting was taken (false where there is no glibc `mallopt`).
