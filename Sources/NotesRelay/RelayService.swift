@@ -215,12 +215,14 @@ public final class RelayService: Sendable {
         // The decoded changes of the page's records that the cache held when the page was read
         // (their payloads were not read).
         let hits = ChangeBox()
+        // A client that reads record bundles gets the stored encodings as they are: every payload is read.
+        let asRecords = RelayProtocol.acceptsRecords(request.headers["accept"]) && !bundle.isSealed
         do {
             let cache = decoded
             let found = hits
             let result = try await storage.appendThenPage(space: space, records: records.map(\.record), after: bundle.senderVersion,
                                                           limits: limits.page, needsPayload: { arrival in
-                guard let changes = cache.get(arrival) else { return true }
+                guard !asRecords, let changes = cache.get(arrival) else { return true }
                 found.map.withLock { $0[arrival] = changes }
                 return false
             })
@@ -246,6 +248,16 @@ public final class RelayService: Sendable {
                 RelayProtocol.moreHeader: page.more ? "1" : "0",
                 RelayProtocol.storedHeader: String(stored),
             ], body: reply.encoded())
+        }
+        if asRecords {
+            guard let body = recordReply(page, space: space, client: bundle.senderVersion) else {
+                return RelayService.text(503, "the relay's store holds a change that does not decode")
+            }
+            return RelayResponse(status: 200, headers: [
+                "Content-Type": RelayProtocol.bundleContentType,
+                RelayProtocol.moreHeader: page.more ? "1" : "0",
+                RelayProtocol.storedHeader: String(stored),
+            ], body: body)
         }
         var changes: [Change] = []
         changes.reserveCapacity(page.records.count)
@@ -273,6 +285,28 @@ public final class RelayService: Sendable {
     }
 
     struct UploadError: Error { var message: String }
+
+    /// A page as a record bundle (format version 5): each stored record's encoding as it is, but
+    /// for a record that the client has the start of, which is decoded and cut past what it has.
+    /// Nil when such a record does not decode.
+    func recordReply(_ page: RelayPage, space: String, client: VersionVector) -> [UInt8]? {
+        var records: [SyncBundle.Record] = []
+        records.reserveCapacity(page.records.count)
+        var encoder = ChangeCodec.Encoder()
+        for stored in page.records {
+            let record = stored.record
+            let has = client[record.author]
+            if record.startSeq > has {
+                records.append(SyncBundle.Record(author: record.author, startSeq: record.startSeq, endSeq: record.endSeq, encoding: record.payload))
+                continue
+            }
+            guard let whole = try? ChangeCodec.decode(record.payload) else { return nil }
+            let cut = whole.compactMap { $0.suffix(from: has &+ 1) }
+            guard let first = cut.first, let last = cut.last else { continue }
+            records.append(SyncBundle.Record(author: record.author, startSeq: first.startSeq, endSeq: last.endSeq, encoding: encoder.encode(cut)))
+        }
+        return SyncBundle.encodedRecords(sender: relayReplica(for: space), senderVersion: page.version, records: records)
+    }
 
     /// The records of an upload, after the checks the relay can make without CRDT knowledge: per
     /// author, the changes follow each other without a gap, and none goes past what the sender

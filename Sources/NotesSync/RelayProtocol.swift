@@ -11,6 +11,18 @@ public enum RelayProtocol {
     /// The media type of a bundle.
     public static let bundleContentType = "application/vnd.crdt-sync.bundle"
 
+    /// The `Accept` value of a client that reads record bundles (format version 5): a relay that
+    /// knows them answers a plain space's sync with one; others ignore it and answer version 3.
+    public static let recordsAccept = "application/vnd.crdt-sync.bundle;version=5"
+
+    /// Whether an `Accept` header lists `recordsAccept` (spaces around `;` and `,` allowed).
+    public static func acceptsRecords(_ accept: String?) -> Bool {
+        guard let accept else { return false }
+        return accept.split(separator: ",").contains { item in
+            item.filter { $0 != " " && $0 != "\t" }.lowercased() == recordsAccept
+        }
+    }
+
     /// Whether `space` is a valid space name: 1 to 128 of `A-Z a-z 0-9 . _ -`, not starting with a dot.
     public static func isValidSpace(_ space: String) -> Bool {
         !space.isEmpty && space.utf8.count <= 128 && !space.hasPrefix(".") && space.utf8.allSatisfy { byte in

@@ -88,12 +88,13 @@ public struct RelayTransport: SyncTransport {
     /// Posts the bundle in requests the relay takes, and hands over the relay's pages of what the
     /// sender lacks one by one, as they arrive.
     public func send(_ bundle: SyncBundle, each: (ReceivedBundle) async throws -> Void) async throws -> Bool {
-        var reply: RelayReply?
+        // Only the last request's answer is read: the replies before it are pages it also holds.
+        var reply: RawReply?
         if bundle.isSealed {
             // Sealed units go as they are, as many to a request as the relay takes.
             for piece in SyncBundle.sealedPieces(sender: bundle.sender, senderVersion: bundle.senderVersion, units: bundle.sealedUnits,
                                                  maxUnits: maxChangesPerRequest) {
-                reply = try await exchange(piece)
+                reply = try await fetch(piece)
             }
             try await pages(from: reply!, local: bundle.sender, version: bundle.senderVersion, each: each)
             return true
@@ -101,7 +102,7 @@ public struct RelayTransport: SyncTransport {
         // Requests the relay takes: at most `maxChangesPerRequest` changes, and within a bundle's limits.
         for piece in try SyncBundle.pieces(sender: bundle.sender, senderVersion: bundle.senderVersion, changes: bundle.changes,
                                            maxChanges: maxChangesPerRequest) {
-            reply = try await exchange(piece)
+            reply = try await fetch(piece)
         }
         try await pages(from: reply!, local: bundle.sender, version: bundle.senderVersion, each: each)
         return true
@@ -110,26 +111,32 @@ public struct RelayTransport: SyncTransport {
     /// Posts an empty bundle with the replica's version and hands over every page of what it
     /// lacks, one by one, as they arrive.
     public func receive(for local: ReplicaID, version: VersionVector, each: (ReceivedBundle) async throws -> Void) async throws -> [SkippedInput] {
-        let first = try await exchange(SyncBundle(sender: local, senderVersion: version, changes: []))
+        let first = try await fetch(SyncBundle(sender: local, senderVersion: version, changes: []))
         try await pages(from: first, local: local, version: version, each: each)
         return []
     }
 
     /// The first reply and every page after it, for a replica at `version`, each handed to `each`
-    /// as it arrives. The next page is asked for before `each` takes the current one, so that
-    /// the relay and the network work while the replica applies (two pages are held at most).
-    func pages(from first: RelayReply, local: ReplicaID, version: VersionVector, each: (ReceivedBundle) async throws -> Void) async throws {
+    /// as it arrives. The next page is asked for as soon as the current one's bytes are in (a
+    /// record bundle says what it covers in its frames), so that the relay and the network work
+    /// while this page is decoded and applied; a page of another format is decoded first. At most
+    /// one page is being fetched while one is decoded and handed over.
+    func pages(from first: RawReply, local: ReplicaID, version: VersionVector, each: (ReceivedBundle) async throws -> Void) async throws {
         var reply = first
         var cursor = version
         var count = 1
         while reply.more {
+            var page: SyncBundle?
+            let covered: VersionVector
+            if let coverage = try transient({ try SyncBundle.recordCoverage(reply.body) }) {
+                covered = coverage
+            } else {
+                let decoded = try decoded(reply)
+                page = decoded
+                covered = RelayTransport.coverage(of: decoded)
+            }
             var advanced = cursor
-            for change in reply.bundle.changes where change.endSeq > advanced[change.replica] {
-                advanced[change.replica] = change.endSeq
-            }
-            for unit in reply.bundle.sealedUnits where unit.endSeq > advanced[unit.author] {
-                advanced[unit.author] = unit.endSeq
-            }
+            advanced.merge(covered)
             guard advanced != cursor else {
                 throw SyncError(.transient, "\(spaceURL): the relay said there is more but sent nothing new")
             }
@@ -138,12 +145,43 @@ public struct RelayTransport: SyncTransport {
             }
             cursor = advanced
             let request = SyncBundle(sender: local, senderVersion: advanced, changes: [])
-            async let next = exchange(request)
-            try await each(ReceivedBundle(bundle: reply.bundle, source: spaceURL))
+            async let next = fetch(request)
+            try await handOver(reply, decoded: page, framingChecked: true, each)
+            reply.body = []  // handed over: let the bytes go while the next page comes
             reply = try await next
             count += 1
         }
-        try await each(ReceivedBundle(bundle: reply.bundle, source: spaceURL))
+        try await handOver(reply, decoded: nil, framingChecked: false, each)
+    }
+
+    /// Hands a page to `each`: a record page record by record (its framing was checked whole,
+    /// each record is decoded and checked as it goes, so one record is held decoded, not the
+    /// page), another page whole.
+    private func handOver(_ reply: RawReply, decoded page: SyncBundle?, framingChecked: Bool,
+                          _ each: (ReceivedBundle) async throws -> Void) async throws {
+        guard page == nil, var records = try transient({ try SyncBundle.RecordReader(reply.body) }) else {
+            return try await each(ReceivedBundle(bundle: try page ?? decoded(reply), source: spaceURL))
+        }
+        if !framingChecked { _ = try transient { try SyncBundle.recordCoverage(reply.body) } }  // whole, before any record is used
+        var first = true
+        while let changes = try transient({ try records.next() }) {
+            try await each(ReceivedBundle(bundle: SyncBundle(sender: records.header.sender, senderVersion: records.header.senderVersion, changes: changes),
+                                          source: spaceURL, continuesPage: !first))
+            first = false
+        }
+        if first {
+            // A page with no records still says who sent it and what it has.
+            try await each(ReceivedBundle(bundle: SyncBundle(sender: records.header.sender, senderVersion: records.header.senderVersion, changes: []),
+                                          source: spaceURL))
+        }
+    }
+
+    /// Per author, the last seq a page's changes or units reach.
+    static func coverage(of bundle: SyncBundle) -> VersionVector {
+        var covered = VersionVector()
+        for change in bundle.changes where change.endSeq > covered[change.replica] { covered[change.replica] = change.endSeq }
+        for unit in bundle.sealedUnits where unit.endSeq > covered[unit.author] { covered[unit.author] = unit.endSeq }
+        return covered
     }
 
     // MARK: Requests
@@ -161,19 +199,45 @@ public struct RelayTransport: SyncTransport {
     /// One `POST /v1/spaces/{space}/sync`: stores the bundle's changes and returns one page of
     /// what a replica at its senderVersion lacks.
     public func exchange(_ bundle: SyncBundle) async throws -> RelayReply {
-        let request = HTTPCallRequest(method: "POST", url: spaceURL + "/sync",
-                                      headers: ["Authorization": "Bearer \(token)", "Content-Type": RelayProtocol.bundleContentType],
-                                      body: bundle.encoded())
-        let response = try await perform(request)
-        let reply: SyncBundle
+        let reply = try await fetch(bundle)
+        return RelayReply(bundle: try decoded(reply), more: reply.more, stored: reply.stored)
+    }
+
+    /// One answer to a POST as it came, not yet decoded.
+    struct RawReply: Sendable {
+        /// The bundle's bytes.
+        var body: [UInt8]
+        /// `X-CRDT-More`.
+        var more: Bool
+        /// `X-CRDT-Stored`.
+        var stored: Int
+    }
+
+    /// Whether the relay is asked for record bundles (format version 5); false: version 3 only,
+    /// as a client before them asked.
+    var acceptsRecords = true
+
+    /// One `POST /v1/spaces/{space}/sync`, its answer undecoded.
+    func fetch(_ bundle: SyncBundle) async throws -> RawReply {
+        var headers = ["Authorization": "Bearer \(token)", "Content-Type": RelayProtocol.bundleContentType]
+        if acceptsRecords { headers["Accept"] = RelayProtocol.bundleContentType + ", " + RelayProtocol.recordsAccept }
+        let response = try await perform(HTTPCallRequest(method: "POST", url: spaceURL + "/sync", headers: headers, body: bundle.encoded()))
+        return RawReply(body: response.body, more: response.header(RelayProtocol.moreHeader) == "1",
+                        stored: response.header(RelayProtocol.storedHeader).flatMap(Int.init) ?? 0)
+    }
+
+    /// A reply's bundle; a reply that is not one is a transient failure (damaged on its way).
+    func decoded(_ reply: RawReply) throws -> SyncBundle {
+        try transient { try SyncBundle.decode(reply.body) }
+    }
+
+    /// `body`, with a bundle error turned into a transient failure of the relay's answer.
+    private func transient<T>(_ body: () throws -> T) throws -> T {
         do {
-            reply = try SyncBundle.decode(response.body)
+            return try body()
         } catch let error as SyncError {
             throw SyncError(.transient, "\(spaceURL)/sync: the relay's answer is not a valid bundle (\(error.message))")
         }
-        let more = response.header(RelayProtocol.moreHeader) == "1"
-        let stored = response.header(RelayProtocol.storedHeader).flatMap(Int.init) ?? 0
-        return RelayReply(bundle: reply, more: more, stored: stored)
     }
 
     /// `GET /v1/spaces/{space}/status`.

@@ -186,6 +186,9 @@ public struct SyncBundle: Hashable, Sendable {
             } else {
                 reader = body
             }
+            if header.formatVersion == recordsFormatVersion {
+                return SyncBundle(sender: header.sender, senderVersion: header.senderVersion, changes: try recordChanges(&reader))
+            }
             let changes = try ChangeCodec.decode(from: &reader, limits: changeLimits)
             guard reader.isAtEnd else { throw CRDTError(.malformedEncoding, "\(reader.remaining) unexpected bytes after the changes") }
             return SyncBundle(sender: header.sender, senderVersion: header.senderVersion, changes: changes)
@@ -203,6 +206,8 @@ public struct SyncBundle: Hashable, Sendable {
         public var senderVersion: VersionVector
         /// Whether the bundle is sealed (format version 4).
         public var isSealed = false
+        /// The format version byte (1 to 5).
+        public var formatVersion: UInt8 = SyncBundle.formatVersion
     }
 
     /// The units of a sealed bundle, parsed (their routing headers) but not opened.
@@ -232,14 +237,14 @@ public struct SyncBundle: Hashable, Sendable {
 
     /// The checks every read makes before it hands anything out, and the parts they delimit
     /// (the body as a reader over `bytes`, not a copy).
-    private static func checkedParts(_ bytes: [UInt8]) throws -> (header: Header, flags: UInt8, body: BinaryReader) {
+    static func checkedParts(_ bytes: [UInt8]) throws -> (header: Header, flags: UInt8, body: BinaryReader) {
         guard bytes.count >= magic.count, bytes[0 ..< magic.count].elementsEqual(magic) else {
             throw SyncError(.notABundle, "not a crdt-sync bundle (wrong magic bytes)")
         }
         guard bytes.count > magic.count else { throw SyncError(.truncated, "truncated bundle: no format version") }
         let version = bytes[magic.count]
-        guard (1 ... sealedFormatVersion).contains(version) else {
-            throw SyncError(.unsupportedVersion, "bundle format version \(version) is not supported (this build reads versions 1 to \(sealedFormatVersion)); upgrade crdt-sync to read it")
+        guard (1 ... recordsFormatVersion).contains(version) else {
+            throw SyncError(.unsupportedVersion, "bundle format version \(version) is not supported (this build reads versions 1 to \(recordsFormatVersion)); upgrade crdt-sync to read it")
         }
         guard bytes.count <= maxBytes else {
             throw SyncError(.tooLarge, "the bundle is \(bytes.count) bytes, more than the \(maxBytes) a reader takes")
@@ -259,13 +264,13 @@ public struct SyncBundle: Hashable, Sendable {
             let sender = ReplicaID(Identifier128(bytes: try reader.raw(16))!)
             let senderVersion = try reader.versionVector(maxEntries: changeLimits.maxReplicas, maxSeq: Change.maxSeq)
             if version == sealedFormatVersion {
-                return (Header(sender: sender, senderVersion: senderVersion, isSealed: true), flags, reader)
+                return (Header(sender: sender, senderVersion: senderVersion, isSealed: true, formatVersion: version), flags, reader)
             }
             let bodyLength = try reader.count(max: reader.remaining, "the body length")
             guard bodyLength == reader.remaining else {
                 throw SyncError(.malformed, "the body length says \(bodyLength) bytes but \(reader.remaining) follow")
             }
-            return (Header(sender: sender, senderVersion: senderVersion), flags, reader)
+            return (Header(sender: sender, senderVersion: senderVersion, formatVersion: version), flags, reader)
         } catch let error as CRDTError {
             throw SyncError(.malformed, "malformed bundle: \(error.message)")
         }
@@ -299,7 +304,7 @@ public struct SyncBundle: Hashable, Sendable {
     }
 
     /// Inflates a compressed body (its declared length, then raw DEFLATE), within `maxBodyBytes`.
-    private static func inflate(_ body: inout BinaryReader) throws -> [UInt8] {
+    static func inflate(_ body: inout BinaryReader) throws -> [UInt8] {
         let length = try body.varint()
         guard length <= UInt64(maxBodyBytes) else {
             throw SyncError(.tooLarge, "bundle too large: the body declares \(length) bytes once inflated, more than the \(maxBodyBytes) a reader takes")

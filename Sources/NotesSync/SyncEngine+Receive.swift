@@ -60,10 +60,11 @@ extension SyncEngine {
 
     /// The pages go, as they arrive, to a thread that applies them all in one transaction
     /// (`SyncReplica.integrate(batches:progress:)`), while the next ones are fetched; at most
-    /// two batches wait between the two. Any failure rolls the whole receive back.
+    /// one batch waits between the two (each decoded page held adds to a pull's peak memory).
+    /// Any failure rolls the whole receive back.
     private func streamingInOneTransaction<T>(_ session: inout SyncSession, _ replica: any SyncReplica,
                                               _ body: (_ received: VersionVector?, _ each: (ReceivedBundle) async throws -> Void) async throws -> T) async throws -> T {
-        let handoff = BatchHandoff(capacity: 2)
+        let handoff = BatchHandoff(capacity: 1)
         let onProgress = onProgress
         // Started with the first batch: a sync that brings nothing opens no write transaction.
         var applying: Task<Result<IntegrationReport, any Error>, Never>?

@@ -269,7 +269,7 @@ public struct SyncSession: Sendable {
             report.skipped.append("\(item.source): sealed (end-to-end encrypted) bundle refused: this replica is in no encrypted space (join it with `crdt-sync space join`)")
         }
         guard !item.bundle.changes.isEmpty else { return nil }
-        report.receivedBundles += 1
+        if !item.continuesPage { report.receivedBundles += 1 }
         for change in item.bundle.changes where firstArrival(change.replica, change.startSeq, change.endSeq) {
             report.receivedChanges += 1
             if change.replica == local, localVersion[change.replica] < change.endSeq {

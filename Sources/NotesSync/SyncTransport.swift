@@ -2,15 +2,20 @@ import NotesCRDT
 
 /// A bundle that arrived through a transport, with where it came from (a file name, a URL).
 public struct ReceivedBundle: Sendable {
-    /// The bundle, checked whole.
+    /// The bundle, checked whole; or one record of a record page, checked itself after the
+    /// page's framing was checked whole (`continuesPage` for the records after the first).
     public var bundle: SyncBundle
     /// Where it came from, for messages.
     public var source: String
+    /// Whether this continues the page handed over before it (a record page goes record by
+    /// record, so that only a record at a time is held decoded): counted as one bundle with it.
+    public var continuesPage: Bool
 
     /// Wraps a bundle read from `source`.
-    public init(bundle: SyncBundle, source: String) {
+    public init(bundle: SyncBundle, source: String, continuesPage: Bool = false) {
         self.bundle = bundle
         self.source = source
+        self.continuesPage = continuesPage
     }
 }
 

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import NotesStore
 
 @main
 struct CRDTSync: AsyncParsableCommand {
@@ -57,6 +58,8 @@ struct CRDTSync: AsyncParsableCommand {
     static func main() async {
         // A closed pipe (`| head`) makes a write fail with EPIPE (see writeStandardOutput) instead of killing the process mid-write.
         signal(SIGPIPE, SIG_IGN)
+        // One short-lived client whose threads hand data to each other: one allocator arena (the relay keeps glibc's default).
+        if CommandLine.arguments.dropFirst().first != "serve" { AllocatorArenas.useOne() }
         await main(nil)
     }
 }

@@ -40,9 +40,42 @@ extension ChangeCodec {
         public static let unlimited = Limits(maxReplicas: .max, maxNotes: .max, maxChanges: .max, maxDependencies: .max,
                                              maxOperations: .max, maxScalars: .max, maxDeleteSpan: .max)
 
+        /// These limits less what one decoding `used` (at 0 where it took all of one).
+        public func remaining(after used: Usage) -> Limits {
+            Limits(maxReplicas: maxReplicas, maxNotes: maxNotes, maxChanges: max(0, maxChanges - used.changes),
+                   maxDependencies: max(0, maxDependencies - used.dependencies), maxOperations: max(0, maxOperations - used.operations),
+                   maxScalars: max(0, maxScalars - used.scalars), maxDeleteSpan: maxDeleteSpan - min(maxDeleteSpan, used.deleteSpan))
+        }
+
         /// The limits of one bundle (a file, a relay request or answer): see Docs/BundleFormat.md.
         public static let bundle = Limits(maxReplicas: 1 << 16, maxNotes: 1 << 16, maxChanges: 1 << 15,
                                           maxDependencies: 1 << 20, maxOperations: 1 << 18, maxScalars: 1 << 22,
                                           maxDeleteSpan: 1 << 24)
+    }
+
+    /// What one decoding took of its limits (the counts a bundle's limits bound in all).
+    public struct Usage: Hashable, Sendable {
+        /// Changes.
+        public var changes = 0
+        /// Dependency entries.
+        public var dependencies = 0
+        /// Operation records plus the extra targets of multi-target deletes.
+        public var operations = 0
+        /// Inserted characters.
+        public var scalars = 0
+        /// Characters named by deletes.
+        public var deleteSpan: UInt64 = 0
+
+        /// Nothing used.
+        public init() {}
+
+        /// These counts.
+        public init(changes: Int, dependencies: Int, operations: Int, scalars: Int, deleteSpan: UInt64) {
+            self.changes = changes
+            self.dependencies = dependencies
+            self.operations = operations
+            self.scalars = scalars
+            self.deleteSpan = deleteSpan
+        }
     }
 }

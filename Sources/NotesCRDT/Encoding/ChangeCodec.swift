@@ -330,6 +330,13 @@ public enum ChangeCodec {
     /// - Complexity: linear in the bytes read: every loop reads input, and a run of deletes
     ///   is taken as a range, whatever its length.
     public static func decode(from reader: inout BinaryReader, limits: Limits = .unlimited) throws -> [Change] {
+        var used = Usage()
+        return try decode(from: &reader, limits: limits, used: &used)
+    }
+
+    /// Decodes changes as `decode(from:limits:)` does, and says in `used` what of `limits` they
+    /// took: a reader of several encodings in one bundle lowers the limits by it for the next.
+    public static func decode(from reader: inout BinaryReader, limits: Limits, used: inout Usage) throws -> [Change] {
         let replicaCount = try reader.count(max: reader.remaining / 16, "the replica count")
         guard replicaCount <= limits.maxReplicas else { throw CRDTError(.limitExceeded, "more than \(limits.maxReplicas) replicas (\(replicaCount))") }
         var replicas: [ReplicaID] = []
@@ -601,6 +608,7 @@ public enum ChangeCodec {
         }
         guard textOffset == textBytes.count else { throw CRDTError(.malformedEncoding, "text left over after the last insert") }
         guard lengths.isAtEnd, explicit.isAtEnd else { throw CRDTError(.malformedEncoding, "values left over after the last operation") }
+        used = Usage(changes: changeCount, dependencies: totalDeps, operations: totalOps, scalars: totalScalars, deleteSpan: deleteSpan)
         return changes
     }
 
