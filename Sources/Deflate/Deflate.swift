@@ -1,6 +1,12 @@
 import CZlib
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
-/// Raw DEFLATE (RFC 1951) through the system's zlib: the compression of bundle bodies.
+/// Raw DEFLATE (RFC 1951) through the system's zlib: the compression of bundle bodies. (Inflating
+/// goes through libdeflate instead where the system has it: see `LibDeflate`.)
 ///
 /// Raw, without a zlib or gzip wrapper, because the container around it (a bundle) already
 /// carries the uncompressed length and a SHA-256 of its bytes.
@@ -65,6 +71,9 @@ public enum Deflate {
     /// Inflates `input`, which must hold exactly one raw deflate stream that inflates to exactly
     /// `length` bytes.
     ///
+    /// A stream that inflates as declared, no more than `LibDeflate.maxRatio` times its size, is
+    /// inflated by libdeflate where the system has it; anything else by zlib, as follows.
+    ///
     /// zlib writes straight into the result, which grows as the stream really inflates (first to
     /// what the input could plausibly give, then doubling), so memory follows what the stream
     /// inflates to, never what `length` claims: a stream that would pass `length` is stopped (and
@@ -73,6 +82,17 @@ public enum Deflate {
     ///
     /// - Complexity: O(input + `length`) time; O(`length`) memory at most.
     public static func decompress(_ input: some Collection<UInt8>, length: Int) throws -> [UInt8] {
+        guard length >= 0 else { throw Failure(message: "a negative length (\(length)) was declared for the compressed data") }
+        if let inflater = LibDeflate.shared, length <= LibDeflate.maxRatio &* input.count,
+           let result = input.withContiguousStorageIfAvailable({ inflater.inflate($0, length: length) }) ?? nil {
+            return result
+        }
+        return try decompressWithZlib(input, length: length)
+    }
+
+    /// `decompress(_:length:)` through zlib alone: what it falls back to, and what its errors
+    /// come from.
+    package static func decompressWithZlib(_ input: some Collection<UInt8>, length: Int) throws -> [UInt8] {
         guard length >= 0 else { throw Failure(message: "a negative length (\(length)) was declared for the compressed data") }
         if let result = try input.withContiguousStorageIfAvailable({ try inflate($0, length: length) }) { return result }
         return try Array(input).withUnsafeBufferPointer { try inflate($0, length: length) }
@@ -142,6 +162,58 @@ public enum Deflate {
         let leftover = Int(stream.avail_in) + (input.count - consumed)
         guard leftover == 0 else { throw Failure(message: "\(leftover) bytes follow the compressed data") }
         return output
+    }
+}
+
+/// libdeflate's one-shot decompressor, loaded at run time where the system has the library (it
+/// inflates bundle bodies about 2.5 times as fast as zlib's streaming `inflate`); nil elsewhere.
+///
+/// Used only for a stream that inflates as declared: anything else (corrupt, truncated, too long
+/// or too short, bytes after it) is inflated again by zlib, whose errors are the ones reported.
+package struct LibDeflate: @unchecked Sendable {
+    typealias Allocate = @convention(c) () -> OpaquePointer?
+    typealias Inflate = @convention(c) (OpaquePointer?, UnsafeRawPointer?, Int, UnsafeMutableRawPointer?, Int,
+                                        UnsafeMutablePointer<Int>?, UnsafeMutablePointer<Int>?) -> Int32
+    typealias Free = @convention(c) (OpaquePointer?) -> Void
+
+    let allocate: Allocate
+    let inflateEx: Inflate
+    let free: Free
+
+    /// The declared length it is trusted with, per input byte: it writes into a buffer of the
+    /// declared length, allocated first, so a larger claim (a bomb, or a lie) goes to zlib, whose
+    /// result grows only as the stream really inflates. Bundle bodies inflate 2-5 times.
+    static let maxRatio = 8
+
+    package static let shared: LibDeflate? = {
+        #if canImport(Glibc)
+        guard let handle = dlopen("libdeflate.so.0", RTLD_NOW | RTLD_LOCAL),
+              let allocate = dlsym(handle, "libdeflate_alloc_decompressor"),
+              let inflateEx = dlsym(handle, "libdeflate_deflate_decompress_ex"),
+              let free = dlsym(handle, "libdeflate_free_decompressor") else { return nil }
+        return LibDeflate(allocate: unsafeBitCast(allocate, to: Allocate.self),
+                          inflateEx: unsafeBitCast(inflateEx, to: Inflate.self), free: unsafeBitCast(free, to: Free.self))
+        #else
+        return nil
+        #endif
+    }()
+
+    /// The `length` bytes `input` inflates to, when it is one raw deflate stream of exactly that
+    /// length and nothing follows it; nil otherwise.
+    package func inflate(_ input: UnsafeBufferPointer<UInt8>, length: Int) -> [UInt8]? {
+        guard let decompressor = allocate() else { return nil }
+        defer { free(decompressor) }
+        var succeeded = false
+        // Written in place, never cleared first: on success every byte is the stream's.
+        let output = [UInt8](unsafeUninitializedCapacity: length) { buffer, count in
+            var consumed = 0
+            var produced = 0
+            // 0: LIBDEFLATE_SUCCESS.
+            succeeded = inflateEx(decompressor, input.baseAddress, input.count, buffer.baseAddress, length, &consumed, &produced) == 0
+                && consumed == input.count && produced == length
+            count = succeeded ? length : 0
+        }
+        return succeeded ? output : nil
     }
 }
 
