@@ -53,8 +53,9 @@ binary="$tree/.build/$config/crdt-sync"
 escaped=0
 for patch in "${patches[@]}"; do
   name="$(basename "$patch" .patch)"
+  # Only the patch's files are put back afterwards (the tree may hold other work).
+  files=$(git apply --numstat "$patch" | cut -f3)
   if ! git apply "$patch"; then echo "$name: does not apply"; escaped=1; continue; fi
-  files=$(git diff --name-only)
   if ! build; then
     echo "$name: does not build"; tail -5 "$log"
     git checkout -- $files; escaped=1; continue
