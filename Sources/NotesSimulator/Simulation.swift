@@ -191,6 +191,8 @@ public final class Simulation: @unchecked Sendable {
     var stats = RunStats()
     var reference = ReferenceModel()
     var violations: [String] = []
+    /// Every note digest seen, with the state it stood for (`DigestLedger`).
+    var digestLedger = DigestLedger()
     /// What has happened so far, step by step.
     public private(set) var trace = Trace()
     /// Requests to relays in flight (delayed), delivered at their time.
@@ -405,13 +407,19 @@ public final class Simulation: @unchecked Sendable {
                 guard let note = pick(notes) else { break }
                 let word = Words.all[own.below(Words.all.count)]
                 let offset = effective == .append ? note.bodyLength : place(note.bodyLength)
-                if effective == .append {
-                    try store.appendText(note.id, word)
-                } else {
-                    try store.insertText(note.id, at: offset, word)
+                // Another process may type on (up to three words in a row, one edit each): its
+                // one-note edits then keep the note's state between writes of it.
+                let words = other != nil ? 1 + own.below(3) : 1
+                let count = word.unicodeScalars.count
+                for i in 0 ..< words {
+                    if effective == .append {
+                        try store.appendText(note.id, word)
+                    } else {
+                        try store.insertText(note.id, at: offset + i * count, word)
+                    }
                 }
                 touched = note.id
-                intent = .typed(note.id, at: offset, count: word.unicodeScalars.count, firstSeq: before[device.replicaID] + 1,
+                intent = .typed(note.id, at: offset, count: words * count, firstSeq: before[device.replicaID] + 1,
                                 lengthBefore: note.bodyLength)
             case .deleteRange:
                 guard let note = pick(notes.filter { $0.bodyLength > 0 }) else { break }
@@ -572,6 +580,10 @@ public final class Simulation: @unchecked Sendable {
             violation("device \(d): cannot read the version vector: \(error)")
             return
         }
+        // What the relay holds as the sync begins: a sync that succeeds must bring all of it.
+        var relayHeld: VersionVector?
+        if let relay = relays[hub] { relayHeld = try? await relay.storage.status(space: SimRelayHub.space).version }
+        let clockBefore = try? device.store.notebook.clock.last
         do {
             var transport = try transport(d, hub: hub)
             if spaceKey != nil, var folder = transport as? FolderTransport {
@@ -596,6 +608,9 @@ public final class Simulation: @unchecked Sendable {
             stats.retries += report.retries
             stats.skippedFiles += report.skipped.count
             if report.quarantined > 0 { violation("device \(d): \(report.quarantined) change(s) quarantined in a run with no hostile peer") }
+            if let relayHeld, let shortfall = Self.syncShortfall(relayHeld: relayHeld, device: try device.store.versionVector) {
+                violation("device \(d): a sync over \(scenario.hubs[hub].name) succeeded but did not bring everything: \(shortfall)")
+            }
             trace.add(elapsed, d, .sync, Int64(hub), Int64(report.sentChanges), Int64(report.applied), Int64(report.pending))
             if Simulation.printsSteps { print("t=\(elapsed) d\(d) hub\(hub) \(report) vv=\((try? device.store.versionVector).map { "\($0)" } ?? "?")") }
         } catch is DeviceStopped {
@@ -616,10 +631,15 @@ public final class Simulation: @unchecked Sendable {
         }
         do {
             let notebook = try device.store.notebook
+            // The changes the sync applied, in the order applied: each after what it depends on.
+            let changes = notebook.versionVector != before ? notebook.changes(since: before) : []
+            if let problem = Self.causalProblem(changes, after: before) { violation("device \(d): \(problem)") }
+            if let clockBefore, let problem = Self.clockDragged(from: clockBefore, to: notebook.clock, wallMilliseconds: clocks.reading(for: d)) {
+                violation("device \(d): \(problem)")
+            }
             if notebook.versionVector != before {
                 noteStateChange()
                 var touched: Set<NoteID> = []
-                let changes = notebook.changes(since: before)
                 for change in changes {
                     for op in change.operations {
                         if let note = op.note { touched.insert(note) }
@@ -1166,6 +1186,7 @@ public final class Simulation: @unchecked Sendable {
         } else {
             device.notes?.set(id, nil)
         }
+        if let problem = digestLedger.record(notebook, id) { violation("device \(device.index): \(problem)") }
         guard let note = notebook.noteFields(id), note.state != .deleted else {
             if stored != nil { violation("device \(device.index): note \(id) is deleted (or unknown) but still has a row") }
             return
@@ -1193,6 +1214,7 @@ public final class Simulation: @unchecked Sendable {
             violation("device \(device.index): \(rows.count) materialized notes, \(notes.count) in the CRDT")
         }
         for note in notes {
+            if let problem = digestLedger.record(notebook, note.id) { violation("device \(device.index): \(problem)") }
             guard let stored = byID[note.id] else {
                 violation("device \(device.index): note \(note.id) has no materialized row")
                 continue
@@ -1201,6 +1223,7 @@ public final class Simulation: @unchecked Sendable {
                 violation("device \(device.index): note \(note.id): the materialized \(difference) differs from the CRDT")
             }
         }
+        for problem in try Self.tagRowDifferences(device.store, notebook) { violation("device \(device.index): \(problem)") }
         // What another process reads without loading the replica: the digest and version vector
         // the writes stored, and each note's stored state.
         let reader = try NoteStore.open(device.database, options: storeOptions(device.index))

@@ -1,0 +1,132 @@
+import NotesCRDT
+import NotesStore
+
+/// Checks that compare what a store says with what it must say, found missing by planting bugs
+/// in the shipped code (Scripts/mutants.sh, Docs/Simulation.md "Planted bugs").
+extension Simulation {
+    /// What a note's digest stands for: the visible state it must tell apart from every other
+    /// (`Notebook.noteDigest`). Fields a digest need not cover (the update time, tag names) are
+    /// left out; tags are by key.
+    struct NoteFingerprint: Equatable {
+        var id: NoteID
+        var title: String
+        var pinned: Bool
+        var archived: Bool
+        var color: String?
+        var state: NoteLifecycle
+        var tagKeys: [String]
+        var createdAt: UInt64
+        var restored: Bool
+        var body: String
+
+        init?(_ notebook: Notebook, _ id: NoteID) {
+            guard let note = notebook.noteFields(id) else { return nil }
+            self.id = id
+            title = note.title
+            pinned = note.pinned
+            archived = note.archived
+            color = note.color
+            state = note.state
+            tagKeys = note.tags.map(Notebook.tagKey).sorted()
+            createdAt = note.createdAt
+            restored = note.restoredByConcurrentEdit
+            body = notebook.body(of: id)?.string ?? ""
+        }
+    }
+
+    /// Every note digest a run has seen, with the visible state it was the digest of: two states
+    /// that differ must never share a digest, or devices that differ would look converged (and a
+    /// reader of the stored digests would miss a change).
+    struct DigestLedger {
+        private var seen: [[UInt8]: NoteFingerprint] = [:]
+
+        /// Records the note's digest and state; a problem when the digest stood for another state.
+        mutating func record(digest: [UInt8], _ state: NoteFingerprint) -> String? {
+            if let earlier = seen[digest] {
+                guard earlier != state else { return nil }
+                return "note \(state.id): two different states have the same digest \(digest.prefix(6).map { String($0, radix: 16) }.joined()) (\(NoteFingerprint.difference(earlier, state)))"
+            }
+            seen[digest] = state
+            return nil
+        }
+
+        mutating func record(_ notebook: Notebook, _ id: NoteID) -> String? {
+            guard let digest = notebook.noteDigest(id), let state = NoteFingerprint(notebook, id) else { return nil }
+            return record(digest: digest, state)
+        }
+    }
+
+    /// The notes the CRDT has in each tag (by key), the deleted ones left out: what `list(tag:)`
+    /// must give.
+    static func notesByTag(_ notebook: Notebook) -> [String: Set<NoteID>] {
+        var byTag: [String: Set<NoteID>] = [:]
+        for key in notebook.tags.map(\.key) { byTag[key] = [] }
+        for id in notebook.noteIDs {
+            guard let note = notebook.noteFields(id), note.state != .deleted else { continue }
+            for name in note.tags { byTag[Notebook.tagKey(name), default: []].insert(id) }
+        }
+        return byTag
+    }
+
+    /// The tags whose stored rows (`list(.all, tag:)`) do not hold exactly the CRDT's notes.
+    static func tagRowDifferences(_ store: NoteStore, _ notebook: Notebook) throws -> [String] {
+        var problems: [String] = []
+        let expected = notesByTag(notebook)
+        for key in Set(expected.keys).union(Words.tags.map(Notebook.tagKey)).sorted() {
+            let listed = Set(try store.list(.all, tag: key).map(\.id))
+            let want = expected[key] ?? []
+            if listed != want {
+                problems.append("tag \(key): list(tag:) gives \(listed.subtracting(want).count) note(s) not in it and misses \(want.subtracting(listed).count)")
+            }
+        }
+        return problems
+    }
+
+    /// The first change a step applied before what it depends on: `changes` are the step's new
+    /// changes in the order applied (`changes(since: before)` gives the log's order), and each must
+    /// follow its author's last seq and depend only on what was there before it. Nil when none.
+    static func causalProblem(_ changes: [Change], after before: VersionVector) -> String? {
+        var have = before
+        for change in changes {
+            if change.startSeq != have[change.replica] + 1 {
+                return "a change of \(change.replica) at seqs \(change.startSeq)-\(change.endSeq) was applied after seq \(have[change.replica]) of its author"
+            }
+            if !change.dependencies.isCovered(by: have) {
+                return "a change of \(change.replica) at seqs \(change.startSeq)-\(change.endSeq) was applied before what it depends on (\(change.dependencies); there was \(have))"
+            }
+            have[change.replica] = change.endSeq
+        }
+        return nil
+    }
+
+    /// A clock that applying received changes moved past the device's wall clock plus the drift
+    /// bound (`HybridLogicalClock.observe` clamps a timestamp from a clock set years ahead): nil
+    /// when it stayed within, or did not move.
+    static func clockDragged(from before: Timestamp, to clock: HybridLogicalClock, wallMilliseconds wall: UInt64) -> String? {
+        let bound = Timestamp(milliseconds: wall &+ clock.maxForwardDrift, counter: .max)
+        guard clock.last > before, clock.last > bound else { return nil }
+        return "receiving moved the clock to \(clock.last), past the wall clock (\(wall) ms) plus \(clock.maxForwardDrift) ms"
+    }
+
+    /// A sync with a relay that succeeded must leave the device with everything the relay held
+    /// when it began (every page of it applied): nil when it does.
+    static func syncShortfall(relayHeld: VersionVector, device: VersionVector) -> String? {
+        relayHeld.isCovered(by: device) ? nil : "the relay held \(relayHeld) when it began, the device has \(device)"
+    }
+}
+
+extension Simulation.NoteFingerprint {
+    /// The first field in which two states differ.
+    static func difference(_ a: Self, _ b: Self) -> String {
+        if a.title != b.title { return "title" }
+        if a.pinned != b.pinned { return "pinned" }
+        if a.archived != b.archived { return "archived" }
+        if a.color != b.color { return "color" }
+        if a.state != b.state { return "state" }
+        if a.tagKeys != b.tagKeys { return "tags" }
+        if a.createdAt != b.createdAt { return "creation time" }
+        if a.restored != b.restored { return "restored" }
+        if a.body != b.body { return "body" }
+        return "nothing"
+    }
+}

@@ -1,0 +1,103 @@
+import NotesCRDT
+@testable import NotesSimulator
+import NotesStore
+import Testing
+
+/// The checks added after planting bugs in the shipped code (Scripts/mutants.sh): each passes on
+/// what a store really gives and fails on a broken state.
+struct SafetyCheckTests {
+    /// Two different states of a note must not share a digest: the ledger accepts a note's states
+    /// as it changes, and names the field when one digest comes back for another state.
+    @Test func aDigestThatStandsForTwoStatesIsCaught() throws {
+        let store = try NoteStore.openInMemory()
+        let id = try store.createNote(title: "Trip", body: "café 日本", tags: ["home"])
+        var ledger = Simulation.DigestLedger()
+        var notebook = try store.notebook
+        var problems: [String?] = []
+        problems.append(ledger.record(notebook, id))
+        problems.append(ledger.record(notebook, id))  // the same state again
+        let unpinned = try #require(notebook.noteDigest(id))
+        let unpinnedState = try #require(Simulation.NoteFingerprint(notebook, id))
+        _ = try store.setPinned(id, true)
+        notebook = try store.notebook
+        problems.append(ledger.record(notebook, id))  // a new state, a new digest
+        _ = try store.setTag(id, "home", member: false)
+        notebook = try store.notebook
+        problems.append(ledger.record(notebook, id))
+        #expect(problems.allSatisfy { $0 == nil }, "\(problems)")
+
+        // A digest that left out the pinned flag would give the pinned state the unpinned digest.
+        var pinnedState = try #require(Simulation.NoteFingerprint(notebook, id))
+        pinnedState.tagKeys = unpinnedState.tagKeys
+        let problem = ledger.record(digest: unpinned, pinnedState)
+        #expect(problem?.contains("pinned") == true, "\(problem ?? "none")")
+    }
+
+    /// The tag rows must list exactly the CRDT's notes in each tag; one the store forgot to remove
+    /// from a tag is named.
+    @Test func aTagRowLeftBehindIsCaught() throws {
+        let store = try NoteStore.openInMemory()
+        let a = try store.createNote(title: "A", tags: ["home", "work"])
+        let b = try store.createNote(title: "B", tags: ["work"])
+        _ = try store.setTag(a, "work", member: false)
+        _ = try store.setState(b, .trashed)
+        let notebook = try store.notebook
+        #expect(try Simulation.tagRowDifferences(store, notebook).isEmpty)
+        let byTag = Simulation.notesByTag(notebook)
+        #expect(byTag[Notebook.tagKey("work")] == [b])
+        #expect(byTag[Notebook.tagKey("home")] == [a])
+
+        // The CRDT as it would be had the removal not reached the rows: they now miss a note.
+        let other = try NoteStore.openInMemory()
+        _ = try other.createNote(title: "C", tags: ["work"])
+        let problems = try Simulation.tagRowDifferences(store, try other.notebook)
+        #expect(problems.contains { $0.hasPrefix("tag work:") })
+    }
+
+    /// The changes a step applied must come after what they depend on: the log's order passes,
+    /// the same changes with a dependent one first do not.
+    @Test func aChangeAppliedBeforeItsDependencyIsCaught() throws {
+        var first = Notebook(replicaID: ReplicaID.random())
+        let note = first.createNote(title: "Trip", body: "café").id
+        var second = Notebook(replicaID: ReplicaID.random())
+        second.apply(contentsOf: first.changes(since: VersionVector()))
+        _ = try second.insertText(note, at: 4, " 日本")
+        let inOrder = second.changes(since: VersionVector())
+        #expect(inOrder.count == 2)
+        #expect(Simulation.causalProblem(inOrder, after: VersionVector()) == nil)
+        let problem = Simulation.causalProblem(Array(inOrder.reversed()), after: VersionVector())
+        #expect(problem?.contains("before what it depends on") == true, "\(problem ?? "none")")
+        // A change that does not follow its author's last seq.
+        #expect(Simulation.causalProblem([inOrder[0]], after: VersionVector([inOrder[0].replica: 1])) != nil)
+    }
+
+    /// Receiving may move the clock up to the wall clock plus the drift bound, not further.
+    @Test func aClockDraggedAheadIsCaught() {
+        let wall: UInt64 = 1_700_000_000_000
+        let before = Timestamp(milliseconds: wall)
+        let within = HybridLogicalClock(last: Timestamp(milliseconds: wall + 30_000))
+        let dragged = HybridLogicalClock(last: Timestamp(milliseconds: wall + 86_400_000))
+        #expect(Simulation.clockDragged(from: before, to: within, wallMilliseconds: wall) == nil)
+        #expect(Simulation.clockDragged(from: before, to: dragged, wallMilliseconds: wall) != nil)
+        // Already that far ahead before (a local write jumped there): not the receive's doing.
+        #expect(Simulation.clockDragged(from: dragged.last, to: dragged, wallMilliseconds: wall) == nil)
+    }
+
+    /// A relay sync that succeeded leaves the device with all the relay held when it began.
+    @Test func aSyncThatLeftSomethingBehindIsCaught() {
+        let a = ReplicaID.random()
+        let b = ReplicaID.random()
+        let held = VersionVector([a: 5, b: 2])
+        #expect(Simulation.syncShortfall(relayHeld: held, device: VersionVector([a: 5, b: 3])) == nil)
+        #expect(Simulation.syncShortfall(relayHeld: held, device: VersionVector([a: 4, b: 9])) != nil)
+    }
+
+    /// The scenarios pass the added checks with the shipped code (a quick sample; CI runs 200
+    /// seeds of each).
+    @Test(arguments: ["relay-pages.json", "crash-reinstall.json", "encrypted-space.json"])
+    func theShippedCodePassesTheAddedChecks(_ file: String) async throws {
+        let results = try await Simulator.runMany(try SimulatorTestSupport.scenario(file), seed: 1, runs: 3)
+        let failure = results.first { $0.failed }
+        #expect(failure == nil, "\(failure?.problems.prefix(3) ?? [])")
+    }
+}
