@@ -214,8 +214,8 @@ public struct RelayTransport: SyncTransport {
     }
 
     /// Whether the relay is asked for record bundles (format version 5); false: version 3 only,
-    /// as a client before them asked.
-    var acceptsRecords = true
+    /// as a client before them asked (the simulator runs both kinds).
+    package var acceptsRecords = true
 
     /// One `POST /v1/spaces/{space}/sync`, its answer undecoded.
     func fetch(_ bundle: SyncBundle) async throws -> RawReply {
