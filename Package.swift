@@ -158,7 +158,7 @@ let package = Package(
         ),
         .testTarget(
             name: "NotesSyncTests",
-            dependencies: ["NotesSync", "NotesStore", "NotesCRDT", "Deflate", "BundleFuzz"],
+            dependencies: ["NotesSync", "NotesStore", "NotesCRDT", "NotesTestSupport", "Deflate", "BundleFuzz"],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -173,7 +173,7 @@ let package = Package(
         ),
         .testTarget(
             name: "NotesRelayTests",
-            dependencies: ["NotesRelay", "NotesRelayPostgres", "NotesSync", "NotesStore", "NotesCRDT",
+            dependencies: ["NotesRelay", "NotesRelayPostgres", "NotesSync", "NotesStore", "NotesCRDT", "NotesTestSupport",
                            .product(name: "PostgresNIO", package: "postgres-nio")],
             swiftSettings: swiftSettings
         ),

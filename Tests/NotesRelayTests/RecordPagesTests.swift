@@ -2,6 +2,7 @@ import Foundation
 import NotesCRDT
 @testable import NotesRelay
 import NotesStore
+import NotesTestSupport
 @testable import NotesSync
 import Testing
 
@@ -44,27 +45,7 @@ struct RecordPagesTests {
 
     /// Three authors editing shared notes, merging now and then: every change as made.
     static func history(seed: UInt64) throws -> [Change] {
-        var rng = SplitMix64(seed: seed)
-        var authors = (0 ..< 3).map { i in Notebook(replicaID: .random(using: &rng), wallClock: FixedWallClock(1_700_000_000_000 + UInt64(i))) }
-        var made: [Change] = []
-        for step in 0 ..< 120 {
-            let a = Int(rng.next() % 3)
-            let notes = authors[a].noteIDs
-            let note = notes.isEmpty ? nil : notes[Int(rng.next() % UInt64(notes.count))]
-            switch (rng.next() % 5, note) {
-            case (0, let note?):
-                made += [try authors[a].setTitle(note, "title \(step)")].compactMap { $0 }
-            case (1, let note?):
-                made += [try authors[a].insertText(note, at: 0, "w\(step) ")].compactMap { $0 }
-            case (2, let note?):
-                made += [(try? authors[a].deleteText(note, 0 ..< 1)) ?? nil].compactMap { $0 }
-            case (3, _):
-                try authors[a].merge(authors[Int(rng.next() % 3)])
-            default:
-                made.append(authors[a].createNote(title: "note \(step)", body: "body of \(step)").change)
-            }
-        }
-        return made
+        try MixedHistory.threeAuthors(seed: seed, steps: 120, thirdEdit: .deleteFirst)
     }
 
     /// What a replica holds, to compare.

@@ -2,6 +2,7 @@ import Foundation
 import NotesCRDT
 @testable import NotesSync
 import NotesStore
+import NotesTestSupport
 import Testing
 
 /// A sync's receive applied page by page (`SyncEngine`, `SyncSession.arrived`): the outcome is
@@ -52,27 +53,7 @@ struct StreamedReceiveTests {
     /// Three authors editing shared notes, merging now and then (so that changes depend on other
     /// authors'): every change as made, each author's in seq order.
     static func history(seed: UInt64) throws -> [Change] {
-        var rng = SplitMix64(seed: seed)
-        var authors = (0 ..< 3).map { i in Notebook(replicaID: .random(using: &rng), wallClock: FixedWallClock(1_700_000_000_000 + UInt64(i))) }
-        var made: [Change] = []
-        for step in 0 ..< 150 {
-            let a = Int(rng.next() % 3)
-            let notes = authors[a].noteIDs
-            let note = notes.isEmpty ? nil : notes[Int(rng.next() % UInt64(notes.count))]
-            switch (rng.next() % 5, note) {
-            case (0, let note?):
-                made += [try authors[a].setTitle(note, "title \(step)")].compactMap { $0 }
-            case (1, let note?):
-                made += [try authors[a].insertText(note, at: 0, "w\(step) ")].compactMap { $0 }
-            case (2, let note?):
-                made += [try authors[a].setPinned(note, rng.next() % 2 == 0)].compactMap { $0 }
-            case (3, _):
-                try authors[a].merge(authors[Int(rng.next() % 3)])
-            default:
-                made.append(authors[a].createNote(title: "note \(step)", body: "body of \(step)").change)
-            }
-        }
-        return made
+        try MixedHistory.threeAuthors(seed: seed, steps: 150, thirdEdit: .pin)
     }
 
     /// The changes interleaved at random, each author's kept in seq order (what a relay may hold).
