@@ -43,8 +43,9 @@ extension Simulation {
         /// Records the note's digest and state; a problem when the digest stood for another state.
         mutating func record(digest: [UInt8], _ state: NoteFingerprint) -> String? {
             if let earlier = seen[digest] {
-                guard earlier != state else { return nil }
-                return "note \(state.id): two different states have the same digest \(digest.prefix(6).map { String($0, radix: 16) }.joined()) (\(NoteFingerprint.difference(earlier, state)))"
+                // A note's digest does not cover its id: two notes in the same state share one.
+                guard let what = NoteFingerprint.difference(earlier, state) else { return nil }
+                return "note \(state.id): two different states have the same digest \(digest.prefix(6).map { String($0, radix: 16) }.joined()) (\(what))"
             }
             seen[digest] = state
             return nil
@@ -116,8 +117,8 @@ extension Simulation {
 }
 
 extension Simulation.NoteFingerprint {
-    /// The first field in which two states differ.
-    static func difference(_ a: Self, _ b: Self) -> String {
+    /// The first field in which two states differ (not the note's id), or nil for the same state.
+    static func difference(_ a: Self, _ b: Self) -> String? {
         if a.title != b.title { return "title" }
         if a.pinned != b.pinned { return "pinned" }
         if a.archived != b.archived { return "archived" }
@@ -127,6 +128,6 @@ extension Simulation.NoteFingerprint {
         if a.createdAt != b.createdAt { return "creation time" }
         if a.restored != b.restored { return "restored" }
         if a.body != b.body { return "body" }
-        return "nothing"
+        return nil
     }
 }

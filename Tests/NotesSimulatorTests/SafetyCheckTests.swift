@@ -33,6 +33,23 @@ struct SafetyCheckTests {
         #expect(problem?.contains("pinned") == true, "\(problem ?? "none")")
     }
 
+    /// A note's digest does not cover its id: two notes in the same state (two deleted notes, two
+    /// empty ones) share it, which is no problem (shared-folder seed 64, partition seed 193).
+    @Test func twoNotesInTheSameStateMayShareADigest() throws {
+        let store = try NoteStore.openInMemory(options: StoreOptions(wallClock: FixedWallClock(1_700_000_000_000)))
+        let a = try store.createNote(title: "", body: "", id: NoteID(Identifier128(high: 1, low: 1)))
+        let b = try store.createNote(title: "", body: "", id: NoteID(Identifier128(high: 2, low: 2)))
+        let notebook = try store.notebook
+        #expect(notebook.noteDigest(a) == notebook.noteDigest(b), "the premise: one digest for both")
+        var ledger = Simulation.DigestLedger()
+        #expect(ledger.record(notebook, a) == nil)
+        #expect(ledger.record(notebook, b) == nil)
+        var other = try #require(Simulation.NoteFingerprint(notebook, b))
+        other.title = "different"
+        let digest = try #require(notebook.noteDigest(a))
+        #expect(ledger.record(digest: digest, other)?.contains("title") == true)
+    }
+
     /// The tag rows must list exactly the CRDT's notes in each tag; one the store forgot to remove
     /// from a tag is named.
     @Test func aTagRowLeftBehindIsCaught() throws {
