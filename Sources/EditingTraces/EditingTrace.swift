@@ -31,6 +31,8 @@ public struct EditingTrace: Sendable {
     public var kind: Kind
     public var startContent: String
     public var endContent: String
+    /// How many agents the trace declares (at least one more than the largest agent number). The
+    /// replay makes replicas only for the agents that edit, so a hostile count costs nothing.
     public var numAgents: Int
     public var transactions: [Transaction]
 
@@ -72,7 +74,8 @@ public struct EditingTrace: Sendable {
             var parsed: [Patch] = []
             parsed.reserveCapacity(patches.count)
             for (p, rawPatch) in patches.enumerated() {
-                guard let patch = rawPatch as? [Any], patch.count == 3,
+                // A fourth element (a patch's timestamp, which the format's notes mention) is ignored.
+                guard let patch = rawPatch as? [Any], patch.count >= 3,
                       let position = (patch[0] as? NSNumber)?.intValue, let deleteCount = (patch[1] as? NSNumber)?.intValue,
                       let insert = patch[2] as? String, position >= 0, deleteCount >= 0 else {
                     throw TraceError("transaction \(index), patch \(p) is not [position, deleteCount, \"text\"]")
