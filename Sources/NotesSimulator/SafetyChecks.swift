@@ -109,6 +109,28 @@ extension Simulation {
         return "receiving moved the clock to \(clock.last), past the wall clock (\(wall) ms) plus \(clock.maxForwardDrift) ms"
     }
 
+    /// A clock that applying received changes left behind them: a hybrid logical clock moves to
+    /// every timestamp it receives (up to the wall clock plus the drift bound, `observe`), so that
+    /// the next local write is stamped after what it has seen. `changes` are those the sync
+    /// applied, `wall` the wall clock when it began (the bound was at least that). Nil when it moved.
+    static func clockBehind(_ changes: [Change], clock: HybridLogicalClock, wallMilliseconds wall: UInt64) -> String? {
+        guard let latest = changes.map({ $0.timestamp(ofSeq: $0.endSeq) }).max() else { return nil }
+        let want = min(latest, Timestamp(milliseconds: wall &+ clock.maxForwardDrift, counter: .max))
+        guard clock.last < want else { return nil }
+        return "after receiving a change stamped \(latest), the clock is at \(clock.last), behind it"
+    }
+
+    /// A peer's record that went back: what a store records of a peer is merged with what it knew
+    /// (`recordPeer`), and a peer never loses what it has, so a record only grows (a folder's
+    /// older files carry older versions of their writer). Nil when every record covers the one before.
+    static func peerRecordShrank(from before: [ReplicaID: VersionVector], to peers: [PeerState]) -> String? {
+        for peer in peers {
+            guard let earlier = before[peer.replica], !earlier.isCovered(by: peer.versionVector) else { continue }
+            return "its record of peer \(peer.replica) went back from \(earlier) to \(peer.versionVector)"
+        }
+        return nil
+    }
+
     /// A sync with a relay that succeeded must leave the device with everything the relay held
     /// when it began (every page of it applied): nil when it does.
     static func syncShortfall(relayHeld: VersionVector, device: VersionVector) -> String? {

@@ -27,6 +27,8 @@ final class SimDevice {
     /// A copy of its database taken by a `backup` event, with its identity and how far that
     /// identity's seqs went in it; dropped when the database is replaced.
     var backup: (database: InMemoryDatabase, replica: ReplicaID, held: UInt64)?
+    /// What its store recorded of each peer after its last sync (`peers()`): a record only grows.
+    var peerRecords: [ReplicaID: VersionVector] = [:]
 
     init(index: Int, database: InMemoryDatabase, store: NoteStore) {
         self.index = index
@@ -596,6 +598,7 @@ public final class Simulation: @unchecked Sendable {
         var relayHeld: VersionVector?
         if let relay = relays[hub] { relayHeld = try? await relay.storage.status(space: SimRelayHub.space).version }
         let clockBefore = try? device.store.notebook.clock.last
+        let wallBefore = clocks.reading(for: d)
         do {
             var transport = try transport(d, hub: hub)
             if spaceKey != nil, var folder = transport as? FolderTransport {
@@ -605,8 +608,11 @@ public final class Simulation: @unchecked Sendable {
             }
             let started = SealingTime.cpuNanoseconds()
             let outcome: Result<SyncReport, any Error>
-            do { outcome = .success(try await engine.sync(device.store, over: transport)) } catch { outcome = .failure(error) }
+            let audited = AuditedReplica(device.store)
+            do { outcome = .success(try await engine.sync(audited, over: transport)) } catch { outcome = .failure(error) }
             syncNanoseconds += SealingTime.cpuNanoseconds() &- started
+            // What the batches that were committed reported, whether or not the sync went on to fail.
+            for problem in audited.problems { violation("device \(d): \(problem)") }
             let report = try outcome.get()
             // Only what a member forged may be refused (by a device, or a folder file skipped for it).
             stats.forgeryRefusals += report.refused.count + report.skipped.filter { $0.contains("forged: ") }.count
@@ -649,6 +655,10 @@ public final class Simulation: @unchecked Sendable {
             if let clockBefore, let problem = Self.clockDragged(from: clockBefore, to: notebook.clock, wallMilliseconds: clocks.reading(for: d)) {
                 violation("device \(d): \(problem)")
             }
+            if let problem = Self.clockBehind(changes, clock: notebook.clock, wallMilliseconds: wallBefore) { violation("device \(d): \(problem)") }
+            let peers = try device.store.peers()
+            if let problem = Self.peerRecordShrank(from: device.peerRecords, to: peers) { violation("device \(d): \(problem)") }
+            device.peerRecords = Dictionary(peers.map { ($0.replica, $0.versionVector) }, uniquingKeysWith: { $1 })
             if notebook.versionVector != before {
                 noteStateChange()
                 var touched: Set<NoteID> = []
@@ -954,6 +964,7 @@ public final class Simulation: @unchecked Sendable {
             device.lastVersion = VersionVector()
             device.lastOwnSeq = nil
             device.notes = nil
+            device.peerRecords = [:]
             noteStateChange()
         } catch {
             violation("device \(d): replacing its database failed: \(error)")

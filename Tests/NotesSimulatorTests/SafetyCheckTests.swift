@@ -100,6 +100,67 @@ struct SafetyCheckTests {
         #expect(Simulation.clockDragged(from: dragged.last, to: dragged, wallMilliseconds: wall) == nil)
     }
 
+    /// Receiving moves the clock to what it received (up to the drift bound): a clock left behind
+    /// a received change is caught, one at it or past it is not, and a far-future stamp only
+    /// needs the bound.
+    @Test func aClockLeftBehindWhatItReceivedIsCaught() {
+        let wall: UInt64 = 1_700_000_000_000
+        var other = Notebook(replicaID: ReplicaID.random(), wallClock: FixedWallClock(wall + 5_000))
+        _ = other.createNote(title: "Trip", body: "café")
+        let received = other.changes(since: VersionVector())
+        let latest = received.map { $0.timestamp(ofSeq: $0.endSeq) }.max()!
+        #expect(Simulation.clockBehind(received, clock: HybridLogicalClock(last: latest), wallMilliseconds: wall) == nil)
+        #expect(Simulation.clockBehind(received, clock: HybridLogicalClock(last: latest.advanced(by: 7)), wallMilliseconds: wall) == nil)
+        #expect(Simulation.clockBehind(received, clock: HybridLogicalClock(last: Timestamp(milliseconds: wall)), wallMilliseconds: wall) != nil)
+        #expect(Simulation.clockBehind([], clock: HybridLogicalClock(), wallMilliseconds: wall) == nil)
+        // Stamped a day ahead: the clock need only reach the wall clock plus the drift bound.
+        var ahead = Notebook(replicaID: ReplicaID.random(), wallClock: FixedWallClock(wall + 86_400_000))
+        _ = ahead.createNote(title: "Later")
+        let bounded = HybridLogicalClock(last: Timestamp(milliseconds: wall + HybridLogicalClock.defaultMaxForwardDrift, counter: .max))
+        #expect(Simulation.clockBehind(ahead.changes(since: VersionVector()), clock: bounded, wallMilliseconds: wall) == nil)
+    }
+
+    /// A store's report of a batch must say what the CRDT did with it: the real report of a batch
+    /// holding new changes and repeated ones passes, one that counts a duplicate as applied does not.
+    @Test func anIntegrationReportThatMiscountsIsCaught() throws {
+        var other = Notebook(replicaID: ReplicaID.random())
+        let note = other.createNote(title: "Trip", body: "café").id
+        let first = other.changes(since: VersionVector())
+        _ = try other.setTitle(note, "Trip to Kyoto")
+        let store = try NoteStore.openInMemory()
+        _ = try store.integrate(first)
+        let before = try store.notebook
+        // The old changes again, the new one, and the new one twice.
+        let batch = first + other.changes(since: before.versionVector) + other.changes(since: before.versionVector)
+        let report = try store.integrate(batch)
+        let after = try store.versionVector
+        #expect(report.applied == 1 && report.duplicates == first.count + 1, "the premise: \(report)")
+        #expect(Simulation.integrationMiscount(report, of: batch, before: before, after: after) == nil)
+        var miscounted = report
+        miscounted.applied += miscounted.duplicates
+        miscounted.duplicates = 0
+        #expect(Simulation.integrationMiscount(miscounted, of: batch, before: before, after: after) != nil)
+        // A store whose version ended elsewhere (another process wrote meanwhile) cannot be judged.
+        #expect(Simulation.integrationMiscount(miscounted, of: batch, before: before, after: VersionVector()) == nil)
+    }
+
+    /// What a store records of a peer only grows: an older version heard later leaves the record
+    /// as it was, and a record below the one seen before is caught.
+    @Test func aPeerRecordThatWentBackIsCaught() throws {
+        let store = try NoteStore.openInMemory()
+        let peer = ReplicaID.random()
+        let author = ReplicaID.random()
+        try store.recordPeer(peer, versionVector: VersionVector([author: 5]))
+        let first = try store.peers()
+        #expect(Simulation.peerRecordShrank(from: [:], to: first) == nil)
+        let seen = Dictionary(first.map { ($0.replica, $0.versionVector) }, uniquingKeysWith: { $1 })
+        try store.recordPeer(peer, versionVector: VersionVector([author: 3]))  // an older file's header
+        let second = try store.peers()
+        #expect(second.first?.versionVector == VersionVector([author: 5]), "the premise: \(second)")
+        #expect(Simulation.peerRecordShrank(from: seen, to: second) == nil)
+        #expect(Simulation.peerRecordShrank(from: [peer: VersionVector([author: 7])], to: second) != nil)
+    }
+
     /// A relay sync that succeeded leaves the device with all the relay held when it began.
     @Test func aSyncThatLeftSomethingBehindIsCaught() {
         let a = ReplicaID.random()
