@@ -120,6 +120,15 @@ extension Simulation {
         return "after receiving a change stamped \(latest), the clock is at \(clock.last), behind it"
     }
 
+    /// A local write stamped at or before what the clock had already issued or seen
+    /// (`HybridLogicalClock.tick`: every timestamp it issues is past its last). The exception is a
+    /// clock more than twice the drift bound ahead of the wall clock, which comes back to it
+    /// (`clockBefore` past that: nil). Nil when the write came after.
+    static func stampedBeforeClock(_ stamp: Timestamp, clockBefore: Timestamp, wallMilliseconds wall: UInt64, maxForwardDrift: UInt64) -> String? {
+        guard stamp <= clockBefore, clockBefore <= Timestamp(milliseconds: wall &+ 2 &* maxForwardDrift, counter: .max) else { return nil }
+        return "a write was stamped \(stamp), not after \(clockBefore), the clock's last timestamp before it"
+    }
+
     /// A peer's record that went back: what a store records of a peer is merged with what it knew
     /// (`recordPeer`), and a peer never loses what it has, so a record only grows (a folder's
     /// older files carry older versions of their writer). Nil when every record covers the one before.

@@ -387,6 +387,7 @@ public final class Simulation: @unchecked Sendable {
         let device = devices[d]
         do {
             let before = try device.store.versionVector
+            let clockBefore = try device.store.notebook.clock.last
             var rng = SimRandom(seed: payload)
             let notes = try currentNotes(device)
             var touched: NoteID?
@@ -492,6 +493,14 @@ public final class Simulation: @unchecked Sendable {
                 try device.store.refresh()
             }
             let produced = try device.store.changes(since: before)
+            // A write the clock stamped (not typing, which may continue a run at the timestamp after
+            // the character it follows) comes after all the app's clock had issued or seen.
+            if other == nil, effective != .type, effective != .append, effective != .deleteRange,
+               let first = produced.first(where: { $0.replica == device.replicaID }),
+               let problem = Self.stampedBeforeClock(first.timestamp, clockBefore: clockBefore, wallMilliseconds: clocks.reading(for: d),
+                                                     maxForwardDrift: try device.store.notebook.clock.maxForwardDrift) {
+                violation("device \(d): \(problem)")
+            }
             for change in produced where change.replica == device.replicaID {
                 if let last = device.lastOwnSeq, change.startSeq != last &+ 1 {
                     violation("device \(d): a new change starts at seq \(change.startSeq), not right after its last one (\(last))")

@@ -140,8 +140,34 @@ struct SafetyCheckTests {
         miscounted.applied += miscounted.duplicates
         miscounted.duplicates = 0
         #expect(Simulation.integrationMiscount(miscounted, of: batch, before: before, after: after) != nil)
+        // Why the log cannot give the count: two changes of one author that follow each other are
+        // applied as two and logged as one entry (`Notebook.record` joins them).
+        let logged = try store.notebook.versionVector
+        let pin = try #require(try other.setPinned(note, true))
+        let color = try #require(try other.setColor(note, "blue"))
+        let both = try store.integrate([pin, color])
+        let entries = try store.changes(since: logged)
+        #expect(both.applied == 2 && entries.count == 1, "\(both), \(entries.count) log entries")
         // A store whose version ended elsewhere (another process wrote meanwhile) cannot be judged.
         #expect(Simulation.integrationMiscount(miscounted, of: batch, before: before, after: VersionVector()) == nil)
+    }
+
+    /// A write the clock stamps comes after everything the clock issued or saw: a store's next
+    /// write passes, one stamped at the clock's last timestamp is caught, and a clock set far
+    /// ahead (which comes back to the wall clock) is let be.
+    @Test func aWriteStampedAtTheClocksLastTimestampIsCaught() throws {
+        let wall: UInt64 = 1_700_000_000_000
+        let store = try NoteStore.openInMemory(options: StoreOptions(wallClock: FixedWallClock(wall)))
+        let note = try store.createNote(title: "Trip")
+        let clock = try store.notebook.clock
+        let version = try store.versionVector
+        _ = try store.setPinned(note, true)
+        let pin = try #require(try store.changes(since: version).first)
+        #expect(pin.timestamp > clock.last, "the premise: the wall clock stood still, the clock moved on")
+        #expect(Simulation.stampedBeforeClock(pin.timestamp, clockBefore: clock.last, wallMilliseconds: wall, maxForwardDrift: clock.maxForwardDrift) == nil)
+        #expect(Simulation.stampedBeforeClock(clock.last, clockBefore: clock.last, wallMilliseconds: wall, maxForwardDrift: clock.maxForwardDrift) != nil)
+        let yearAhead = Timestamp(milliseconds: wall + 365 * 86_400_000)
+        #expect(Simulation.stampedBeforeClock(Timestamp(milliseconds: wall), clockBefore: yearAhead, wallMilliseconds: wall, maxForwardDrift: clock.maxForwardDrift) == nil)
     }
 
     /// What a store records of a peer only grows: an older version heard later leaves the record
