@@ -11,6 +11,8 @@ final class AuditedReplica: SealedSyncReplica, @unchecked Sendable {
     let store: NoteStore
     /// What the checks found, in order (read after the sync).
     private(set) var problems: [String] = []
+    /// CPU time the replays took: not the sync's (`syncSeconds` is the shipped code's).
+    private(set) var auditNanoseconds: UInt64 = 0
 
     init(_ store: NoteStore) { self.store = store }
 
@@ -60,6 +62,8 @@ final class AuditedReplica: SealedSyncReplica, @unchecked Sendable {
     private func audit(_ report: IntegrationReport, of changes: [Change], before: Notebook, id: ReplicaID) {
         // Changes in its own name that it never made move the store to a new identity: not counted here.
         guard store.replicaID == id, let after = try? store.versionVector else { return }
+        let started = SealingTime.cpuNanoseconds()
+        defer { auditNanoseconds &+= SealingTime.cpuNanoseconds() &- started }
         if let problem = Simulation.integrationMiscount(report, of: changes, before: before, after: after) { problems.append(problem) }
     }
 }

@@ -619,7 +619,7 @@ public final class Simulation: @unchecked Sendable {
             let outcome: Result<SyncReport, any Error>
             let audited = AuditedReplica(device.store)
             do { outcome = .success(try await engine.sync(audited, over: transport)) } catch { outcome = .failure(error) }
-            syncNanoseconds += SealingTime.cpuNanoseconds() &- started
+            syncNanoseconds += SealingTime.cpuNanoseconds() &- started &- audited.auditNanoseconds
             // What the batches that were committed reported, whether or not the sync went on to fail.
             for problem in audited.problems { violation("device \(d): \(problem)") }
             let report = try outcome.get()
