@@ -226,12 +226,13 @@ public struct HostileRecordPages: Sendable {
             let lengths: [UInt64] = [length + 1, length &- 1, 0, UInt64(SyncBundle.maxBodyBytes), UInt64(SyncBundle.maxBodyBytes) + 1, .max]
             bundle.declaredLength = lengths[rng.below(lengths.count)]
         case 14:
-            // A compression bomb: a short compressed body that inflates to up to the largest a reader
-            // takes (records of zeros, or a count that claims them), or that holds another compressed page.
+            // A compression bomb: a short compressed body that inflates to megabytes of zeros (records
+            // of zeros, or a count that claims them), or declares past the limit, or holds another compressed page.
             bundle.compressed = true
             switch rng.below(3) {
             case 0:
-                let size = [1 << 20, SyncBundle.maxBodyBytes][rng.below(2)]
+                // Not the full 32 MiB (`MaximalBundles` has that): making and inflating it takes seconds in a debug build.
+                let size = rng.below(4) == 0 ? 4 << 20 : 1 << 20
                 var w = RawWriter()
                 w.varint([0, 1, 1 << 15, UInt64(size / Self.minimumRecordBytes)][rng.below(4)])
                 bundle.body = w.bytes + Array(repeating: 0, count: size - w.bytes.count)
