@@ -74,6 +74,15 @@ public struct TraceReplayer {
     ///   medians of those warm runs, the cold ones reported apart. 0: only the cold runs.
     public func run(repeats: Int = 1) throws -> TraceReplayResult {
         precondition(repeats >= 0, "a negative number of repeats")
+        // A trace made in code, not parsed, gets the parser's checks here: an agent or parent out of range would trap.
+        guard (1 ... EditingTrace.maxAgents).contains(trace.numAgents) else {
+            throw TraceError("the trace has \(trace.numAgents) agents; a replay takes 1 to \(EditingTrace.maxAgents)")
+        }
+        for (index, txn) in trace.transactions.enumerated() {
+            guard (0 ..< trace.numAgents).contains(txn.agent), txn.parents.allSatisfy({ (0 ..< index).contains($0) }) else {
+                throw TraceError("transaction \(index) names an agent or a parent the trace does not have")
+            }
+        }
         let clock = FixedWallClock(1_600_000_000_000)
         var setupRNG = SplitMix64(seed: 0x5EED)
         let noteID = NoteID.random(using: &setupRNG)
@@ -105,7 +114,7 @@ public struct TraceReplayer {
             func edit(_ body: inout BodyEditor, _ txn: EditingTrace.Transaction, _ index: Int) throws {
                 patchCount += txn.patches.count
                 for patch in txn.patches {
-                    guard patch.position + patch.deleteCount <= body.count else {
+                    guard patch.position >= 0, patch.deleteCount >= 0, patch.position <= body.count, patch.deleteCount <= body.count - patch.position else {
                         throw TraceError("transaction \(index): patch at \(patch.position) deleting \(patch.deleteCount) is past the end of the text (\(body.count))")
                     }
                     if patch.deleteCount > 0 { try body.delete(patch.position ..< patch.position + patch.deleteCount) }
@@ -117,7 +126,8 @@ public struct TraceReplayer {
                 try replicas[0].editBody(noteID) { body in
                     for index in patches.indices {
                         let patch = patches[index]
-                        guard patch.position + patch.deleteCount <= body.count else {
+                        guard patch.position >= 0, patch.deleteCount >= 0, patch.position <= body.count,
+                              patch.deleteCount <= body.count - patch.position else {
                             throw TraceError("patch \(index) at \(patch.position) deleting \(patch.deleteCount) is past the end of the text (\(body.count))")
                         }
                         if patch.deleteCount > 0 { try body.delete(patch.position ..< patch.position + patch.deleteCount) }
