@@ -285,7 +285,7 @@ public struct HostileRecordPages: Sendable {
         }
     }
 
-    /// Thousands of records of one author, one short change each; records that pass a bundle's
+    /// Hundreds to a thousand records of one author, one short change each; records that pass a bundle's
     /// limits only together; or a record count past the limit.
     func many(_ body: inout RawRecordBody, _ rng: inout SplitMix64) {
         let limit = SyncBundle.changeLimits.maxChanges
@@ -293,9 +293,10 @@ public struct HostileRecordPages: Sendable {
         let note = NoteID(Identifier128(high: 0xB000, low: 1))
         switch rng.below(4) {
         case 2:
-            // Each record within the limits alone, not together: changes (two of 20,000 one-character
-            // inserts) or the delete span (three runs of 2^23 + 7 deletes).
-            let byChanges = rng.below(2) == 0
+            // Each record within the limits alone, not together: the delete span (three runs of
+            // 2^23 + 7 deletes). (Two records of 20,000 changes, one of them left out by another
+            // mutation, took seconds to apply in a debug build; RecordBundleTests has the change limit.)
+            let byChanges = false
             var records: [RawRecordFrame] = []
             var seq: UInt64 = 1
             for _ in 0 ..< (byChanges ? 2 : 3) {
@@ -320,7 +321,8 @@ public struct HostileRecordPages: Sendable {
             body.records = records
             body.count = nil
         case 0, 1:
-            let n = [500, 2000][rng.below(2)]
+            // (Applying a page of 2,000 to a store took seconds in a debug build on a busy machine.)
+            let n = [300, 1200][rng.below(2)]
             var records: [RawRecordFrame] = []
             for k in 0 ..< n {
                 var e = RawChangeEncoding()
