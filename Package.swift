@@ -179,7 +179,7 @@ let package = Package(
         ),
         .testTarget(
             name: "EditingTracesTests",
-            dependencies: ["EditingTraces"],
+            dependencies: ["EditingTraces", "NotesCRDT"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -31,16 +31,15 @@ public struct EditingTrace: Sendable {
     public var kind: Kind
     public var startContent: String
     public var endContent: String
+    /// How many agents the trace declares (at least one more than the largest agent number). The
+    /// replay makes replicas only for the agents that edit, so a hostile count costs nothing.
     public var numAgents: Int
     public var transactions: [Transaction]
 
     /// The largest trace a reader takes, as a file and once inflated (256 MiB; the largest
     /// published trace is a few dozen MB of JSON).
     public static let maxBytes = 256 << 20
-    /// The most agents a concurrent trace may have: a replay keeps a replica per agent and a
-    /// table of agent pairs.
-    public static let maxAgents = 1024
-    /// The largest position or count a patch may hold: every such value is exact in a JSON
+    /// The largest position, count or agent a trace may hold: every such value is exact in a JSON
     /// number (a double) below it, and two of them add up without overflow.
     public static let maxPatchValue = 1 << 53
 
@@ -85,7 +84,8 @@ public struct EditingTrace: Sendable {
             var parsed: [Patch] = []
             parsed.reserveCapacity(patches.count)
             for (p, rawPatch) in patches.enumerated() {
-                guard let patch = rawPatch as? [Any], patch.count == 3,
+                // A fourth element (a patch's timestamp, which the format's notes mention) is ignored.
+                guard let patch = rawPatch as? [Any], patch.count >= 3,
                       let position = wholeNumber(patch[0], max: maxPatchValue), let deleteCount = wholeNumber(patch[1], max: maxPatchValue),
                       let insert = patch[2] as? String else {
                     throw TraceError("transaction \(index), patch \(p) is not [position, deleteCount, \"text\"] with whole numbers from 0 to 2^53")
@@ -95,10 +95,9 @@ public struct EditingTrace: Sendable {
             var parents: [Int] = []
             var agent = 0
             if kind == .concurrent {
-                guard let ps = txn["parents"] as? [Any], let a = wholeNumber(txn["agent"] as Any, max: Int.max) else {
-                    throw TraceError("transaction \(index) lacks \"parents\" or \"agent\"")
+                guard let ps = txn["parents"] as? [Any], let a = wholeNumber(txn["agent"] as Any, max: maxPatchValue) else {
+                    throw TraceError("transaction \(index) lacks \"parents\" or \"agent\" (a whole number from 0 to 2^53)")
                 }
-                guard a < maxAgents else { throw TraceError("transaction \(index) names agent \(a); a trace may have at most \(maxAgents) agents") }
                 for p in ps {
                     guard let parent = wholeNumber(p, max: Int.max), parent < index else {
                         throw TraceError("transaction \(index) names a parent that is not an earlier transaction")
@@ -113,8 +112,8 @@ public struct EditingTrace: Sendable {
             transactions.append(Transaction(parents: parents, agent: agent, patches: parsed))
         }
         if let declared = root["numAgents"] {
-            guard let n = wholeNumber(declared, max: Int.max), n <= maxAgents else {
-                throw TraceError("numAgents is not a whole number from 0 to \(maxAgents)")
+            guard let n = wholeNumber(declared, max: maxPatchValue) else {
+                throw TraceError("numAgents is not a whole number from 0 to 2^53")
             }
             agents = max(agents, n)
         }

@@ -181,6 +181,11 @@ public struct Scenario: Codable, Sendable, Hashable {
         /// laptop set up by copying the file, a backup from another machine). The copy must take
         /// a fresh replica id before it writes.
         public var copies: Int = 0
+        /// Random restores: a backup of a device's database, taken at one time, is later copied
+        /// over the database itself (`cp backup.db notes.db`: the same file, so the file identity
+        /// cannot tell). What the device made in between and never passed on is gone; the
+        /// restored database must move to a fresh replica id before it reuses seqs that left it.
+        public var restores: Int = 0
         /// Devices that stop for good at a time: they never sync again, and every file they wrote
         /// in a shared folder is then damaged everywhere (bit rot in the cloud copy). Whoever holds
         /// their changes must pass them on.
@@ -483,7 +488,7 @@ extension Scenario.Partition {
 
 extension Scenario.Faults {
     enum CodingKeys: String, CodingKey {
-        case crashes, reinstalls, reinstallAt, crashAt, reinstallsDuringSync, copies, deaths, forgeries, intrusions, memberForgeries
+        case crashes, reinstalls, reinstallAt, crashAt, reinstallsDuringSync, copies, restores, deaths, forgeries, intrusions, memberForgeries
         case randomPartitions, maxPartitionSeconds, oneWay
     }
     /// Decodes faults, taking the default (none) for every field left out.
@@ -496,6 +501,7 @@ extension Scenario.Faults {
         crashAt = try c.decodeIfPresent([Scenario.DeviceTime].self, forKey: .crashAt) ?? crashAt
         reinstallsDuringSync = try c.decodeIfPresent(Int.self, forKey: .reinstallsDuringSync) ?? reinstallsDuringSync
         copies = try c.decodeIfPresent(Int.self, forKey: .copies) ?? copies
+        restores = try c.decodeIfPresent(Int.self, forKey: .restores) ?? restores
         deaths = try c.decodeIfPresent([Scenario.DeviceTime].self, forKey: .deaths) ?? deaths
         forgeries = try c.decodeIfPresent(Int.self, forKey: .forgeries) ?? forgeries
         intrusions = try c.decodeIfPresent(Int.self, forKey: .intrusions) ?? intrusions

@@ -51,6 +51,8 @@ public struct SimEvent: Codable, Hashable, Sendable {
     /// in a folder, an intrusion at a relay, or a copy of another device's database.
     public enum Kind: String, Codable, Sendable {
         case edit, sync, partition, heal, crash, crashDuringSync, reinstall, reinstallDuringSync, clockJump, death, forgery, intrusion, copy
+        /// A backup of the device's database is taken; a later `restore` copies it back over it.
+        case backup, restore
         /// A member device forges a sealed change in another device's name (encrypted scenarios).
         case memberForgery
     }
@@ -204,6 +206,12 @@ public enum ScheduleGenerator {
         }
         for _ in 0 ..< scenario.faults.copies {
             events.append(SimEvent(time: at(), kind: .copy, device: rng.below(devices), payload: rng.next()))
+        }
+        for _ in 0 ..< scenario.faults.restores {
+            let device = rng.below(devices)
+            let (first, second) = (at(), at())
+            events.append(SimEvent(time: min(first, second), kind: .backup, device: device, payload: rng.next()))
+            events.append(SimEvent(time: max(first, second), kind: .restore, device: device, payload: rng.next()))
         }
         for item in scenario.faults.deaths {
             events.append(SimEvent(time: UInt64(max(0, item.atSeconds) * 1000), kind: .death, device: item.device, payload: rng.next()))

@@ -24,6 +24,9 @@ final class SimDevice {
     /// The store's materialized notes (`list(.all)`, without bodies) as last read; nil when
     /// unknown. See `Simulation.currentNotes(_:)`.
     var notes: NoteList?
+    /// A copy of its database taken by a `backup` event, with its identity and how far that
+    /// identity's seqs went in it; dropped when the database is replaced.
+    var backup: (database: InMemoryDatabase, replica: ReplicaID, held: UInt64)?
 
     init(index: Int, database: InMemoryDatabase, store: NoteStore) {
         self.index = index
@@ -100,6 +103,8 @@ public struct RunStats: Codable, Sendable, Hashable {
     public var reinstalls = 0
     /// Devices whose database was replaced by a copy of another's.
     public var copies = 0
+    /// Backups of a device's database copied back over it.
+    public var restores = 0
     /// Clock jumps.
     public var clockJumps = 0
     /// Partitions begun, scheduled and random.
@@ -341,6 +346,10 @@ public final class Simulation: @unchecked Sendable {
         case .copy:
             let others = devices.indices.filter { $0 != d }
             if !others.isEmpty { await copyReplica(d, from: others[Int(event.payload % UInt64(others.count))]) }
+        case .backup:
+            takeBackup(d)
+        case .restore:
+            await restoreBackup(d)
         case .reinstallDuringSync:
             if let hub = hubs(of: d, event.hub).first { await sync(d, hub: hub, crash: true) }
             await reinstall(d)
@@ -856,6 +865,40 @@ public final class Simulation: @unchecked Sendable {
         trace.add(elapsed, d, .copy, Int64(source))
     }
 
+    /// A backup of the device's database: a byte copy under the same label (the file's identity
+    /// is the same when it is copied back over it).
+    func takeBackup(_ d: Int) {
+        let device = devices[d]
+        do {
+            let replica = device.replicaID
+            device.backup = (try InMemoryDatabase(copying: device.database, label: device.database.label), replica,
+                             try device.store.versionVector[replica])
+        } catch {
+            violation("device \(d): taking a backup of its database failed: \(error)")
+        }
+    }
+
+    /// The device's backup is copied back over its database. What it made since and never passed
+    /// on is gone; the database holds its identity's seqs up to the backup, and if that identity
+    /// went further anywhere it must move to a fresh id, or its next edits repeat those seqs.
+    func restoreBackup(_ d: Int) async {
+        let device = devices[d]
+        guard let backup = device.backup, backup.replica == device.replicaID else { return }
+        stats.restores += 1
+        let before = device.replicaID
+        let heldNow = (try? device.store.versionVector[before]) ?? 0
+        // A backup of everything the identity made goes on as it: nothing to forget.
+        await replaceStore(of: d, alsoKeeping: heldNow > backup.held ? (backup.held > 0 ? [1 ... backup.held] : []) : nil) { device in
+            try device.database.restore(from: backup.database)  // the store was closed first
+            let store = try NoteStore.open(device.database, options: storeOptions(d))
+            if store.replicaID == before, heldNow > backup.held {
+                violation("device \(d): restored from a backup over itself (its identity's seqs went to \(heldNow), the backup holds \(backup.held)), it kept replica id \(before)")
+            }
+            return store
+        }
+        trace.add(elapsed, d, .restore, Int64(backup.held), Int64(heldNow))
+    }
+
     /// The seqs of `replica` that exist beyond its device: applied or waiting in `holders`' stores,
     /// at the relays, or in `carried` bundle bytes (in flight, in folders).
     private func seqsHeld(of replica: ReplicaID, by holders: [SimDevice], carried: [[UInt8]]) async throws -> [ClosedRange<UInt64>] {
@@ -889,14 +932,17 @@ public final class Simulation: @unchecked Sendable {
 
     /// Forgets what the device made that never left it, then puts the store `open` makes in
     /// place of its own (its folder views and transports start over).
-    private func replaceStore(of d: Int, _ open: (SimDevice) throws -> NoteStore) async {
+    /// - Parameter alsoKeeping: seqs of the old identity the new store holds itself; nil when the
+    ///   store goes on as the same identity with everything it made (nothing is forgotten).
+    private func replaceStore(of d: Int, alsoKeeping: [ClosedRange<UInt64>]? = [], _ open: (SimDevice) throws -> NoteStore) async {
         let device = devices[d]
         let old = device.replicaID
         do {
             var carried: [[UInt8]] = inFlight.map(\.request.body)
             for folder in folders.values { carried += folder.everyBundleBytes(excluding: d) }
             let kept = try await seqsHeld(of: old, by: devices.filter { $0.index != d }, carried: carried)
-            forget(old, keeping: kept)
+            if let alsoKeeping { forget(old, keeping: kept + alsoKeeping) }
+            device.backup = nil
             device.incarnation += 1
             try? device.store.close()
             device.store = try open(device)

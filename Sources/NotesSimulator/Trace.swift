@@ -11,14 +11,15 @@ public struct Trace: Sendable {
     /// a copy of a database. (The final digests are kept in `digests`, not as entries.)
     public enum Kind: UInt8, Sendable, CaseIterable {
         case edit = 1, editSkipped, sync, syncFailed, relayStored, partition, heal, crash, reinstall, clockJump
-        case healAll, violation, digest, death, forgery, intrusion, copy
+        case healAll, violation, digest, death, forgery, intrusion, copy, restore
     }
 
     /// One step of a run. `a` to `d` (0 when unused) depend on `kind`: for an edit, the edit kind's
     /// index in `EditKind.allCases`, the device's seq after it and the changes it made; for a sync,
     /// the hub and the changes sent, applied and left pending; for a failed sync, the hub and an
     /// error code; for a partition or heal, the hub (-1: every hub) and the direction (0 both, 1
-    /// outbound, 2 inbound); for a clock jump, the milliseconds; for a copy, the device copied.
+    /// outbound, 2 inbound); for a clock jump, the milliseconds; for a copy, the device copied; for a
+    /// restore, the seq its identity had in the backup and the seq it had reached.
     public struct Entry: Sendable, Hashable {
         /// Milliseconds since the start of the run.
         public var time: UInt64

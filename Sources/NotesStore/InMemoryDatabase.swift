@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import Synchronization
 
 /// A replica database that lives in memory, for as long as this object does.
 ///
@@ -15,6 +16,9 @@ public final class InMemoryDatabase: Sendable {
     public let label: String
     /// Keeps the shared in-memory database alive between the stores opened on it.
     private let holder: DatabaseQueue
+    /// What stands for the seq mark file beside a database file (`SeqMark`): a copy does not
+    /// take it, a restore over this database keeps it.
+    let seqMark = Mutex<SeqMark?>(nil)
 
     /// A new, empty replica database.
     public init(label: String? = nil) throws {
@@ -38,6 +42,13 @@ public final class InMemoryDatabase: Sendable {
         configuration.prepareDatabase { db in UnsegmentedScriptTokenizer.register(db) }
         holder = try DatabaseQueue(path: InMemoryDatabase.uri(name), configuration: configuration)
         try other.holder.backup(to: holder)
+    }
+
+    /// Puts what `backup` holds in place of what this database holds, keeping its label and
+    /// seq mark: a backup restored over the file itself (`cp backup.db notes.db`). Close the
+    /// stores opened on it first.
+    public func restore(from backup: InMemoryDatabase) throws {
+        try backup.holder.backup(to: holder)
     }
 
     /// The SQLite URI of the database.

@@ -199,8 +199,11 @@ extension NoteStore {
         lock.lock(); defer { lock.unlock() }
         // Read in place: through `notebook`, the whole notebook was copied (retained and
         // released) to cut a few changes from its log.
-        if let changes = loaded?.notebook.changes(since: version) { return changes }
-        return try loadedState().notebook.changes(since: version)
+        let changes = try loaded?.notebook.changes(since: version) ?? loadedState().notebook.changes(since: version)
+        // What leaves may come back: a restore over the file must not hand these seqs out again.
+        let own = replicaID
+        if let last = changes.lazy.filter({ $0.replica == own }).map(\.endSeq).max() { raiseSeqMark(to: last) }
+        return changes
     }
 
     /// The changes that wait for their dependencies.

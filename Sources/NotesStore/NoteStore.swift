@@ -88,6 +88,9 @@ public final class NoteStore: @unchecked Sendable {
     /// made.
     public var replicaID: ReplicaID { identity.withLock { $0 } }
     let identity: Mutex<ReplicaID>
+    /// The seq mark as last read or written, and where it is kept (`SeqMark`).
+    let seqMark = Mutex<SeqMark?>(nil)
+    nonisolated(unsafe) var seqMarkPlace: SeqMark.Place?  // set once, at open
     /// The database file, or nil for an in-memory store.
     public let path: String?
     /// The in-memory database the store is open on, kept alive while the store is.
@@ -264,7 +267,8 @@ public final class NoteStore: @unchecked Sendable {
                     throw StoreError(.database, "cannot switch \(path) to WAL mode (it stays in \(mode ?? "an unknown") mode)")
                 }
             }
-            return try finishOpening(queue, path: path, options: options, newReplica: nil, fileIdentity: fileIdentity(of: path))
+            return try finishOpening(queue, path: path, options: options, newReplica: nil, fileIdentity: fileIdentity(of: path),
+                                     markPlace: .beside(path))
         } catch {
             try? queue.close()
             throw describeOpenFailure(error, path: path)
@@ -293,7 +297,7 @@ public final class NoteStore: @unchecked Sendable {
             configuration.prepareDatabase { db in UnsegmentedScriptTokenizer.register(db) }
             let queue = try DatabaseQueue(path: database.uri, configuration: configuration)
             let store = try finishOpening(queue, path: nil, options: options, newReplica: replicaID,
-                                          fileIdentity: "memory:\(database.label)")
+                                          fileIdentity: "memory:\(database.label)", markPlace: .memory(database))
             store.memoryDatabase = database
             return store
         } catch {
@@ -335,8 +339,10 @@ public final class NoteStore: @unchecked Sendable {
     }
 
     private static func finishOpening(_ queue: DatabaseQueue, path: String?, options: StoreOptions,
-                                      newReplica: ReplicaID?, fileIdentity: String?) throws -> NoteStore {
+                                      newReplica: ReplicaID?, fileIdentity: String?, markPlace: SeqMark.Place) throws -> NoteStore {
         try Schema.migrator.migrate(queue)
+        let previousMark = markPlace.read()
+        var mark: SeqMark? = nil
         let (replica, created) = try queue.writeWithoutTransaction { db -> (ReplicaID, Bool) in
             var result: (ReplicaID, Bool)!
             try db.inTransaction(.immediate) {
@@ -356,6 +362,7 @@ public final class NoteStore: @unchecked Sendable {
                         }
                         try db.execute(sql: "UPDATE replica SET file_identity = ? WHERE id = 1", arguments: [fileIdentity])
                     }
+                    (replica, mark) = try checkSeqMark(previousMark, replica: replica, db, options: options)
                     result = (replica, false)
                 } else {
                     // A replica that lost its identity row: made anew, it would belong to nobody's log (refused before writing).
@@ -365,13 +372,17 @@ public final class NoteStore: @unchecked Sendable {
                     let replica = newReplica ?? ReplicaID.random()
                     try db.execute(sql: "INSERT INTO replica (id, replica_id, created_at, file_identity) VALUES (1, ?, ?, ?)",
                                    arguments: [Data(replica.raw.bytes), Int64(options.wallClock.milliseconds()), fileIdentity])
+                    mark = SeqMark(replica: replica, seq: 0)  // a mark left by a database deleted here is not this one's
                     result = (replica, true)
                 }
                 return .commit
             }
             return result
         }
+        if let mark, mark != previousMark { markPlace.write(mark) }
         let store = NoteStore(queue: queue, replicaID: replica, path: path, options: options, wasCreated: created)
+        store.seqMark.withLock { $0 = mark }
+        store.seqMarkPlace = markPlace
         try store.rematerializeIfAsked()
         return store
     }

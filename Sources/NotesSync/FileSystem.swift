@@ -98,7 +98,9 @@ public struct LocalFileSystem: FileSystem {
 
     /// A file's bytes; a file larger than `limit` bytes is refused without being read.
     public func read(_ path: String, limit: Int) throws -> [UInt8] {
-        let fd = open(path, O_RDONLY)
+        // Non-blocking: opening a FIFO put in the folder would otherwise wait for a writer forever
+        // (it is then refused below as not a regular file; regular files ignore the flag).
+        let fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
         guard fd >= 0 else { throw LocalFileSystem.failure(path, "cannot be read") }
         defer { close(fd) }
         var info = stat()

@@ -36,7 +36,9 @@ public final class HTTPRelayClient: HTTPCalling {
         }
         configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: maxConnections)
         configuration.connectionPool.retryConnectionEstablishment = false
-        configuration.timeout = .init(connect: .seconds(connectTimeoutSeconds))
+        // A read that waits longer than a request may take ends it: a relay that stops sending
+        // mid-answer is an error, not a sync that never returns.
+        configuration.timeout = .init(connect: .seconds(connectTimeoutSeconds), read: .seconds(timeoutSeconds))
         configuration.decompression = .disabled
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
         self.timeoutSeconds = timeoutSeconds
@@ -68,8 +70,10 @@ public final class HTTPRelayClient: HTTPCalling {
         for (name, value) in request.headers.sorted(by: { $0.key < $1.key }) { outgoing.headers.add(name: name, value: value) }
         if !request.body.isEmpty || request.method == "POST" { outgoing.body = .bytes(ByteBuffer(bytes: request.body)) }
         do {
-            let response = try await client.execute(outgoing, timeout: .seconds(timeoutSeconds))
-            let body = try await response.body.collect(upTo: maxResponseBytes)
+            let started = NIODeadline.now()
+            let response = try await client.execute(outgoing, deadline: started + .seconds(timeoutSeconds))
+            let body = try await HTTPRelayClient.collect(response.body, upTo: maxResponseBytes, started: started,
+                                                         timeoutSeconds: timeoutSeconds)
             var headers: [String: String] = [:]
             for header in response.headers { headers[header.name.lowercased()] = header.value }
             return HTTPCallResponse(status: Int(response.status.code), headers: headers, body: Array(buffer: body))
@@ -80,8 +84,58 @@ public final class HTTPRelayClient: HTTPCalling {
         }
     }
 
+    /// The slowest answer taken: a request gets `timeoutSeconds`, and a second more for every
+    /// this many bytes of its body, so a large page over a slow link arrives and a relay that
+    /// trickles its answer a byte at a time is cut off.
+    static let minimumBytesPerSecond = 64 << 10
+
+    /// The body, read within the time above. The deadline is checked as each part arrives, and a
+    /// watchdog ends a read that stalls for good (with a client the caller made, whose reads may
+    /// have no timeout of their own) once the largest body would have had its time.
+    static func collect(_ body: HTTPClientResponse.Body, upTo maxBytes: Int, started: NIODeadline,
+                        timeoutSeconds: Int64) async throws -> ByteBuffer {
+        let allowance = TimeAmount.seconds(timeoutSeconds)
+        let nanosPerByte = 1_000_000_000 / Int64(minimumBytesPerSecond)
+        let cap = started + allowance + .nanoseconds(Int64(maxBytes) * nanosPerByte)
+        return try await withThrowingTaskGroup(of: ByteBuffer?.self) { group in
+            group.addTask {
+                var buffer = ByteBuffer()
+                for try await part in body {
+                    guard part.readableBytes <= maxBytes - buffer.readableBytes else { throw AnswerError.tooLarge(maxBytes) }
+                    buffer.writeImmutableBuffer(part)
+                    if NIODeadline.now() > started + allowance + .nanoseconds(Int64(buffer.readableBytes) * nanosPerByte) {
+                        throw AnswerError.tooSlow(buffer.readableBytes)
+                    }
+                }
+                return buffer
+            }
+            group.addTask {
+                try await Task.sleep(nanoseconds: UInt64(max(0, (cap - .now()).nanoseconds)))
+                return nil
+            }
+            defer { group.cancelAll() }
+            guard let buffer = try await group.next() ?? nil else { throw AnswerError.tooSlow(nil) }
+            return buffer
+        }
+    }
+
+    /// Why an answer's body was not taken.
+    enum AnswerError: Error, CustomStringConvertible {
+        case tooLarge(Int)
+        case tooSlow(Int?)
+
+        var description: String {
+            switch self {
+            case .tooLarge(let limit): "the answer is larger than the client accepts (\(limit) bytes)"
+            case .tooSlow(let bytes?): "the relay's answer came too slowly (\(bytes) bytes, under \(HTTPRelayClient.minimumBytesPerSecond / 1024) KiB/s after the request's time)"
+            case .tooSlow(nil): "the relay's answer stalled"
+            }
+        }
+    }
+
     /// A short reason for a network error.
     static func describe(_ error: any Error) -> String {
+        if let error = error as? AnswerError { return error.description }
         if let error = error as? HTTPClientError {
             switch error {
             case .connectTimeout: return "the connection timed out"

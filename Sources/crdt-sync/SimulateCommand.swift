@@ -177,7 +177,7 @@ struct SimulateCommand: AsyncParsableCommand {
         print("  \(s.events) events, \(String(format: "%.0f", s.simulatedSeconds)) simulated seconds in \(String(format: "%.2f", s.wallSeconds)) s "
             + "(\(String(format: "%.1f", rate)) runs/s, \(String(format: "%.0f", speed)) simulated s per wall s)")
         let t = s.stats
-        print("  \(t.edits) edits, \(t.syncs) syncs (\(t.failedSyncs) failed), \(t.crashes) crashes, \(t.reinstalls) reinstalls, \(t.copies) copies, "
+        print("  \(t.edits) edits, \(t.syncs) syncs (\(t.failedSyncs) failed), \(t.crashes) crashes, \(t.reinstalls) reinstalls, \(t.copies) copies, \(t.restores) restores, "
             + "\(t.corruptInjected) damaged bundles (\(t.corruptRejected) rejected)")
         if s.sealingSeconds > 0 {
             print("  \(String(format: "%.3f", s.syncSeconds)) s in syncs, \(String(format: "%.3f", s.sealingSeconds)) s of it sealing and opening (\(String(format: "%.1f", 100 * s.sealingSeconds / max(s.syncSeconds, 1e-9)))%)")

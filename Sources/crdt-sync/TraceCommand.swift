@@ -15,7 +15,7 @@ struct TraceCommand: AsyncParsableCommand {
             discussion: """
             Reads a trace in the editing-traces format (gzipped or plain JSON, sequential or \
             concurrent), replays every patch as local edits through the public API (one replica per \
-            agent for a concurrent trace), then decodes the whole history as one encoded batch into a \
+            agent for a concurrent trace, one more for each branch of an agent that edits two at once), then decodes the whole history as one encoded batch into a \
             fresh replica. Exits non-zero when the final text differs from endContent.
 
             Timing: the first local replay and the first merge of the process are cold (reported \

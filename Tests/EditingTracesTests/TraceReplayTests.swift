@@ -65,6 +65,59 @@ struct TraceReplayTests {
         #expect(result.matches)
     }
 
+    @Test func anAgentEditingTwoBranchesAtOnceGetsALaneForEach() throws {
+        // The format promises an agent's transactions are ordered; this trace breaks it (1 and 2 are
+        // concurrent, both agent 0), and the replay still ends with the merged text.
+        let json = """
+        {"kind":"concurrent","numAgents":2,"endContent":"Hi there, you!",
+         "txns":[
+          {"parents":[],"agent":0,"patches":[[0,0,"Hi you"]]},
+          {"parents":[0],"agent":0,"patches":[[2,0," there,"]]},
+          {"parents":[0],"agent":0,"patches":[[6,0,"!"]]},
+          {"parents":[2],"agent":0,"patches":[[0,1,"H"]]},
+          {"parents":[1,3],"agent":1,"patches":[]}
+         ]}
+        """
+        let result = try TraceReplayer(EditingTrace.parse(Data(json.utf8), name: "branches")).run(repeats: 1)
+        #expect(result.matches, "differs at \(result.firstDifference ?? -1)")
+    }
+
+    @Test func agentNumbersAndCountsAreNotAllocatedFor() throws {
+        // A declared count of agents far beyond memory, and a first agent that is not 0.
+        let json = """
+        {"kind":"concurrent","numAgents":1000000000000,"endContent":"ab",
+         "txns":[{"parents":[],"agent":987654321,"patches":[[0,0,"a"]]},
+                 {"parents":[0],"agent":5,"patches":[[1,0,"b"]]}]}
+        """
+        let trace = try EditingTrace.parse(Data(json.utf8), name: "agents")
+        #expect(trace.numAgents == 1_000_000_000_000)
+        #expect(try TraceReplayer(trace).run(repeats: 0).matches)
+    }
+
+    @Test func aPatchWithATimestampIsRead() throws {
+        let json = #"{"endContent":"ab","txns":[{"patches":[[0,0,"ab","2023-11-22T04:49:00+00:00"]]}]}"#
+        #expect(try TraceReplayer(EditingTrace.parse(Data(json.utf8), name: "quad")).run(repeats: 0).matches)
+    }
+
+    @Test(arguments: [(Int.max, 0), (0, Int.max), (Int.max, Int.max), (1, Int.max)])
+    func patchesAtTheEdgesOfIntAreRefused(position: Int, deleteCount: Int) throws {
+        for kind in ["", #""kind":"concurrent","#] {
+            let json = #"{\#(kind)"endContent":"","txns":[{"parents":[],"agent":0,"patches":[[0,0,"x"],[\#(position),\#(deleteCount),""]]}]}"#
+            // Refused when read (past 2^53, no JSON number is exact) or, were it read, at replay.
+            #expect { try TraceReplayer(EditingTrace.parse(Data(json.utf8), name: "edge")).run(repeats: 0) } throws: {
+                "\($0)".contains("past the end") || "\($0)".contains("whole numbers from 0 to 2^53")
+            }
+        }
+    }
+
+    @Test func canonicallyEquivalentButDifferentScalarsAreAMismatch() throws {
+        // "é" as e + combining acute against the precomposed endContent: equal as Strings, not as scalars.
+        let json = #"{"endContent":"\u00e9","txns":[{"patches":[[0,0,"e\u0301"]]}]}"#
+        let result = try TraceReplayer(EditingTrace.parse(Data(json.utf8), name: "nfc")).run(repeats: 0)
+        #expect(!result.matches)
+        #expect(result.firstDifference == 0)
+    }
+
     @Test func wrongEndContentIsReportedAsAMismatch() throws {
         let json = #"{"startContent":"","endContent":"abd","txns":[{"patches":[[0,0,"abc"]]}]}"#
         let result = try TraceReplayer(EditingTrace.parse(Data(json.utf8), name: "bad")).run()

@@ -52,6 +52,30 @@ struct FolderTransportTests {
         #expect(try a.peers().count == 2)
     }
 
+    /// Things that are not files, put in the folder under a bundle file's name (a FIFO, which
+    /// would block a plain open forever; a link to an endless device; a folder), are skipped and
+    /// reported, and the real files around them are still applied.
+    @Test func entriesThatAreNotFilesAreSkippedWithoutBlocking() async throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let transport = FolderTransport(folder: folder.path)
+        let a = try NoteStore.openInMemory()
+        let b = try NoteStore.openInMemory()
+        _ = try a.createNote(title: "real", body: "still arrives")
+        _ = try await engine.sync(a, over: transport)
+        let forger = ReplicaID.random()
+        let sub = folder.appendingPathComponent(forger.description).path
+        try FileManager.default.createDirectory(atPath: sub, withIntermediateDirectories: true)
+        #expect(mkfifo(sub + "/\(forger).1-5.crdtb", 0o644) == 0)
+        try FileManager.default.createSymbolicLink(atPath: sub + "/\(forger).6-9.crdtb", withDestinationPath: "/dev/zero")
+        try FileManager.default.createDirectory(atPath: sub + "/\(forger).10-12.crdtb", withIntermediateDirectories: true)
+        let report = try await engine.sync(b, over: transport)
+        #expect(try b.digest() == a.digest())
+        #expect(report.skipped.count >= 2, "the FIFO and the link are reported: \(report.skipped)")
+        #expect(report.skipped.allSatisfy { "\($0)".contains("not a regular file") || "\($0)".contains(forger.description) })
+        #expect(try b.versionVector[forger] == 0)
+    }
+
     @Test func partialFileIsSkippedAndTakenLater() async throws {
         let folder = try temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
