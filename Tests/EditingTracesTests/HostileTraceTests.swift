@@ -136,6 +136,21 @@ struct HostileTraceTests {
         }
     }
 
+    /// Transactions that each start a branch of one agent (parents empty, something typed): each
+    /// needs a replica of its own, and a replay keeps at most `maxLanes` (without the bound, 50,000
+    /// of them, a 2 MB file, asked for a table of 2.5 billion counts).
+    @Test(arguments: [10, TraceReplayer.maxLanes, TraceReplayer.maxLanes + 1, 5000])
+    func branchesPastTheLaneBoundAreRefused(transactions: Int) throws {
+        let txns = (0 ..< transactions).map { _ in #"{"parents":[],"agent":0,"patches":[[0,0,"x"]]}"# }
+        let json = #"{"kind":"concurrent","endContent":"","txns":["# + txns.joined(separator: ",") + "]}"
+        let trace = try EditingTrace.parse(Data(json.utf8), name: "branches")
+        if transactions <= TraceReplayer.maxLanes {
+            #expect(try TraceReplayer(trace).run(repeats: 0).length == transactions)  // every branch's "x", merged
+        } else {
+            #expect { _ = try TraceReplayer(trace).run(repeats: 0) } throws: { ($0 as? TraceError)?.message.contains("a replica more than") == true }
+        }
+    }
+
     /// A gzip file that inflates past the limit is refused once it passes it, not inflated whole.
     @Test func aGzipThatInflatesPastTheLimitIsRefused() throws {
         let url = TraceReplayTests.tracesFolder.appendingPathComponent("sveltecomponent.json.gz")
