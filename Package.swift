@@ -173,7 +173,7 @@ let package = Package(
         ),
         .testTarget(
             name: "NotesRelayTests",
-            dependencies: ["NotesRelay", "NotesRelayPostgres", "NotesSync", "NotesStore", "NotesCRDT", "NotesTestSupport",
+            dependencies: ["NotesRelay", "NotesRelayPostgres", "NotesSync", "NotesStore", "NotesCRDT", "NotesTestSupport", "BundleFuzz",
                            .product(name: "PostgresNIO", package: "postgres-nio")],
             swiftSettings: swiftSettings
         ),

@@ -19,13 +19,17 @@ public struct FuzzFailure: Error, Sendable, CustomStringConvertible {
     public var description: String { "case seed \(caseSeed): \(message)" }
 }
 
-/// Runs cases: each a `HostileBundles` bundle through `SyncBundle.decode`, then (when it decodes)
+/// Runs cases: each a `HostileBundles` bundle (or, a quarter of them, a `HostileRecordPages` record
+/// page) through `SyncBundle.decode` (what `crdt-sync import` reads with) and through the relay
+/// client's record-by-record read (`recordCoverage`, then `RecordReader`), which must agree,
+/// then (when it decodes)
 /// `Notebook.apply` and `NoteStore.apply` on a real in-memory store, checking what must hold of
 /// each: an error that is a `SyncError` with a message; for what decodes, a round trip to the
 /// same changes, a store that does not throw, and a store whose digest and quarantine are those
 /// of a notebook that applied the same changes (it follows the store from case to case).
 public struct FuzzDriver {
     let generator = HostileBundles()
+    let recordPages = HostileRecordPages()
     var store: NoteStore?
     /// Applies what the store applies, in the same order: the store must agree with it.
     var shadow = FuzzDriver.freshNotebook()
@@ -47,22 +51,79 @@ public struct FuzzDriver {
         return z ^ (z >> 31)
     }
 
+    /// Whether case `caseSeed` is a record page (format version 5): a quarter of the cases.
+    public static func isRecordPage(_ caseSeed: UInt64) -> Bool { caseSeed >> 62 == 3 }
+
     /// The bytes of case `caseSeed`.
-    public func bytes(caseSeed: UInt64) -> [UInt8] { generator.bundle(seed: caseSeed).bytes() }
+    public func bytes(caseSeed: UInt64) -> [UInt8] { input(caseSeed: caseSeed).bytes }
+
+    /// The bytes of case `caseSeed`, and the changes they must decode to when the case is a valid page.
+    func input(caseSeed: UInt64) -> (bytes: [UInt8], expected: [Change]?) {
+        guard Self.isRecordPage(caseSeed) else { return (generator.bundle(seed: caseSeed).bytes(), nil) }
+        let page = recordPages.page(seed: caseSeed)
+        return (page.bytes(), page.expected)
+    }
+
+    /// What the relay client reads of a record page: its coverage from the frames (checked whole
+    /// first), then its changes record by record. Nil for a bundle of another version.
+    public static func readAsRelayClient(_ bytes: [UInt8]) throws -> (coverage: VersionVector, changes: [Change])? {
+        guard let coverage = try SyncBundle.recordCoverage(bytes) else {
+            guard try SyncBundle.RecordReader(bytes) == nil else { throw SyncError(.malformed, "BUG: a record reader of a page with no coverage") }
+            return nil
+        }
+        guard var reader = try SyncBundle.RecordReader(bytes) else { throw SyncError(.malformed, "BUG: no record reader of a page with coverage") }
+        var changes: [Change] = []
+        while let record = try reader.next() { changes += record }
+        return (coverage, changes)
+    }
+
+    /// Per author, the last seq `changes` reach.
+    static func coverage(of changes: [Change]) -> VersionVector {
+        var covered = VersionVector()
+        for change in changes where change.endSeq > covered[change.replica] { covered[change.replica] = change.endSeq }
+        return covered
+    }
 
     /// Runs one case.
     public mutating func run(caseSeed: UInt64) throws -> FuzzOutcome {
-        let bytes = self.bytes(caseSeed: caseSeed)
+        let (bytes, expected) = input(caseSeed: caseSeed)
         func fail(_ message: String) -> FuzzFailure { FuzzFailure(caseSeed: caseSeed, message: message) }
-        let bundle: SyncBundle
-        do {
-            bundle = try SyncBundle.decode(bytes)
-        } catch let error as SyncError {
-            guard !error.message.isEmpty else { throw fail("an error with no message") }
-            return .rejected(code: error.code.description, message: error.message)
-        } catch {
-            throw fail("decode threw \(type(of: error)): \(error)")
+        func refusal(_ read: () throws -> Void, _ what: String) throws -> SyncError? {
+            do {
+                try read()
+                return nil
+            } catch let error as SyncError {
+                guard !error.message.isEmpty else { throw fail("\(what): an error with no message") }
+                return error
+            } catch {
+                throw fail("\(what) threw \(type(of: error)): \(error)")
+            }
         }
+        var decoded: SyncBundle?
+        let decodeError = try refusal({ decoded = try SyncBundle.decode(bytes) }, "decode")
+        var relayRead: (coverage: VersionVector, changes: [Change])?
+        let relayError = try refusal({ relayRead = try Self.readAsRelayClient(bytes) }, "the relay client's read")
+        // The two readers must agree: the same changes, or both refuse.
+        switch (decoded, relayRead) {
+        case (let bundle?, let read?):
+            guard read.changes == bundle.changes else { throw fail("record by record, the page gives other changes than decode") }
+            guard read.coverage == Self.coverage(of: bundle.changes) else {
+                throw fail("the frames say the page covers \(read.coverage), its changes \(Self.coverage(of: bundle.changes))")
+            }
+        case (.some, nil):
+            if let relayError { throw fail("decode accepts a page the relay client refuses: \(relayError.message)") }
+            guard bytes[SyncBundle.magic.count] != SyncBundle.recordsFormatVersion else { throw fail("a record page with no record reader") }
+        case (nil, .some):
+            throw fail("the relay client accepts a page decode refuses: \(decodeError?.message ?? "")")
+        case (nil, nil):
+            break
+        }
+        guard let bundle = decoded else {
+            let error = decodeError!
+            if expected != nil { throw fail("a valid record page was refused: \(error.message)") }
+            return .rejected(code: error.code.description, message: error.message)
+        }
+        if let expected, bundle.changes != expected { throw fail("the page decodes to other changes than its records hold") }
         // What was accepted encodes and decodes back to the same changes.
         guard let decoded = try? SyncBundle.decode(bundle.encoded()), decoded == bundle else {
             throw fail("the accepted bundle does not round-trip")
@@ -104,6 +165,9 @@ public struct FuzzTally: Sendable, Hashable {
     public var accepted = 0
     public var rejected: [String: Int] = [:]
     public var quarantined = 0
+    /// Of the cases, record pages (format version 5) accepted and refused.
+    public var recordPagesAccepted = 0
+    public var recordPagesRejected = 0
     public var failures: [String] = []
     /// The slowest case, in milliseconds, and its seed.
     public var slowestMilliseconds = 0.0
@@ -133,6 +197,9 @@ public struct FuzzTally: Sendable, Hashable {
         do {
             let outcome = try driver.run(caseSeed: caseSeed)
             add(outcome, milliseconds: Double(DispatchTime.now().uptimeNanoseconds - start) / 1e6, seed: caseSeed)
+            if FuzzDriver.isRecordPage(caseSeed) {
+                if case .accepted = outcome { recordPagesAccepted += 1 } else { recordPagesRejected += 1 }
+            }
         } catch {
             cases += 1
             failures.append("\(error)")

@@ -36,13 +36,23 @@ public struct EditingTrace: Sendable {
     public var numAgents: Int
     public var transactions: [Transaction]
 
+    /// The largest trace a reader takes, as a file and once inflated (256 MiB; the largest
+    /// published trace is a few dozen MB of JSON).
+    public static let maxBytes = 256 << 20
+    /// The largest position, count or agent a trace may hold: every such value is exact in a JSON
+    /// number (a double) below it, and two of them add up without overflow.
+    public static let maxPatchValue = 1 << 53
+
     /// Reads a trace file, gzipped or plain JSON.
     public static func load(path: String) throws -> EditingTrace {
         guard FileManager.default.fileExists(atPath: path) else { throw TraceError("\(path): no such file") }
+        if let size = (try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? NSNumber, size.int64Value > Int64(maxBytes) {
+            throw TraceError("\(path): \(size.int64Value) bytes is larger than the \(maxBytes) a trace may be")
+        }
         guard let data = FileManager.default.contents(atPath: path) else { throw TraceError("\(path): cannot be read") }
         var bytes = [UInt8](data)
         if Gzip.isGzip(bytes) {
-            do { bytes = try Gzip.decompress(bytes) } catch let error as TraceError { throw TraceError("\(path): \(error.message)") }
+            do { bytes = try Gzip.decompress(bytes, limit: maxBytes) } catch let error as TraceError { throw TraceError("\(path): \(error.message)") }
         }
         let name = URL(fileURLWithPath: path).lastPathComponent
             .replacingOccurrences(of: ".json.gz", with: "").replacingOccurrences(of: ".json", with: "")
@@ -76,20 +86,20 @@ public struct EditingTrace: Sendable {
             for (p, rawPatch) in patches.enumerated() {
                 // A fourth element (a patch's timestamp, which the format's notes mention) is ignored.
                 guard let patch = rawPatch as? [Any], patch.count >= 3,
-                      let position = (patch[0] as? NSNumber)?.intValue, let deleteCount = (patch[1] as? NSNumber)?.intValue,
-                      let insert = patch[2] as? String, position >= 0, deleteCount >= 0 else {
-                    throw TraceError("transaction \(index), patch \(p) is not [position, deleteCount, \"text\"]")
+                      let position = wholeNumber(patch[0], max: maxPatchValue), let deleteCount = wholeNumber(patch[1], max: maxPatchValue),
+                      let insert = patch[2] as? String else {
+                    throw TraceError("transaction \(index), patch \(p) is not [position, deleteCount, \"text\"] with whole numbers from 0 to 2^53")
                 }
                 parsed.append(Patch(position: position, deleteCount: deleteCount, insert: insert))
             }
             var parents: [Int] = []
             var agent = 0
             if kind == .concurrent {
-                guard let ps = txn["parents"] as? [Any], let a = (txn["agent"] as? NSNumber)?.intValue, a >= 0 else {
-                    throw TraceError("transaction \(index) lacks \"parents\" or \"agent\"")
+                guard let ps = txn["parents"] as? [Any], let a = wholeNumber(txn["agent"] as Any, max: maxPatchValue) else {
+                    throw TraceError("transaction \(index) lacks \"parents\" or \"agent\" (a whole number from 0 to 2^53)")
                 }
                 for p in ps {
-                    guard let parent = (p as? NSNumber)?.intValue, parent >= 0, parent < index else {
+                    guard let parent = wholeNumber(p, max: Int.max), parent < index else {
                         throw TraceError("transaction \(index) names a parent that is not an earlier transaction")
                     }
                     parents.append(parent)
@@ -101,8 +111,24 @@ public struct EditingTrace: Sendable {
             }
             transactions.append(Transaction(parents: parents, agent: agent, patches: parsed))
         }
-        if let n = (root["numAgents"] as? NSNumber)?.intValue { agents = max(agents, n) }
+        if let declared = root["numAgents"] {
+            guard let n = wholeNumber(declared, max: maxPatchValue) else {
+                throw TraceError("numAgents is not a whole number from 0 to 2^53")
+            }
+            agents = max(agents, n)
+        }
         return EditingTrace(name: name, kind: kind, startContent: startContent, endContent: endContent,
                             numAgents: agents, transactions: transactions)
+    }
+
+    /// `value` as an Int when it is a JSON number holding a whole number in 0 ... `max` (nil for
+    /// a fraction, a negative, a number too large for an Int, or another type).
+    static func wholeNumber(_ value: Any, max: Int) -> Int? {
+        guard let number = value as? NSNumber else { return nil }
+        let double = number.doubleValue
+        // From 2^63 a double no longer converts to an Int64 (a trap); below it `int64Value` is exact for a whole number.
+        guard double.isFinite, double >= 0, double < 0x1p63, double.rounded(.towardZero) == double else { return nil }
+        let whole = Int(number.int64Value)
+        return whole >= 0 && whole <= max ? whole : nil
     }
 }

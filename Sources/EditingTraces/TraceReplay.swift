@@ -68,6 +68,10 @@ public struct TraceReplayer {
 
     public init(_ trace: EditingTrace) { self.trace = trace }
 
+    /// The most replicas a concurrent replay keeps (lanes: one per agent, one more per branch an
+    /// agent edits at once); the published traces need two or three.
+    public static let maxLanes = 256
+
     /// Replays the trace, then merges its whole history into a fresh replica.
     ///
     /// - Parameter repeats: how many more times, after the first (cold) local replay and merge,
@@ -131,6 +135,11 @@ public struct TraceReplayer {
                     a = free
                 } else {
                     a = laneAgent.count
+                    // Every lane is a replica, and each transaction looks at every other lane: a trace
+                    // whose every transaction starts a branch would cost the square of its length.
+                    guard a < TraceReplayer.maxLanes else {
+                        throw TraceError("transaction \(index) of agent \(txn.agent) needs a replica more than the \(TraceReplayer.maxLanes) a replay keeps (one per agent, and one per branch an agent edits at once)")
+                    }
                     if a > 0 {  // lane 0 is the replica made above
                         replicas.append(Notebook(replicaID: ReplicaID.random(using: &laneIDs), wallClock: clock))
                         try replicas[a].applyStored(contentsOf: base)
@@ -254,7 +263,8 @@ func peakResidentMB() -> Double {
 /// Applies one patch to `body`, checking it against the text first (without adding position and
 /// count, which a hostile trace can set near `Int.max`).
 private func apply(_ patch: EditingTrace.Patch, to body: inout BodyEditor, at place: @autoclosure () -> String) throws {
-    guard patch.position <= body.count, patch.deleteCount <= body.count - patch.position else {
+    // (A trace made in code, not parsed, may hold negatives too.)
+    guard patch.position >= 0, patch.deleteCount >= 0, patch.position <= body.count, patch.deleteCount <= body.count - patch.position else {
         throw TraceError("\(place()) at \(patch.position) deleting \(patch.deleteCount) is past the end of the text (\(body.count))")
     }
     if patch.deleteCount > 0 { try body.delete(patch.position ..< patch.position + patch.deleteCount) }

@@ -287,15 +287,20 @@ public final class RelayService: Sendable {
     struct UploadError: Error { var message: String }
 
     /// A page as a record bundle (format version 5): each stored record's encoding as it is, but
-    /// for a record that the client has the start of, which is decoded and cut past what it has.
+    /// for a record that starts at or before what the client has or what the page already gives
+    /// (an upload that straddled the relay's coverage is stored whole), which is decoded and cut
+    /// past that, so that the page's records of one author never overlap.
     /// Nil when such a record does not decode.
     func recordReply(_ page: RelayPage, space: String, client: VersionVector) -> [UInt8]? {
         var records: [SyncBundle.Record] = []
         records.reserveCapacity(page.records.count)
         var encoder = ChangeCodec.Encoder()
+        var given = client
         for stored in page.records {
             let record = stored.record
-            let has = client[record.author]
+            let has = given[record.author]
+            if record.endSeq <= has { continue }
+            given[record.author] = record.endSeq
             if record.startSeq > has {
                 records.append(SyncBundle.Record(author: record.author, startSeq: record.startSeq, endSeq: record.endSeq, encoding: record.payload))
                 continue

@@ -106,19 +106,17 @@ public enum MarkdownNotes {
             StoreError(.invalidArgument, "\(fileName): line \(line): \(message)")
         }
         let fallbackTitle = (fileName as NSString).deletingPathExtension
-        guard text.hasPrefix("---\n") || text.hasPrefix("---\r\n") else {
-            return foreign(text, fallbackTitle: fallbackTitle)
-        }
+        // Lines are found in the UTF-8 bytes: as Characters, "\r\n" is one, which a search for "\n" misses.
+        let utf8 = Array(text.utf8)
+        let opening = utf8.starts(with: "---\n".utf8) ? 4 : utf8.starts(with: "---\r\n".utf8) ? 5 : 0
+        guard opening > 0 else { return foreign(text, fallbackTitle: fallbackTitle) }
         // Front matter: the lines up to the next "---" line.
-        let afterOpening = text.index(text.startIndex, offsetBy: text.hasPrefix("---\n") ? 4 : 5)
-        var lines: [Substring] = []
-        var cursor = afterOpening
-        var bodyStart: String.Index?
-        while cursor < text.endIndex {
-            let end = text[cursor...].firstIndex(of: "\n") ?? text.endIndex
-            var line = text[cursor ..< end]
-            if line.hasSuffix("\r") { line = line.dropLast() }
-            cursor = end < text.endIndex ? text.index(after: end) : end
+        var lines: [String] = []
+        var cursor = opening
+        var bodyStart: Int?
+        while cursor < utf8.count {
+            let (line, next) = Self.line(utf8, from: cursor)
+            cursor = next
             if line == "---" {
                 bodyStart = cursor
                 break
@@ -126,7 +124,7 @@ public enum MarkdownNotes {
             lines.append(line)
         }
         guard let bodyStart else { throw failure(1, "the front matter opened by --- is never closed by a --- line") }
-        var note = MarkdownNote(title: "", body: String(text[bodyStart...]))
+        var note = MarkdownNote(title: "", body: String(decoding: utf8[bodyStart...], as: UTF8.self))
         var hasTitle = false
         var inUnknown = false
         for (index, line) in lines.enumerated() {
@@ -186,12 +184,20 @@ public enum MarkdownNotes {
 
     /// A file without front matter: the title from a first `# heading`, else the file's name.
     static func foreign(_ text: String, fallbackTitle: String) -> MarkdownNote {
-        guard text.hasPrefix("# ") else { return MarkdownNote(title: fallbackTitle, body: text) }
-        let end = text.firstIndex(of: "\n") ?? text.endIndex
-        let title = text[text.index(text.startIndex, offsetBy: 2) ..< end].trimmingCharacters(in: .whitespaces)
-        var rest = end < text.endIndex ? text[text.index(after: end)...] : ""
-        if rest.hasPrefix("\n") { rest = rest.dropFirst() }
-        return MarkdownNote(title: title, body: String(rest))
+        let utf8 = Array(text.utf8)
+        guard utf8.starts(with: "# ".utf8) else { return MarkdownNote(title: fallbackTitle, body: text) }
+        let (heading, next) = line(utf8, from: 2)
+        var rest = next
+        // One blank line after the heading goes with it.
+        if utf8[rest...].starts(with: "\n".utf8) { rest += 1 } else if utf8[rest...].starts(with: "\r\n".utf8) { rest += 2 }
+        return MarkdownNote(title: heading.trimmingCharacters(in: .whitespaces), body: String(decoding: utf8[rest...], as: UTF8.self))
+    }
+
+    /// The line of `utf8` that starts at `start` (without its "\n" or "\r\n"), and where the next one starts.
+    static func line(_ utf8: [UInt8], from start: Int) -> (line: String, next: Int) {
+        let end = utf8[start...].firstIndex(of: UInt8(ascii: "\n")) ?? utf8.count
+        let lineEnd = end > start && utf8[end - 1] == UInt8(ascii: "\r") ? end - 1 : end
+        return (String(decoding: utf8[start ..< lineEnd], as: UTF8.self), end < utf8.count ? end + 1 : end)
     }
 
     /// A string in JSON syntax, JSON-escaped (YAML reads it the same).

@@ -69,7 +69,9 @@ extension NoteStore {
             var later: [Change] = []
             let rows = try Row.fetchCursor(db, sql: "SELECT row, payload FROM changes WHERE row > ? ORDER BY row", arguments: [through])
             while let row = try rows.next() {
-                let payload: Data = row["payload"]
+                guard let payload = Data.fromDatabaseValue(row["payload"]) else {
+                    throw StoreError(.corrupt, "log row \(row["row"] as Int64) holds no change encoding")
+                }
                 do {
                     later += try ChangeCodec.decode([UInt8](payload))
                 } catch let error as CRDTError {

@@ -346,6 +346,7 @@ public final class NoteStore: @unchecked Sendable {
         let (replica, created) = try queue.writeWithoutTransaction { db -> (ReplicaID, Bool) in
             var result: (ReplicaID, Bool)!
             try db.inTransaction(.immediate) {
+                try Schema.checkValueTypes(db)
                 if let row = try Row.fetchOne(db, sql: "SELECT replica_id, file_identity FROM replica WHERE id = 1") {
                     let blob: Data = row["replica_id"]
                     guard var replica = ReplicaID(blob: [UInt8](blob)) else {
@@ -364,6 +365,10 @@ public final class NoteStore: @unchecked Sendable {
                     (replica, mark) = try checkSeqMark(previousMark, replica: replica, db, options: options)
                     result = (replica, false)
                 } else {
+                    // A replica that lost its identity row: made anew, it would belong to nobody's log (refused before writing).
+                    if try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM snapshot) OR EXISTS (SELECT 1 FROM changes)") == true {
+                        throw StoreError(.corrupt, "the replica row is missing, but the file holds changes")
+                    }
                     let replica = newReplica ?? ReplicaID.random()
                     try db.execute(sql: "INSERT INTO replica (id, replica_id, created_at, file_identity) VALUES (1, ?, ?, ?)",
                                    arguments: [Data(replica.raw.bytes), Int64(options.wallClock.milliseconds()), fileIdentity])
@@ -545,8 +550,11 @@ public final class NoteStore: @unchecked Sendable {
     func applyLogRows(after row: Int64, to state: inout Loaded, _ db: Database) throws {
         let rows = try Row.fetchCursor(db.cachedStatement(sql: "SELECT row, payload FROM changes WHERE row > ? ORDER BY row"), arguments: [row])
         while let row = try rows.next() {
-            let payload: Data = row["payload"]
             let rowID: Int64 = row["row"]
+            // Read as any SQL type: a file made elsewhere may hold another than a blob (GRDB traps on a conversion it cannot make).
+            guard let payload = Data.fromDatabaseValue(row["payload"]) else {
+                throw StoreError(.corrupt, "log row \(rowID) holds no change encoding (its payload is not a blob)")
+            }
             do {
                 let changes = try ChangeCodec.decode([UInt8](payload))
                 try state.notebook.applyStored(contentsOf: changes)

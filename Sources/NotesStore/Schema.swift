@@ -6,6 +6,19 @@ import GRDB
 /// at the end. A database that has applied a migration this build does not know was written by a
 /// newer crdt-sync, and is refused untouched.
 enum Schema {
+    /// Refuses a replica whose one-row tables hold a value of another SQL type than the code reads
+    /// (SQLite keeps whatever it is given, and GRDB traps on a conversion it cannot make): a file
+    /// made elsewhere and given as `--db`. Checked at every open; two rows, so it costs nothing.
+    static func checkValueTypes(_ db: Database) throws {
+        let wrong: [(table: String, condition: String)] = [
+            ("replica", "typeof(replica_id) != 'blob' OR typeof(created_at) != 'integer' OR typeof(clock) != 'integer' OR typeof(revision) != 'integer' OR typeof(snapshot_generation) != 'integer' OR typeof(file_identity) NOT IN ('text', 'null') OR typeof(replica_state) NOT IN ('blob', 'null') OR typeof(tag_state) NOT IN ('blob', 'null') OR typeof(digests_complete) != 'integer'"),
+            ("snapshot", "typeof(through_row) != 'integer' OR typeof(made_at) != 'integer' OR typeof(payload) != 'blob'"),
+        ]
+        for (table, condition) in wrong where try Bool.fetchOne(db, sql: "SELECT EXISTS (SELECT 1 FROM \(table) WHERE \(condition))") == true {
+            throw StoreError(.corrupt, "the \(table) row holds a value of another type than its column's: the file was not written by crdt-sync, or was altered")
+        }
+    }
+
     /// `PRAGMA application_id` of a replica database: "CRDS".
     static let applicationID: Int32 = 0x4352_4453
 

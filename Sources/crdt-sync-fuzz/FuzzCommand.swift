@@ -12,8 +12,10 @@ struct FuzzCommand: ParsableCommand {
         abstract: "Fuzz the bundle reader with hostile values in valid framing; print crashes, hangs, rejected and accepted counts.",
         discussion: """
         Each case is a bundle made from its seed (a plausible history with values pushed to the \
-        edges of their types, counts and lengths that lie, a valid checksum and valid DEFLATE), \
-        read by SyncBundle.decode, and when it decodes, applied to a notebook and to an in-memory \
+        edges of their types, counts and lengths that lie, a valid checksum and valid DEFLATE; a \
+        quarter of them record pages, format version 5, with frames that lie), read by \
+        SyncBundle.decode and by the relay client's record-by-record read, which must agree, and \
+        when it decodes, applied to a notebook and to an in-memory \
         store, checking that the store does not throw, that digests agree and that what was \
         accepted round-trips. Run it on a release build: \
         swift run -c release crdt-sync-fuzz --cases 1000000 --seed 1. \

@@ -10,6 +10,8 @@ final class Runner: @unchecked Sendable {
     var done: UInt64 = 0
     var accepted: UInt64 = 0
     var acceptedWithQuarantine: UInt64 = 0
+    /// Record pages (format version 5) among the cases: accepted, and refused.
+    var recordPages: (accepted: UInt64, rejected: UInt64) = (0, 0)
     var rejected: [String: UInt64] = [:]
     var crashes: [(index: UInt64, seed: UInt64, how: String)] = []
     var hangs: [(index: UInt64, seed: UInt64)] = []
@@ -122,6 +124,9 @@ final class Runner: @unchecked Sendable {
                 let caseSeed = FuzzDriver.caseSeed(command.seed, index)
                 record { runner in
                     runner.done += 1
+                    if FuzzDriver.isRecordPage(caseSeed), tag == "A" || tag == "R" {
+                        if tag == "A" { runner.recordPages.accepted += 1 } else { runner.recordPages.rejected += 1 }
+                    }
                     switch tag {
                     case "A":
                         runner.accepted += 1
@@ -163,6 +168,7 @@ final class Runner: @unchecked Sendable {
         out += "  failures: \(failures.count) (a store that threw, digests that differ, no round trip)\n"
         out += "  rejected: \(rejectedTotal) (" + rejected.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ") + ")\n"
         out += "  accepted: \(accepted) (\(acceptedWithQuarantine) of them with a quarantined change)\n"
+        out += "  record pages (version 5): \(recordPages.accepted) accepted, \(recordPages.rejected) rejected\n"
         out += "  slowest case: \(String(format: "%.1f", slowest.milliseconds)) ms (seed \(slowest.seed)); peak RSS of a worker: \(peakWorkerKilobytes / 1024) MiB\n"
         for crash in crashes.prefix(20) { out += "  crash: case \(crash.index), \(crash.how): replay with --case \(crash.seed)\n" }
         for hang in hangs.prefix(20) { out += "  hang: case \(hang.index): replay with --case \(hang.seed)\n" }

@@ -141,6 +141,54 @@ struct RecordPagesTests {
         #expect(first.bundle.changes.allSatisfy { $0.startSeq > has[$0.replica] })
     }
 
+    /// Uploads that straddle what the relay holds (a replica resending changes another already
+    /// sent) are stored whole, so a page may hold two records of one author that overlap: the
+    /// record page cuts the later one past what the page gives, as a version 5 reader requires
+    /// (it served them overlapping, which every record-page client refused: the fuzzed relay
+    /// requests found it).
+    @Test(arguments: [(UInt64(41), 1000), (42, 3), (43, 1)] as [(UInt64, Int)])
+    func uploadsThatStraddleWhatTheRelayHoldsGiveRecordsThatDoNotOverlap(seed: UInt64, pageChanges: Int) async throws {
+        let changes = try Self.history(seed: seed)
+        let expected = try Self.oneBatch(changes)
+        let service = RelayService(storage: try SQLiteRelayStorage.inMemory(), tokens: try RelayTokens([(space: Self.space, token: Self.token)]),
+                                   limits: RelayLimits(page: RelayPageLimits(maxChanges: pageChanges)))
+        var version = VersionVector()
+        var sent = 0
+        for end in stride(from: 5, through: changes.count + 4, by: 5) {
+            // Each upload goes back over the last 8 changes of the one before it.
+            let piece = Array(changes[max(0, sent - 8) ..< min(changes.count, end)])
+            sent = min(changes.count, end)
+            for change in piece { version[change.replica] = max(version[change.replica], change.endSeq) }
+            let response = await RelayServiceTests.post(service, Self.space, SyncBundle(sender: .random(), senderVersion: version, changes: piece),
+                                                        token: Self.token)
+            #expect(response.status == 200)
+        }
+        // A page for a client with nothing: both readers take it, and it holds each seq once.
+        var request = RelayRequest(method: "POST", path: RelayProtocol.syncPath(space: Self.space),
+                                   headers: ["Authorization": "Bearer \(Self.token)", "Accept": RelayProtocol.recordsAccept],
+                                   body: SyncBundle(sender: .random(), senderVersion: VersionVector(), changes: []).encoded())
+        let page = await service.handle(request).body
+        let decoded = try SyncBundle.decode(page)
+        var reader = try #require(try SyncBundle.RecordReader(page))
+        var read: [Change] = []
+        while let record = try reader.next() { read += record }
+        #expect(read == decoded.changes)
+        #expect(try SyncBundle.recordCoverage(page) != nil)
+        var seen = Set<String>()
+        for change in decoded.changes { #expect(seen.insert("\(change.replica)@\(change.startSeq)").inserted) }
+        request.headers["accept"] = RelayProtocol.bundleContentType
+        let version3 = await service.handle(request).body
+        #expect(version3[SyncBundle.magic.count] == 3)
+        _ = try SyncBundle.decode(version3)
+        for asksForRecords in [true, false] {
+            let http = ServiceHTTP(service: service)
+            let store = try NoteStore.openInMemory()
+            _ = try await Self.engine.sync(store, over: try Self.transport(http, records: asksForRecords))
+            #expect(try Outcome(store) == expected)
+            #expect(http.versions.allSatisfy { $0 == (asksForRecords ? 5 : 3) })
+        }
+    }
+
     /// The pull asks for the next page before it decodes the current one; a relay that fails part
     /// way (or a page that is refused) leaves the store as it was (one transaction), and the next
     /// sync brings it all.
