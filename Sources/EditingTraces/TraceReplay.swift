@@ -70,7 +70,7 @@ public struct TraceReplayer {
 
     /// The most replicas a concurrent replay keeps (lanes: one per agent, one more per branch an
     /// agent edits at once); the published traces need two or three.
-    public static let maxLanes = 256
+    public static let maxLanes = 4096
 
     /// Replays the trace, then merges its whole history into a fresh replica.
     ///
@@ -123,7 +123,7 @@ public struct TraceReplayer {
             var lanesOfAgent: [Int: [Int]] = [:]
             var laneIDs = SplitMix64(seed: 0x1A7E)  // the same identities in every replay
             var authored: [[Change]] = []
-            var consumed: [[Int]] = []  // consumed[a][b]: how many of lane b's changes lane a has
+            var laneOf: [ReplicaID: Int] = [:]
             var versionAfter: [VersionVector] = []
             versionAfter.reserveCapacity(trace.transactions.count)
             for (index, txn) in trace.transactions.enumerated() {
@@ -135,8 +135,9 @@ public struct TraceReplayer {
                     a = free
                 } else {
                     a = laneAgent.count
-                    // Every lane is a replica, and each transaction looks at every other lane: a trace
-                    // whose every transaction starts a branch would cost the square of its length.
+                    // Every lane is a replica, and each transaction merges version vectors as long as
+                    // the lanes: a trace whose every transaction starts a branch would cost the
+                    // square of its length.
                     guard a < TraceReplayer.maxLanes else {
                         throw TraceError("transaction \(index) of agent \(txn.agent) needs a replica more than the \(TraceReplayer.maxLanes) a replay keeps (one per agent, and one per branch an agent edits at once)")
                     }
@@ -147,14 +148,22 @@ public struct TraceReplayer {
                     laneAgent.append(txn.agent)
                     lanesOfAgent[txn.agent, default: []].append(a)
                     authored.append([])
-                    for i in consumed.indices { consumed[i].append(0) }
-                    consumed.append(Array(repeating: 0, count: a + 1))
+                    laneOf[replicas[a].replicaID] = a
                 }
-                for b in laneAgent.indices where b != a {
-                    let limit = target[replicas[b].replicaID]
-                    while consumed[a][b] < authored[b].count, authored[b][consumed[a][b]].endSeq <= limit {
-                        try replicas[a].applyStored(contentsOf: CollectionOfOne(authored[b][consumed[a][b]]))
-                        consumed[a][b] += 1
+                // What the parents' history holds and the lane lacks: per other lane, its changes
+                // past what the lane has, found by binary search (no table of lanes by lanes).
+                for range in replicas[a].versionVector.missing(from: target) {
+                    guard let b = laneOf[range.replica] else { continue }  // the setup's: every lane has it
+                    let changes = authored[b]
+                    var next = 0
+                    var end = changes.count
+                    while next < end {  // the first change that ends at or past the range's start
+                        let middle = (next + end) / 2
+                        if changes[middle].endSeq < range.seq { next = middle + 1 } else { end = middle }
+                    }
+                    while next < changes.count, changes[next].endSeq <= range.seq + range.count - 1 {
+                        try replicas[a].applyStored(contentsOf: CollectionOfOne(changes[next]))
+                        next += 1
                     }
                 }
                 guard replicas[a].versionVector == target else {

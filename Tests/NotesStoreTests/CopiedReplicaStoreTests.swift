@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import NotesCRDT
 @testable import NotesStore
+import NotesSync
 import Testing
 
 /// A store that finds it is a copy moves to a fresh identity before it writes (issue 18, part 1).
@@ -80,6 +81,8 @@ struct CopiedReplicaStoreTests {
         let report = try a.apply(twin.changes(since: VersionVector()))
         #expect(report.foreignOwnChanges >= 1)
         #expect(report.rejected >= report.foreignOwnChanges)
+        // A sync is told too (its session refuses the rest of the receive in the old name).
+        #expect(IntegrationReport(report).foreignOwnChanges == report.foreignOwnChanges)
         #expect(a.replicaID != old)
         #expect(try a.identityChanges().map(\.retired) == [old])
         let body = try #require(try a.note(note)?.body)
