@@ -93,7 +93,7 @@ public final class HTTPRelayClient: HTTPCalling {
     /// watchdog ends a read that stalls for good (with a client the caller made, whose reads may
     /// have no timeout of their own) once the largest body would have had its time.
     static func collect(_ body: HTTPClientResponse.Body, upTo maxBytes: Int, started: NIODeadline,
-                        timeoutSeconds: Int64) async throws -> ByteBuffer {
+                        timeoutSeconds: Int64, now: @escaping @Sendable () -> NIODeadline = { .now() }) async throws -> ByteBuffer {
         let allowance = TimeAmount.seconds(timeoutSeconds)
         let nanosPerByte = 1_000_000_000 / Int64(minimumBytesPerSecond)
         let cap = started + allowance + .nanoseconds(Int64(maxBytes) * nanosPerByte)
@@ -103,14 +103,14 @@ public final class HTTPRelayClient: HTTPCalling {
                 for try await part in body {
                     guard part.readableBytes <= maxBytes - buffer.readableBytes else { throw AnswerError.tooLarge(maxBytes) }
                     buffer.writeImmutableBuffer(part)
-                    if NIODeadline.now() > started + allowance + .nanoseconds(Int64(buffer.readableBytes) * nanosPerByte) {
+                    if now() > started + allowance + .nanoseconds(Int64(buffer.readableBytes) * nanosPerByte) {
                         throw AnswerError.tooSlow(buffer.readableBytes)
                     }
                 }
                 return buffer
             }
             group.addTask {
-                try await Task.sleep(nanoseconds: UInt64(max(0, (cap - .now()).nanoseconds)))
+                try await Task.sleep(nanoseconds: UInt64(max(0, (cap - now()).nanoseconds)))
                 return nil
             }
             defer { group.cancelAll() }
