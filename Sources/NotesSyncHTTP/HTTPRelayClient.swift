@@ -93,7 +93,9 @@ public final class HTTPRelayClient: HTTPCalling {
     /// watchdog ends a read that stalls for good (with a client the caller made, whose reads may
     /// have no timeout of their own) once the largest body would have had its time.
     static func collect(_ body: HTTPClientResponse.Body, upTo maxBytes: Int, started: NIODeadline,
-                        timeoutSeconds: Int64, now: @escaping @Sendable () -> NIODeadline = { .now() }) async throws -> ByteBuffer {
+                        timeoutSeconds: Int64, now: @escaping @Sendable () -> NIODeadline = { .now() },
+                        sleep: @escaping @Sendable (TimeAmount) async throws -> Void = { try await Task.sleep(nanoseconds: UInt64(max(0, $0.nanoseconds))) })
+        async throws -> ByteBuffer {
         let allowance = TimeAmount.seconds(timeoutSeconds)
         let nanosPerByte = 1_000_000_000 / Int64(minimumBytesPerSecond)
         let cap = started + allowance + .nanoseconds(Int64(maxBytes) * nanosPerByte)
@@ -110,7 +112,7 @@ public final class HTTPRelayClient: HTTPCalling {
                 return buffer
             }
             group.addTask {
-                try await Task.sleep(nanoseconds: UInt64(max(0, (cap - now()).nanoseconds)))
+                try await sleep(cap - now())
                 return nil
             }
             defer { group.cancelAll() }
