@@ -40,8 +40,8 @@ public struct HostileBundles: Sendable {
         return bundle
     }
 
-    /// A value near `value` or at an edge.
-    static func edge(_ rng: inout SplitMix64, near value: UInt64) -> UInt64 {
+    /// A value near `value` or at one of `edges`.
+    static func edge(_ rng: inout SplitMix64, near value: UInt64, edges: [UInt64] = HostileBundles.edges) -> UInt64 {
         switch rng.below(4) {
         case 0: return value &+ 1
         case 1: return value &- 1

@@ -153,11 +153,7 @@ public struct HostileRecordPages: Sendable {
 
     /// A seq near `value` or at an edge of a frame's range.
     static func seqEdge(_ rng: inout SplitMix64, near value: UInt64) -> UInt64 {
-        switch rng.below(4) {
-        case 0: return value &+ 1
-        case 1: return value &- 1
-        default: return seqEdges[rng.below(seqEdges.count)]
-        }
+        HostileBundles.edge(&rng, near: value, edges: seqEdges)
     }
 
     /// One hostile change to the page.

@@ -1,24 +1,11 @@
 @testable import EditingTraces
 import Foundation
+import NotesCRDT
 import Testing
 
 /// A trace file given to `crdt-sync trace replay` is input from outside: whatever it holds, reading
 /// and replaying it ends in the replay or in a `TraceError` that names the problem, never a trap.
 struct HostileTraceTests {
-    /// SplitMix64, so that every case repeats.
-    struct Seeded {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-        mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
-        mutating func pick<T>(_ values: [T]) -> T { values[below(values.count)] }
-    }
-
     /// JSON values where a whole number is due: edges of Int, Int64, UInt64 and of doubles'
     /// exact range, fractions, negatives, and values of other types.
     static let hostileNumbers = [
@@ -63,7 +50,7 @@ struct HostileTraceTests {
 
     @Test(arguments: [1, 2, 3, 4] as [UInt64])
     func hostileTracesAreReplayedOrRefusedWithAMessage(seed: UInt64) {
-        var rng = Seeded(state: seed)
+        var rng = SplitMix64(seed: seed)
         var refused = 0
         var replayed = 0
         var messages: Set<String> = []
@@ -166,4 +153,10 @@ struct HostileTraceTests {
         damaged[bytes.count / 2] ^= 0xFF
         #expect(throws: TraceError.self) { _ = try Gzip.decompress(damaged) }
     }
+}
+
+/// Draws as the cases were made: the generator's next number modulo the bound.
+private extension SplitMix64 {
+    mutating func below(_ n: Int) -> Int { Int(next() % UInt64(n)) }
+    mutating func pick<T>(_ values: [T]) -> T { values[below(values.count)] }
 }
