@@ -174,7 +174,7 @@ let package = Package(
         .testTarget(
             name: "NotesRelayTests",
             dependencies: ["NotesRelay", "NotesRelayPostgres", "NotesSync", "NotesStore", "NotesCRDT", "NotesTestSupport", "BundleFuzz",
-                           .product(name: "PostgresNIO", package: "postgres-nio")],
+                           .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: swiftSettings
         ),
         .testTarget(
@@ -184,7 +184,7 @@ let package = Package(
         ),
         .testTarget(
             name: "NotesStoreTests",
-            dependencies: ["NotesStore", "NotesCRDT", "NotesTestSupport"],
+            dependencies: ["NotesStore", "NotesCRDT", "NotesSync", "NotesTestSupport"],
             swiftSettings: swiftSettings
         ),
         .testTarget(

@@ -173,14 +173,14 @@ public final class SQLiteRelayStorage: RelayStorage {
                 var status = RelaySpaceStatus(space: space, version: VersionVector(), authors: 0, changes: 0, operations: 0, bytes: 0)
                 for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT author, seq, changes, bytes FROM relay_author WHERE space = ?"),
                                             arguments: [space]) {
-                    let author = try SQLiteRelayStorage.replica(row[0])
-                    let seq = UInt64(bitPattern: row[1] as Int64)
+                    let author = try SQLiteRelayStorage.replica(try row.stored(0))
+                    let seq = UInt64(bitPattern: try row.stored(1, as: Int64.self))
                     status.version[author] = seq
                     status.authors += 1
-                    status.changes += row[2] as Int
+                    status.changes += try row.stored(2, as: Int.self)
                     let (sum, overflow) = status.operations.addingReportingOverflow(seq)
                     status.operations = overflow ? .max : sum
-                    status.bytes += row[3] as Int
+                    status.bytes += try row.stored(3, as: Int.self)
                 }
                 return status
             }
@@ -196,7 +196,7 @@ public final class SQLiteRelayStorage: RelayStorage {
         do {
             return try await writer.read { db in
                 let row = try Row.fetchOne(db, sql: "SELECT count(DISTINCT space), coalesce(sum(changes), 0), coalesce(sum(bytes), 0) FROM relay_author")
-                return RelayTotals(spaces: row?[0] ?? 0, changes: row?[1] ?? 0, bytes: row?[2] ?? 0)
+                return RelayTotals(spaces: try row?.stored(0) ?? 0, changes: try row?.stored(1) ?? 0, bytes: try row?.stored(2) ?? 0)
             }
         } catch {
             throw RelayStorageError(.failure, "relay store: \(SQLiteRelayStorage.describe(error))")
@@ -228,7 +228,7 @@ public final class SQLiteRelayStorage: RelayStorage {
             if coverage[author] == nil {
                 let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT seq, changes, bytes FROM relay_author WHERE space = ? AND author = ?"),
                                            arguments: [space, Data(author.raw.bytes)])
-                coverage[author] = row.map { Coverage(seq: UInt64(bitPattern: $0[0] as Int64), changes: $0[1], bytes: $0[2]) }
+                coverage[author] = try row.map { Coverage(seq: UInt64(bitPattern: try $0.stored(0, as: Int64.self)), changes: try $0.stored(1), bytes: try $0.stored(2)) }
                     ?? Coverage(seq: 0, changes: 0, bytes: 0)
             }
             if let key = record.signingKey {
@@ -290,9 +290,9 @@ public final class SQLiteRelayStorage: RelayStorage {
         var lagging: [(author: ReplicaID, key: Data, have: UInt64)] = []
         for row in try Row.fetchAll(db.cachedStatement(sql: "SELECT author, seq FROM relay_author WHERE space = ? ORDER BY author"),
                                     arguments: [space]) {
-            let key: Data = row[0]
+            let key = try row.stored(0, as: Data.self)
             let author = try replica(key)
-            let seq = UInt64(bitPattern: row[1] as Int64)
+            let seq = UInt64(bitPattern: try row.stored(1, as: Int64.self))
             version[author] = seq
             if seq > clientVersion[author] { lagging.append((author, key, clientVersion[author])) }
         }
@@ -309,7 +309,7 @@ public final class SQLiteRelayStorage: RelayStorage {
             var queue: [Candidate] = []
             let rows = try Row.fetchCursor(select, arguments: [space, entry.key, Int64(entry.have), limits.maxChanges])
             while let row = try rows.next() {
-                queue.append(Candidate(row[0], entry.author, UInt64(bitPattern: row[1] as Int64), UInt64(bitPattern: row[2] as Int64), row[3]))
+                queue.append(Candidate(try row.stored(0), entry.author, UInt64(bitPattern: try row.stored(1, as: Int64.self)), UInt64(bitPattern: try row.stored(2, as: Int64.self)), try row.stored(3)))
             }
             if !queue.isEmpty { queues.append(queue) }
         }
@@ -321,8 +321,8 @@ public final class SQLiteRelayStorage: RelayStorage {
             var data = Data()
             var sealed = false
             if needsPayload(row.id), let fetched = try Row.fetchOne(payload, arguments: [row.id]) {
-                data = fetched[0]
-                sealed = fetched[1]
+                data = try fetched.stored(0)
+                sealed = try fetched.stored(1)
             }
             records.append(RelayStoredRecord(arrival: row.id, record: RelayRecord(author: row.author, startSeq: row.startSeq, endSeq: row.endSeq,
                                                                                   payload: [UInt8](data), sealed: sealed)))
@@ -342,5 +342,15 @@ public final class SQLiteRelayStorage: RelayStorage {
         if let error = error as? DatabaseError { return error.message ?? "\(error.resultCode)" }
         if let error = error as? RelayStorageError { return error.message }
         return "\(error)"
+    }
+}
+
+/// GRDB's row subscript stops the process on a value of another type than asked for; a damaged
+/// relay store may hold anything, so the storage reads through this, which throws instead.
+extension Row {
+    func stored<Value: DatabaseValueConvertible>(_ index: Int, as type: Value.Type = Value.self) throws -> Value {
+        do { return try decode(Value.self, atIndex: index) } catch {
+            throw RelayStorageError(.failure, "relay store: a stored value has another type than its column's (\(error))")
+        }
     }
 }

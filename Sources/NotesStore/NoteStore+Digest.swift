@@ -44,7 +44,7 @@ extension NoteStore {
     /// when none is stored yet.
     func storedReplicaState(_ db: Database) throws -> Notebook? {
         guard let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT replica_state, tag_state FROM replica WHERE id = 1")),
-              let replicaState = row["replica_state"] as Data?, let tagState = row["tag_state"] as Data? else { return nil }
+              let replicaState = try row.stored("replica_state", as: Data?.self), let tagState = try row.stored("tag_state", as: Data?.self) else { return nil }
         return try? Notebook(partialReplica: replicaID, wallClock: options.wallClock, replicaState: [UInt8](replicaState),
                              tags: [UInt8](tagState), notes: [])
     }
@@ -110,7 +110,8 @@ extension NoteStore {
     package func storedNoteStates() throws -> [(NoteID, [UInt8])] {
         try read("cannot read the note states") { db in
             try Row.fetchAll(db, sql: "SELECT note, payload FROM note_state ORDER BY note").compactMap { row in
-                NoteID(hex: row[0] as String).map { ($0, [UInt8](row[1] as Data)) }
+                let payload = try row.stored(1, as: Data.self)
+                return NoteID(hex: try row.stored(0, as: String.self)).map { ($0, [UInt8](payload)) }
             }
         }
     }

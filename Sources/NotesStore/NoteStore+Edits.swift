@@ -104,12 +104,12 @@ extension NoteStore {
                     guard let meta = try Row.fetchOne(db.cachedStatement(sql: """
                         SELECT revision, snapshot_generation, replica_id, replica_state, tag_state FROM replica WHERE id = 1
                         """)) else { throw StoreError(.corrupt, "the replica row is missing") }
-                    let revision: Int64 = meta["revision"]
+                    let revision = try meta.stored("revision", as: Int64.self)
                     // Another process wrote: what this one kept may be behind.
                     if options.access == .shared, cache?.revision != revision { cache = nil }
                     if cache == nil {
-                        let storedID: Data = meta["replica_id"]
-                        guard let replicaState = meta["replica_state"] as Data?, let tagState = meta["tag_state"] as Data?,
+                        let storedID = try meta.stored("replica_id", as: Data.self)
+                        guard let replicaState = try meta.stored("replica_state", as: Data?.self), let tagState = try meta.stored("tag_state", as: Data?.self),
                               ReplicaID(blob: [UInt8](storedID)) == replicaID else { throw NeedsWholeReplica() }
                         do {
                             cache = OneNoteCache(notebook: try Notebook(partialReplica: replicaID, wallClock: options.wallClock,
@@ -135,7 +135,7 @@ extension NoteStore {
                         }
                     }
                     loaded = Loaded(notebook: cache!.notebook, lastLogRow: 0, revision: revision,
-                                    snapshotGeneration: meta["snapshot_generation"], changesSinceSnapshot: 0)
+                                    snapshotGeneration: try meta.stored("snapshot_generation"), changesSinceSnapshot: 0)
                     cache!.notebook = Notebook(replicaID: replicaID)  // the one copy is in `loaded` meanwhile
                     oneNoteWriting = cache
                     defer { cache = oneNoteWriting; oneNoteWriting = nil }

@@ -65,21 +65,22 @@ extension NoteStore {
         let me = replicaID
         return try read("cannot read the log") { db in
             let snapshot = try Row.fetchOne(db, sql: "SELECT through_row, payload FROM snapshot WHERE id = 1")
-            let through: Int64 = snapshot?["through_row"] ?? 0
+            let through = try snapshot?.stored("through_row", as: Int64.self) ?? 0
             var later: [Change] = []
             let rows = try Row.fetchCursor(db, sql: "SELECT row, payload FROM changes WHERE row > ? ORDER BY row", arguments: [through])
             while let row = try rows.next() {
+                let rowID = try row.stored("row", as: Int64.self)
                 guard let payload = Data.fromDatabaseValue(row["payload"]) else {
-                    throw StoreError(.corrupt, "log row \(row["row"] as Int64) holds no change encoding")
+                    throw StoreError(.corrupt, "log row \(rowID) holds no change encoding")
                 }
                 do {
                     later += try ChangeCodec.decode([UInt8](payload))
                 } catch let error as CRDTError {
-                    throw StoreError(.corrupt, "log row \(row["row"] as Int64) cannot be read: \(error.message)")
+                    throw StoreError(.corrupt, "log row \(rowID) cannot be read: \(error.message)")
                 }
             }
             do {
-                return try Notebook.storedLog(snapshot: (snapshot?["payload"] as Data?).map { [UInt8]($0) }, replicaID: me, later: later)
+                return try Notebook.storedLog(snapshot: (try snapshot?.stored("payload", as: Data.self)).map { [UInt8]($0) }, replicaID: me, later: later)
             } catch let error as CRDTError {
                 throw StoreError(.corrupt, "the stored snapshot cannot be read: \(error.message)")
             }
@@ -91,7 +92,7 @@ extension NoteStore {
         let me = replicaID
         return try read("cannot read the undo stack") { db in
             try Row.fetchAll(db, sql: "SELECT start_seq, end_seq, made_at FROM undo_stack WHERE replica = ?", arguments: [Data(me.raw.bytes)]).map {
-                OwnEdit(seqs: UInt64($0[0] as Int64) ... UInt64($0[1] as Int64), time: ($0[2] as Int64?).map { Timestamp(milliseconds: UInt64($0)) })
+                OwnEdit(seqs: (try $0.storedUnsigned(0)) ... (try $0.storedUnsigned(1)), time: (try $0.stored(2, as: Int64?.self)).map { Timestamp(milliseconds: UInt64($0)) })
             }
         }
     }
@@ -166,7 +167,7 @@ extension NoteStore {
         let me = replicaID
         let rows = try read("cannot read the undo stack") { db in
             try Row.fetchAll(db, sql: "SELECT row, start_seq, end_seq FROM undo_stack WHERE replica = ? AND undone_at IS NULL AND is_undo = 0 ORDER BY row DESC",
-                             arguments: [Data(me.raw.bytes)]).map { (row: $0[0] as Int64, start: UInt64($0[1] as Int64), end: UInt64($0[2] as Int64)) }
+                             arguments: [Data(me.raw.bytes)]).map { (row: try $0.stored(0, as: Int64.self), start: (try $0.storedUnsigned(1)), end: (try $0.storedUnsigned(2))) }
         }
         guard !rows.isEmpty else { return nil }
         let notebook = try self.notebook
@@ -256,7 +257,7 @@ extension NoteStore {
             try Row.fetchOne(db.cachedStatement(sql: "SELECT replica_state, tag_state FROM replica WHERE id = 1"))
         }
         var tags: [Tag]
-        if let stored, let replicaState = stored["replica_state"] as Data?, let tagState = stored["tag_state"] as Data?,
+        if let stored, let replicaState = try stored.stored("replica_state", as: Data?.self), let tagState = try stored.stored("tag_state", as: Data?.self),
            let partial = try? Notebook(partialReplica: replicaID, wallClock: options.wallClock,
                                        replicaState: [UInt8](replicaState), tags: [UInt8](tagState), notes: []) {
             tags = partial.tags

@@ -48,12 +48,12 @@ extension NoteStore {
                 _ = arguments.append(contentsOf: [max(0, limit)])
             }
             return try Row.fetchAll(db, sql: sql, arguments: arguments).map { row in
-                let hex: String = row[0]
+                let hex = try row.stored(0, as: String.self)
                 guard let id = NoteID(hex: hex) else { throw StoreError(.corrupt, "a deleted note has a bad id \(hex)") }
-                let deletedAt = UInt64(row[4] as Int64)
-                return StoredNote(id: id, title: row[1], body: nil, preview: row[6], bodyLength: row[5], pinned: false,
-                                  archived: false, color: nil, state: .deleted, tags: [],
-                                  createdAt: UInt64(row[2] as Int64), updatedAt: UInt64(row[3] as Int64), deletedAt: deletedAt)
+                return StoredNote(id: id, title: try row.stored(1), body: nil, preview: try row.stored(6), bodyLength: try row.stored(5),
+                                  pinned: false, archived: false, color: nil, state: .deleted, tags: [],
+                                  createdAt: try row.storedUnsigned(2), updatedAt: try row.storedUnsigned(3),
+                                  deletedAt: try row.storedUnsigned(4))
             }
         }
         if includeBody {
@@ -70,7 +70,7 @@ extension NoteStore {
             try Int64.fetchOne(db, sql: "SELECT deleted_at FROM deleted_notes WHERE id = ?", arguments: [id.description])
         }
         guard let deletedAt, let note = try notebook.note(id), note.state == .deleted else { return nil }
-        return StoredNote(note, body: note.body, deletedAt: UInt64(deletedAt))
+        return StoredNote(note, body: note.body, deletedAt: try NoteStore.unsigned(deletedAt, what: "deleted_at"))
     }
 
     /// Whether a note is deleted (has a tombstone row).

@@ -130,16 +130,16 @@ extension NoteStore {
     /// A row of `noteColumns`, read by position (a lookup by name lowercases and compares column
     /// names for every value; this runs for every note of every `list`).
     static func storedNote(_ row: Row, body: String? = nil) throws -> StoredNote {
-        let hex: String = row[0]
+        let hex = try row.stored(0, as: String.self)
         guard let id = NoteID(hex: hex) else { throw StoreError(.corrupt, "a materialized note has a bad id \(hex)") }
-        let tags: String = row[6]
+        let tags = try row.stored(6, as: String.self)
         return StoredNote(
-            id: id, title: row[1], body: body, preview: row[10], bodyLength: row[9],
-            pinned: row[2], archived: row[3], color: row[4],
-            state: NoteLifecycle(rawValue: row[5]) ?? .active,
+            id: id, title: try row.stored(1), body: body, preview: try row.stored(10), bodyLength: try row.stored(9),
+            pinned: try row.stored(2), archived: try row.stored(3), color: try row.stored(4),
+            state: NoteLifecycle(rawValue: try row.stored(5)) ?? .active,
             tags: tags.isEmpty ? [] : tags.split(separator: "\u{1F}", omittingEmptySubsequences: false).map(String.init),
-            createdAt: UInt64(row[7] as Int64), updatedAt: UInt64(row[8] as Int64),
-            hasConflicts: row[11], restoredByConcurrentEdit: row[12], changedHereAt: UInt64(row[13] as Int64))
+            createdAt: try row.storedUnsigned(7), updatedAt: try row.storedUnsigned(8),
+            hasConflicts: try row.stored(11), restoredByConcurrentEdit: try row.stored(12), changedHereAt: try row.storedUnsigned(13))
     }
 
     /// `storedNote(_:body:)` for the current row of a statement stepped by `forEachRow`: the same
@@ -358,7 +358,7 @@ extension NoteStore {
                     WHERE note_fts MATCH ? AND rowid IN (SELECT id FROM note_text WHERE note = ?)
                     ORDER BY bm25(note_fts, 10.0, 1.0) LIMIT 1
                     """, arguments: [anyTerm, note.id.description]) ?? ""
-                return SearchHit(note: note, rank: row["rank"], snippet: snippet)
+                return SearchHit(note: note, rank: try row.stored("rank"), snippet: snippet)
             }
         }
     }

@@ -162,20 +162,20 @@ extension NoteStore {
     }
 
     private static func remote(from row: Row) throws -> Remote {
-        let kind: String = row["kind"]
-        let location: String = row["location"]
+        let kind = try row.stored("kind", as: String.self)
+        let location = try row.stored("location", as: String.self)
         let target: Remote.Target
         switch kind {
         case "folder": target = .folder(path: location)
         case "relay":
-            guard let space: String = row["space"] else { throw StoreError(.corrupt, "the relay remote '\(row["name"] as String)' has no space") }
+            guard let space = try row.stored("space", as: String?.self) else { throw StoreError(.corrupt, "the relay remote '\(try row.stored("name", as: String.self))' has no space") }
             target = .relay(url: location, space: space)
-        default: throw StoreError(.corrupt, "the remote '\(row["name"] as String)' is of an unknown kind '\(kind)'")
+        default: throw StoreError(.corrupt, "the remote '\(try row.stored("name", as: String.self))' is of an unknown kind '\(kind)'")
         }
-        let added: Int64 = row["added_at"]
-        let last: Int64? = row["last_sync_at"]
-        return Remote(name: row["name"], target: target, hasToken: row["has_token"], addedAt: UInt64(max(0, added)),
-                      lastSyncAt: last.map { UInt64(max(0, $0)) }, lastResult: row["last_result"], lastFailed: row["last_failed"] ?? false)
+        let added = try row.stored("added_at", as: Int64.self)
+        let last = try row.stored("last_sync_at", as: Int64?.self)
+        return Remote(name: try row.stored("name"), target: target, hasToken: try row.stored("has_token"), addedAt: UInt64(max(0, added)),
+                      lastSyncAt: last.map { UInt64(max(0, $0)) }, lastResult: try row.stored("last_result"), lastFailed: try row.stored("last_failed", as: Bool?.self) ?? false)
     }
 
     /// Makes the database file and its WAL and shared-memory files readable and writable by

@@ -89,7 +89,7 @@ extension NoteStore {
     /// write kept, else (a database not written since that was kept) from the log.
     static func heldSeq(of replica: ReplicaID, _ db: Database, options: StoreOptions) throws -> UInt64 {
         if let row = try Row.fetchOne(db, sql: "SELECT replica_state, tag_state FROM replica WHERE id = 1"),
-           let state = row["replica_state"] as Data?, let tags = row["tag_state"] as Data?,
+           let state = try row.stored("replica_state", as: Data?.self), let tags = try row.stored("tag_state", as: Data?.self),
            let partial = try? Notebook(partialReplica: replica, wallClock: options.wallClock, replicaState: [UInt8](state),
                                        tags: [UInt8](tags), notes: []) {
             return partial.versionVector[replica]

@@ -111,8 +111,8 @@ extension NoteStore {
     /// two HKDFs, and every sync asks for it several times).
     func sealer(_ db: Database) throws -> SpaceSealer? {
         guard let row = try Row.fetchOne(db, sql: "SELECT key, signing_key FROM space_key WHERE id = 1") else { return nil }
-        let keyBytes: Data = row[0]
-        let signingBytes: Data = row[1]
+        let keyBytes = try row.stored(0, as: Data.self)
+        let signingBytes = try row.stored(1, as: Data.self)
         let raw = [UInt8](keyBytes) + [UInt8](signingBytes)
         if let cached = sealerCache.withLock({ $0 }), cached.raw == raw { return cached.sealer }
         guard let key = SpaceKey(bytes: [UInt8](keyBytes)), let signer = try? SigningIdentity(rawRepresentation: [UInt8](signingBytes)) else {
@@ -130,9 +130,9 @@ extension NoteStore {
                 guard let sealer = try self.sealer(db),
                       let origin = try String.fetchOne(db, sql: "SELECT origin FROM space_key WHERE id = 1") else { return nil }
                 let members = try Row.fetchAll(db, sql: "SELECT replica, public_key, agreement_key FROM space_member ORDER BY replica").compactMap { row -> SpaceState.Member? in
-                    let replica: Data = row[0]
-                    let key: Data = row[1]
-                    let agreement: Data? = row[2]
+                    let replica = try row.stored(0, as: Data.self)
+                    let key = try row.stored(1, as: Data.self)
+                    let agreement = try row.stored(2, as: Data?.self)
                     return ReplicaID(blob: [UInt8](replica)).map { SpaceState.Member(replica: $0, publicKey: hexString(key), agreementKey: agreement.map(hexString)) }
                 }
                 return SpaceState(keyID: sealer.key.keyIDHex, origin: origin, publicKey: hexString(sealer.signer.publicKey), members: members,
@@ -177,9 +177,9 @@ extension NoteStore {
         var members: [ReplicaID: [UInt8]] = [:]
         var agreements: [ReplicaID: [UInt8]] = [:]
         for row in try Row.fetchAll(db, sql: "SELECT replica, public_key, agreement_key FROM space_member") {
-            let replica: Data = row[0]
-            let key: Data = row[1]
-            let agreement: Data? = row[2]
+            let replica = try row.stored(0, as: Data.self)
+            let key = try row.stored(1, as: Data.self)
+            let agreement = try row.stored(2, as: Data?.self)
             guard let id = ReplicaID(blob: [UInt8](replica)) else { continue }
             members[id] = [UInt8](key)
             if let agreement { agreements[id] = [UInt8](agreement) }
@@ -198,10 +198,10 @@ extension NoteStore {
         do {
             return try queue.read { db in
                 try Row.fetchAll(db, sql: "SELECT author, start_seq, end_seq, code, reason FROM sealed_refused ORDER BY row").compactMap { row in
-                    let author: Data = row[0]
-                    return ReplicaID(blob: [UInt8](author)).map {
-                        RefusedUnit(author: $0, startSeq: UInt64(bitPattern: row[1]), endSeq: UInt64(bitPattern: row[2]), code: row[3], reason: row[4])
-                    }
+                    let author = try row.stored(0, as: Data.self)
+                    guard let id = ReplicaID(blob: [UInt8](author)) else { return nil }
+                    return RefusedUnit(author: id, startSeq: UInt64(bitPattern: try row.stored(1, as: Int64.self)), endSeq: UInt64(bitPattern: try row.stored(2, as: Int64.self)),
+                                       code: try row.stored(3), reason: try row.stored(4))
                 }
             }
         } catch {
@@ -281,8 +281,8 @@ extension NoteStore: SealedSyncReplica {
                     let from = version[entry.replica]
                     guard from < UInt64(Int64.max), entry.seq <= UInt64(Int64.max) else { continue }
                     for row in try Row.fetchAll(select, arguments: [Data(entry.replica.raw.bytes), Int64(from), Int64(entry.seq)]) {
-                        let bytes: Data = row[0]
-                        result.append((try SealedUnit(parsing: [UInt8](bytes)), row[1]))
+                        let bytes = try row.stored(0, as: Data.self)
+                        result.append((try SealedUnit(parsing: [UInt8](bytes)), try row.stored(1)))
                     }
                 }
                 return result

@@ -238,13 +238,13 @@ extension NoteStore {
         do {
             return try queue.read { db in
                 try Row.fetchAll(db, sql: "SELECT replica, version_vector, last_seen FROM peers ORDER BY replica").map { row in
-                    let replicaBlob: Data = row["replica"]
-                    let vectorBlob: Data = row["version_vector"]
+                    let replicaBlob = try row.stored("replica", as: Data.self)
+                    let vectorBlob = try row.stored("version_vector", as: Data.self)
                     guard let replica = ReplicaID(blob: [UInt8](replicaBlob)) else {
                         throw StoreError(.corrupt, "a peer's replica identity is not 16 bytes")
                     }
                     return PeerState(replica: replica, versionVector: try VersionVector(storeBytes: [UInt8](vectorBlob)),
-                                     lastSeen: UInt64(row["last_seen"] as Int64))
+                                     lastSeen: try row.storedUnsigned("last_seen"))
                 }
             }
         } catch {
@@ -406,13 +406,13 @@ extension NoteStore {
     public func identityChanges() throws -> [IdentityChange] {
         try read("cannot read the replica's identity history") { db in
             try Row.fetchAll(db, sql: "SELECT retired_id, new_id, retired_at, reason FROM replica_history ORDER BY row").map { row in
-                let retired: Data = row["retired_id"]
-                let new: Data = row["new_id"]
+                let retired = try row.stored("retired_id", as: Data.self)
+                let new = try row.stored("new_id", as: Data.self)
                 guard let retiredID = ReplicaID(blob: [UInt8](retired)), let newID = ReplicaID(blob: [UInt8](new)) else {
                     throw StoreError(.corrupt, "a retired replica identity is not 16 bytes")
                 }
-                let at: Int64 = row["retired_at"]
-                return IdentityChange(retired: retiredID, new: newID, at: UInt64(max(0, at)), reason: row["reason"])
+                let at = try row.stored("retired_at", as: Int64.self)
+                return IdentityChange(retired: retiredID, new: newID, at: UInt64(max(0, at)), reason: try row.stored("reason"))
             }
         }
     }

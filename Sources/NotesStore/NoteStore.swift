@@ -348,11 +348,11 @@ public final class NoteStore: @unchecked Sendable {
             try db.inTransaction(.immediate) {
                 try Schema.checkValueTypes(db)
                 if let row = try Row.fetchOne(db, sql: "SELECT replica_id, file_identity FROM replica WHERE id = 1") {
-                    let blob: Data = row["replica_id"]
+                    let blob = try row.stored("replica_id", as: Data.self)
                     guard var replica = ReplicaID(blob: [UInt8](blob)) else {
                         throw StoreError(.corrupt, "the stored replica identity is not 16 bytes")
                     }
-                    let recorded: String? = row["file_identity"]
+                    let recorded = try row.stored("file_identity", as: String?.self)
                     if let fileIdentity, recorded != fileIdentity {
                         if recorded != nil {
                             // A copy of the file (or a restored backup): the original may go on
@@ -515,14 +515,14 @@ public final class NoteStore: @unchecked Sendable {
             throw StoreError(.corrupt, "the replica row is missing")
         }
         // Another process on this database may have moved it to a fresh identity.
-        let storedID: Data = meta["replica_id"]
+        let storedID = try meta.stored("replica_id", as: Data.self)
         if let stored = ReplicaID(blob: [UInt8](storedID)), stored != replicaID { identity.withLock { $0 = stored } }
         let replicaID = self.replicaID
         var notebook: Notebook
         var through: Int64 = 0
         if let snapshot = try Row.fetchOne(db, sql: "SELECT through_row, payload FROM snapshot WHERE id = 1") {
-            through = snapshot["through_row"]
-            let payload: Data = snapshot["payload"]
+            through = try snapshot.stored("through_row")
+            let payload = try snapshot.stored("payload", as: Data.self)
             do {
                 notebook = try Notebook(snapshot: [UInt8](payload), wallClock: options.wallClock)
             } catch let error as CRDTError {
@@ -540,8 +540,8 @@ public final class NoteStore: @unchecked Sendable {
         } else {
             notebook = Notebook(replicaID: replicaID, wallClock: options.wallClock)
         }
-        var state = Loaded(notebook: notebook, lastLogRow: through, revision: meta["revision"],
-                           snapshotGeneration: meta["snapshot_generation"], changesSinceSnapshot: 0)
+        var state = Loaded(notebook: notebook, lastLogRow: through, revision: try meta.stored("revision"),
+                           snapshotGeneration: try meta.stored("snapshot_generation"), changesSinceSnapshot: 0)
         try applyLogRows(after: through, to: &state, db)
         return state
     }
@@ -550,7 +550,7 @@ public final class NoteStore: @unchecked Sendable {
     func applyLogRows(after row: Int64, to state: inout Loaded, _ db: Database) throws {
         let rows = try Row.fetchCursor(db.cachedStatement(sql: "SELECT row, payload FROM changes WHERE row > ? ORDER BY row"), arguments: [row])
         while let row = try rows.next() {
-            let rowID: Int64 = row["row"]
+            let rowID = try row.stored("row", as: Int64.self)
             // Read as any SQL type: a file made elsewhere may hold another than a blob (GRDB traps on a conversion it cannot make).
             guard let payload = Data.fromDatabaseValue(row["payload"]) else {
                 throw StoreError(.corrupt, "log row \(rowID) holds no change encoding (its payload is not a blob)")
@@ -589,8 +589,8 @@ public final class NoteStore: @unchecked Sendable {
         guard let meta = try Row.fetchOne(db.cachedStatement(sql: "SELECT revision, snapshot_generation FROM replica WHERE id = 1")) else {
             throw StoreError(.corrupt, "the replica row is missing")
         }
-        let revision: Int64 = meta["revision"]
-        let generation: Int64 = meta["snapshot_generation"]
+        let revision = try meta.stored("revision", as: Int64.self)
+        let generation = try meta.stored("snapshot_generation", as: Int64.self)
         if revision == state.revision { return }
         if generation != state.snapshotGeneration {
             loaded = nil

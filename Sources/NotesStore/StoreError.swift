@@ -68,6 +68,8 @@ extension StoreError {
             return error
         case let error as CRDTError:
             return StoreError(core: error)
+        case is RowDecodingError:
+            return wrongType(error)
         case let error as DatabaseError:
             let sqliteMessage = error.message ?? "\(error.resultCode)"
             switch error.resultCode.primaryResultCode {

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import NotesCRDT
 @testable import NotesRelay
 import NotesStore
@@ -102,5 +103,68 @@ struct SQLiteRelayStorageTests {
         #expect(first.relayID == again.relayID)
         #expect(try SQLiteRelayStorage.inMemory().relayID != first.relayID)
         #expect(try SQLiteRelayStorage.inMemory(relayID: Array(repeating: 7, count: 16)).relayID == Array(repeating: 7, count: 16))
+    }
+
+    /// A relay store altered outside the relay (every column of every table, one at a time, given
+    /// text, -1 and a blob) answers with its content or a `RelayStorageError`, never a trap: GRDB's
+    /// row subscript stops the process on a value of another type than asked for.
+    @Test func everyColumnOfAnotherTypeIsReadOrRefused() async throws {
+        let folder = try temporaryFolder()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let base = folder.appendingPathComponent("base.db").path
+        var a = Notebook(replicaID: .random(), wallClock: FixedWallClock(1_700_000_000_000))
+        let (id, created) = a.createNote(title: "t", body: "0123456789")
+        let later = try #require(try a.setPinned(id, true))
+        do {
+            let storage = try SQLiteRelayStorage(path: base)
+            _ = try await storage.append(space: "s", records: records([created]))
+        }
+        let pristine = try Data(contentsOf: URL(fileURLWithPath: base))
+        let reader = try DatabaseQueue(path: base)
+        let columns = try await reader.read { db in
+            var columns: [(table: String, column: String)] = []
+            for table in try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name") {
+                for column in try Row.fetchAll(db, sql: "PRAGMA table_info(\(table))") { columns.append((table, try column.decode(forColumn: "name"))) }
+            }
+            return columns
+        }
+        try reader.close()
+        #expect(columns.count > 8)
+        var cases = 0
+        var refused = 0
+        for (index, (table, column)) in columns.enumerated() {
+            for (round, value) in ["'zz'", "-1", "x'ff00'"].enumerated() {
+                let path = folder.appendingPathComponent("damaged-\(index)-\(round).db").path
+                FileManager.default.createFile(atPath: path, contents: pristine)
+                let queue = try DatabaseQueue(path: path)
+                var damaged = true
+                do {
+                    try await queue.writeWithoutTransaction { db in try db.execute(sql: "UPDATE \(table) SET \(column) = \(value)") }
+                } catch { damaged = false }
+                try queue.close()
+                guard damaged else { continue }
+                cases += 1
+                let storage: SQLiteRelayStorage
+                do { storage = try SQLiteRelayStorage(path: path) } catch {
+                    #expect(error is RelayStorageError, "\(table).\(column) = \(value), at open: \(error)")
+                    refused += 1
+                    continue
+                }
+                let calls: [@Sendable () async throws -> Void] = [
+                    { _ = try await storage.status(space: "s") },
+                    { _ = try await storage.page(space: "s", after: VersionVector(), limits: RelayPageLimits()) },
+                    { _ = try await storage.totals() },
+                    { _ = try await storage.append(space: "s", records: records([created, later])) },
+                ]
+                for call in calls {
+                    do { try await call() } catch {
+                        #expect(error is RelayStorageError, "\(table).\(column) = \(value): \(type(of: error)): \(error)")
+                        refused += 1
+                    }
+                }
+            }
+        }
+        #expect(cases > 20)
+        #expect(refused > 5)
     }
 }

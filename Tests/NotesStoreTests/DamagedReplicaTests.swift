@@ -2,6 +2,7 @@ import Foundation
 import GRDB
 import NotesCRDT
 @testable import NotesStore
+import NotesSync
 import Testing
 
 /// A replica file given as `--db` is input from outside too: a snapshot row or a log row that
@@ -103,5 +104,92 @@ struct DamagedReplicaTests {
             }
         }
         #expect(refused > 10)
+    }
+
+    /// Every column of every table, one at a time, given a value of another type than the
+    /// schema's (text, a negative integer, a blob): SQLite keeps it, and GRDB's row subscript
+    /// traps on it. Each read a command runs ends in its content or in a `StoreError`.
+    @Test func everyColumnOfAnotherTypeIsReadOrRefused() throws {
+        let folder = TemporaryFolder()
+        let base = folder.file("base.db")
+        var ids: [NoteID] = []
+        do {
+            let store = try NoteStore.open(path: base, options: StoreOptions(wallClock: Self.clock, snapshotInterval: 8))
+            for i in 0 ..< 4 { ids.append(try store.createNote(title: "note \(i)", body: "body \(i)", tags: ["t\(i % 2)"])) }
+            _ = try store.appendText(ids[0], " more")
+            _ = try store.setState(ids[1], .trashed)
+            _ = try store.setState(ids[2], .deleted)
+            try store.addRemote("usb", target: .folder(path: folder.path), token: nil)
+            try store.addRemote("home", target: .relay(url: "https://relay.example", space: "notes"), token: "secret")
+            try store.recordRemoteSync("usb", result: "sent 1", failed: false)
+            try store.recordPeer(ReplicaID.random(), versionVector: store.versionVector)
+            _ = try store.setDeviceName("laptop")
+            try store.enterSpace(key: SpaceKey.random(), origin: "recovery code")
+            _ = try store.sealedUnits(since: VersionVector())
+            try store.close()
+        }
+        let pristine = try Data(contentsOf: URL(fileURLWithPath: base))
+        var columns: [(table: String, column: String)] = []
+        do {
+            let queue = try DatabaseQueue(path: base)
+            try queue.read { db in
+                for table in try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' AND name NOT LIKE 'note_fts%' ORDER BY name") {
+                    for column in try Row.fetchAll(db, sql: "PRAGMA table_info(\(table))") { columns.append((table, try column.decode(forColumn: "name"))) }
+                }
+            }
+            try queue.close()
+        }
+        #expect(columns.count > 60)
+        // One file, written over in place: the same inode, so the store keeps its identity.
+        let path = folder.file("damaged.db")
+        FileManager.default.createFile(atPath: path, contents: pristine)
+        var failures: [String: Int] = [:]
+        var cases = 0
+        for (table, column) in columns {
+            for value in ["'zz'", "-1", "x'ff00'"] {
+                for suffix in ["-wal", "-shm", "-seqmark"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+                let handle = try #require(FileHandle(forWritingAtPath: path))
+                try handle.truncate(atOffset: 0)
+                try handle.write(contentsOf: pristine)
+                try handle.close()
+                let queue = try DatabaseQueue(path: path)
+                // A value the schema refuses outright (a primary key made equal twice) is not a case.
+                var damaged = true
+                do {
+                    try queue.writeWithoutTransaction { db in
+                        try db.execute(sql: "PRAGMA ignore_check_constraints = 1")
+                        try db.execute(sql: "UPDATE \(table) SET \(column) = \(value)")
+                    }
+                } catch { damaged = false }
+                try queue.close()
+                guard damaged else { continue }
+                cases += 1
+                do {
+                    let store = try NoteStore.open(path: path, options: StoreOptions(wallClock: Self.clock))
+                    defer { try? store.close() }
+                    let reads: [() throws -> Void] = [
+                        { _ = try store.list(.all, includeBody: true) }, { _ = try store.list(.deleted) },
+                        { _ = try store.status() }, { _ = try store.digest() }, { _ = try store.search("body") },
+                        { _ = try store.remotes() }, { _ = try store.token(forRemote: "home") }, { _ = try store.peers() },
+                        { _ = try store.identityChanges() }, { _ = try store.deviceNames() }, { _ = try store.versions(of: ids[0]) },
+                        { _ = try store.deletedNote(ids[2]) }, { _ = try store.conflictedNotes() }, { _ = try store.quarantinedChanges() },
+                        { _ = try store.space() }, { _ = try store.refusedUnits() }, { _ = try store.changes(since: VersionVector()) },
+                        { _ = try store.sealedUnits(since: VersionVector()) }, { _ = try store.tagCounts() }, { _ = try store.storedNoteStates() },
+                    ]
+                    for read in reads {
+                        do { try read() } catch {
+                            #expect(error is StoreError || error is SyncError, "\(table).\(column) = \(value): \(type(of: error)): \(error)")
+                            failures["\(table).\(column)", default: 0] += 1
+                        }
+                    }
+                } catch {
+                    #expect(error is StoreError, "\(table).\(column) = \(value), at open: \(type(of: error)): \(error)")
+                    failures["\(table).\(column)", default: 0] += 1
+                }
+            }
+        }
+        // Not every value is wrong for every column (a title may be 'zz'), but many are refused.
+        #expect(cases > 150)
+        #expect(failures.count > 20)
     }
 }

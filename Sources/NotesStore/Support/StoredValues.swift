@@ -1,0 +1,48 @@
+import GRDB
+
+/// Reading a column of a row the store fetched. GRDB's subscript stops the process when a value
+/// has another type than the one asked for; a damaged or foreign file may hold any value in any
+/// column, so the store reads through these, which throw a `.corrupt` error instead.
+extension Row {
+    func stored<Value: DatabaseValueConvertible>(_ index: Int, as type: Value.Type = Value.self) throws -> Value {
+        do { return try decode(Value.self, atIndex: index) } catch { throw StoreError.wrongType(error) }
+    }
+
+    func stored<Value: DatabaseValueConvertible>(_ column: String, as type: Value.Type = Value.self) throws -> Value {
+        do { return try decode(Value.self, forColumn: column) } catch { throw StoreError.wrongType(error) }
+    }
+
+    /// A column that holds a time, a seq or a count: a negative value is as corrupt as text.
+    func storedUnsigned(_ index: Int) throws -> UInt64 {
+        try NoteStore.unsigned(try stored(index, as: Int64.self), what: columnName(index))
+    }
+
+    func storedUnsigned(_ column: String) throws -> UInt64 {
+        try NoteStore.unsigned(try stored(column, as: Int64.self), what: column)
+    }
+
+    private func columnName(_ index: Int) -> String {
+        index < columnNames.count ? columnNames[columnNames.index(columnNames.startIndex, offsetBy: index)] : "column \(index)"
+    }
+}
+
+extension NoteStore {
+    /// A stored integer that must not be negative (a time, a seq, a count).
+    static func unsigned(_ value: Int64, what: String) throws -> UInt64 {
+        guard value >= 0 else {
+            throw StoreError(.corrupt, "the database holds \(value) in '\(what)', which cannot be negative: the file was not written by crdt-sync, or was altered")
+        }
+        return UInt64(value)
+    }
+}
+
+extension StoreError {
+    /// The error for a stored value of another type than its column's.
+    static func wrongType(_ error: any Error) -> StoreError {
+        if let error = error as? StoreError { return error }
+        var detail = "\(error)"
+        if detail.count > 300 { detail = String(detail.prefix(300)) + "…" }
+        return StoreError(.corrupt, "the database holds a value of another type than its column's: the file was not written by crdt-sync, or was altered",
+                          underlying: detail)
+    }
+}
