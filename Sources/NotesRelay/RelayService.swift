@@ -261,6 +261,9 @@ public final class RelayService: Sendable {
         }
         var changes: [Change] = []
         changes.reserveCapacity(page.records.count)
+        // Cut past what the client has and what the page already gives: a stored upload that
+        // straddled the relay's coverage overlaps the record before it.
+        var given = bundle.senderVersion
         for stored in page.records {
             let decodedChanges: [Change]
             if let cached = hits.map.withLock({ $0[stored.arrival] }) {
@@ -273,7 +276,9 @@ public final class RelayService: Sendable {
                 decodedChanges = fresh
             }
             for change in decodedChanges {
-                if let part = change.suffix(from: bundle.senderVersion[change.replica] &+ 1) { changes.append(part) }
+                guard let part = change.suffix(from: given[change.replica] &+ 1) else { continue }
+                given[change.replica] = part.endSeq
+                changes.append(part)
             }
         }
         let reply = SyncBundle(sender: relayReplica(for: space), senderVersion: page.version, changes: changes)
