@@ -8,6 +8,10 @@ extension SyncBundle {
     /// - Throws: `SyncError` `.io` when the file cannot be read, `.tooLarge` when it is larger
     ///   than a bundle may be. The message does not name the file (`SyncError.at(_:)` does).
     public static func readFile(at url: URL) throws -> [UInt8] {
+        var isFolder: ObjCBool = false
+        if FileManager.default.fileExists(atPath: url.path, isDirectory: &isFolder), isFolder.boolValue {
+            throw SyncError(.io, "is a folder, not a bundle file (give the bundle files in it, or sync with the folder as a remote: `crdt-sync remote add NAME --dir FOLDER`)")
+        }
         let handle: FileHandle
         do {
             handle = try FileHandle(forReadingFrom: url)
@@ -19,7 +23,8 @@ extension SyncBundle {
             // One byte more than a bundle may hold tells a file that is too large.
             let data = try handle.read(upToCount: maxBytes + 1) ?? Data()
             guard data.count <= maxBytes else {
-                let size = (try? handle.seekToEnd()).map { "\($0) bytes" } ?? "more than \(maxBytes) bytes"
+                // A device or a pipe has no size to seek to: it gave more than a bundle may hold.
+                let size = (try? handle.seekToEnd()).flatMap { $0 > UInt64(maxBytes) ? "\($0) bytes" : nil } ?? "more than \(maxBytes) bytes"
                 throw SyncError(.tooLarge, "the file is \(size), larger than a bundle may be (\(maxBytes) bytes)")
             }
             return [UInt8](data)

@@ -104,6 +104,11 @@ struct SyncBundleLimitsTests {
         let missing = #expect(throws: SyncError.self) { try SyncBundle.readFile(at: folder.appendingPathComponent("none")) }
         #expect(missing?.code == .io)
         #expect(missing?.at("none").message.hasPrefix("none: ") == true)
-        #expect(throws: SyncError.self) { try SyncBundle.readFile(at: folder) }
+        let isFolder = #expect(throws: SyncError.self) { try SyncBundle.readFile(at: folder) }
+        #expect(isFolder?.message.contains("is a folder") == true, "\(String(describing: isFolder))")
+        // A device with no end is read no further than the limit, and said to be larger (not "0 bytes").
+        let endless = #expect(throws: SyncError.self) { try SyncBundle.readFile(at: URL(fileURLWithPath: "/dev/zero")) }
+        #expect(endless?.code == .tooLarge)
+        #expect(endless?.message.contains("more than \(SyncBundle.maxBytes) bytes") == true, "\(String(describing: endless))")
     }
 }
