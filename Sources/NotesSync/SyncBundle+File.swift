@@ -24,8 +24,10 @@ extension SyncBundle {
             let data = try handle.read(upToCount: maxBytes + 1) ?? Data()
             guard data.count <= maxBytes else {
                 // A device or a pipe has no size to seek to: it gave more than a bundle may hold.
-                let size = (try? handle.seekToEnd()).flatMap { $0 > UInt64(maxBytes) ? "\($0) bytes" : nil } ?? "more than \(maxBytes) bytes"
-                throw SyncError(.tooLarge, "the file is \(size), larger than a bundle may be (\(maxBytes) bytes)")
+                guard let size = try? handle.seekToEnd(), size > UInt64(maxBytes) else {
+                    throw SyncError(.tooLarge, "the file holds more than \(maxBytes) bytes, the most a bundle may (a device or a pipe?)")
+                }
+                throw SyncError(.tooLarge, "the file is \(size) bytes, larger than a bundle may be (\(maxBytes) bytes)")
             }
             return [UInt8](data)
         } catch let error as SyncError {
