@@ -273,13 +273,38 @@ public struct RelayTransport: SyncTransport {
     }
 
     /// The `error` of a JSON error body, else the body as text (shortened).
+    /// The text comes from the server: it is cut short and made printable (one line, control
+    /// characters escaped), so that an answer cannot move the terminal's cursor or change its
+    /// colors; an HTML page (a web server, a proxy's error page) is named as such.
     static func message(_ bytes: [UInt8]) -> String {
         if let object = try? JSONReading.decode([String: String].self, from: bytes), let error = object["error"] {
-            return error
+            return printable(error, limit: 300)
         }
-        var text = String(decoding: bytes.prefix(300), as: UTF8.self)
-        while let last = text.last, last.isWhitespace { text.removeLast() }
-        return text.isEmpty ? "(no message)" : text
+        let text = String(decoding: bytes.prefix(4096), as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        if text.isEmpty { return "(no message)" }
+        if text.hasPrefix("<") {
+            var title = ""
+            if let open = text.range(of: "<title>", options: .caseInsensitive),
+               let close = text.range(of: "</title>", options: .caseInsensitive, range: open.upperBound ..< text.endIndex) {
+                title = printable(String(text[open.upperBound ..< close.lowerBound]), limit: 100)
+            }
+            return "an HTML page\(title.isEmpty ? "" : " (\"\(title)\")"), not a crdt-sync relay's answer: check the URL (a relay is run with `crdt-sync serve`)"
+        }
+        return printable(text, limit: 300)
+    }
+
+    /// `text` on one line, at most `limit` characters, with control characters written as escapes.
+    static func printable(_ text: String, limit: Int) -> String {
+        var result = ""
+        for scalar in text.unicodeScalars.prefix(limit) {
+            switch scalar.value {
+            case 0x0A, 0x0D, 0x09: result.append(" ")
+            case 0 ..< 0x20, 0x7F ..< 0xA0, 0x2028, 0x2029, 0x202A ... 0x202E, 0x2066 ... 0x2069:
+                result += "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
+            default: result.unicodeScalars.append(scalar)
+            }
+        }
+        return text.unicodeScalars.count > limit ? result + "…" : result
     }
 }
 

@@ -97,4 +97,20 @@ struct RelayTransportTests {
     func badURLsAreRefused(url: String) {
         #expect(throws: SyncError.self) { _ = try RelayTransport(url: url, space: "s", token: "t", http: ScriptedHTTP { _ in HTTPCallResponse(status: 200) }) }
     }
+
+    /// What a server says in a refusal reaches the terminal as one printable line: escapes that
+    /// would move the cursor or recolor it are written out, a web server's HTML page is named.
+    @Test func aServersMessageCannotBreakTheTerminal() {
+        let hostile = RelayTransport.message(Array("denied\u{1B}[2J\u{1B}]0;owned\u{07}\nsecond line\r\u{202E}txt.exe\u{9B}".utf8))
+        #expect(!hostile.unicodeScalars.contains { $0.value < 0x20 || (0x7F ..< 0xA0).contains($0.value) || $0 == "\u{202E}" }, "\(hostile)")
+        #expect(hostile.hasPrefix("denied\\u{1B}[2J"), "\(hostile)")
+        #expect(hostile.contains("second line"))
+        let json = RelayTransport.message(Array(#"{"error": "bad\u001b[31m token"}"#.utf8))
+        #expect(json == "bad\\u{1B}[31m token")
+        let page = RelayTransport.message(Array("\n<!DOCTYPE HTML>\n<html><head><title>Error response</title></head><body>404</body></html>".utf8))
+        #expect(page.hasPrefix("an HTML page (\"Error response\"), not a crdt-sync relay's answer"), "\(page)")
+        let long = RelayTransport.message(Array(repeating: UInt8(ascii: "x"), count: 10_000))
+        #expect(long.count == 301 && long.hasSuffix("…"))
+        #expect(RelayTransport.message([]) == "(no message)")
+    }
 }
