@@ -118,8 +118,10 @@ struct NoteCommandError: Error {
     init(_ message: String) { self.message = message }
 }
 
+/// A message may quote what came from elsewhere (a relay's answer, a file's name, a note's
+/// title), so it is escaped as text from other devices is.
 func printError(_ message: String) {
-    writeStandardError(Data("crdt-sync: error: \(message)\n".utf8))
+    writeStandardError(Data("crdt-sync: error: \(TerminalText.escaped(message, keepingLines: true))\n".utf8))
 }
 
 /// Writes a value as pretty JSON (sorted keys) to stdout.

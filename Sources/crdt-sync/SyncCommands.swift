@@ -312,7 +312,7 @@ struct SyncCommand: AsyncParsableCommand {
                     try printJSON(report)
                 } else {
                     print(relayLine(report, url: url, space: space))
-                    for line in report.refused { print("refused: \(line)") }
+                    for line in report.refused { print("refused: \(TerminalText.escaped(line))") }
                 }
                 try store.closeForExit()
             }
@@ -361,7 +361,7 @@ struct SyncCommand: AsyncParsableCommand {
                     outcomes.append(Outcome(remote: remote.name, ok: true, report: report))
                     if !json {
                         print("\(remote.name): \(line)")
-                        for refused in report.refused { print("\(remote.name): refused: \(refused)") }
+                        for refused in report.refused { print("\(remote.name): refused: \(TerminalText.escaped(refused))") }
                     }
                 } catch {
                     let message = describeFailure(error)
@@ -395,8 +395,8 @@ struct SyncCommand: AsyncParsableCommand {
 
     private func printFolderLines(_ report: SyncReport) {
         print(folderLine(report))
-        for skipped in report.skipped { print("skipped (will retry next time): \(skipped)") }
-        for line in report.refused { print("refused: \(line)") }
+        for skipped in report.skipped { print("skipped (will retry next time): \(TerminalText.escaped(skipped))") }
+        for line in report.refused { print("refused: \(TerminalText.escaped(line))") }
     }
 
     func relayLine(_ report: SyncReport, url: String, space: String) -> String {
@@ -421,7 +421,7 @@ struct SyncCommand: AsyncParsableCommand {
             // A long pull shows how far it has come (operations received of those the relay has).
             let progress = ProgressLine(label: "receiving", total: 0)
             var engine = SyncEngine(retry: RetryPolicy(maxAttempts: maxAttempts), onRetry: { attempt, delay, error in
-                writeStandardError(Data("crdt-sync: \(error.message); retrying in \(delay) ms (attempt \(attempt) of \(maxAttempts))\n".utf8))
+                writeStandardError(Data("crdt-sync: \(TerminalText.escaped(error.message)); retrying in \(delay) ms (attempt \(attempt) of \(maxAttempts))\n".utf8))
             }, onProgress: { progress.update(Int(clamping: $0.receivedOperations), of: Int(clamping: $0.expectedOperations)) })
             engine.changesPerTransaction = commitEvery
             outcome = .success(try await engine.sync(store, over: transport))

@@ -116,7 +116,7 @@ extension SyncCommand {
                         writeLine(jsonLine(Out(time: watchTime(), remote: target.remote, report: report)))
                     } else {
                         writeLine("\(watchTime()) " + (target.remote.map { "\($0): " } ?? "") + line)
-                        for skipped in report.skipped { writeLine("\(watchTime()) skipped (will retry next time): \(skipped)") }
+                        for skipped in report.skipped { writeLine("\(watchTime()) skipped (will retry next time): \(TerminalText.escaped(skipped))") }
                     }
                 case .failed(let error, let delay):
                     if let name = target.remote { try? store.recordRemoteSync(name, result: error.message, failed: true) }
@@ -125,7 +125,7 @@ extension SyncCommand {
                         writeLine(jsonLine(Out(time: watchTime(), remote: target.remote, error: error.message, retryInMilliseconds: delay)))
                     } else {
                         let prefix = target.remote.map { "\($0): " } ?? ""
-                        writeStandardError(Data("crdt-sync: \(prefix)\(error.message); retrying in \(delay) ms\n".utf8))
+                        writeStandardError(Data("crdt-sync: \(prefix)\(TerminalText.escaped(error.message)); retrying in \(delay) ms\n".utf8))
                     }
                 }
             }

@@ -212,6 +212,9 @@ struct MergeCommandTests {
         #expect(!search.unicodeScalars.contains { $0.value == 0x1B })
         let log = try devices.ok(["log", id], "B")
         #expect(!log.unicodeScalars.contains { $0.value == 0x1B || $0.value == 0x07 })
+        // An error quoting what was given (or came from elsewhere) is escaped the same way.
+        let miss = try devices.run(["show", "ab\u{1B}[2J"], "B")
+        #expect(miss.status != 0 && miss.stderr.contains("ab\\u{1B}[2J") && !miss.stderr.contains("\u{1B}"), "\(miss.stderr)")
         let json = try #require(try devices.json(["show", id], "B") as? [String: Any])
         #expect(json["title"] as? String == title)
         #expect(json["body"] as? String == body)
