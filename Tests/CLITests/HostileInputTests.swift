@@ -76,7 +76,7 @@ struct HostileInputTests {
         let handle = try FileHandle(forWritingTo: large)
         try handle.truncate(atOffset: 3 << 30)
         try handle.close()
-        for (path, words) in [(large.path, "larger than a bundle may be"), (cli.folder.path, "cannot be read"),
+        for (path, words) in [(large.path, "larger than a bundle may be"), (cli.folder.path, "is a folder, not a bundle file"),
                               (cli.folder.appendingPathComponent("none.crdtb").path, "cannot be read")] {
             let result = try cli.run(["import", path, "--db", db])
             #expect(result.status == 1, "\(path): \(result.err)")
