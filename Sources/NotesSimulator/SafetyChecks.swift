@@ -145,6 +145,14 @@ extension Simulation {
     static func syncShortfall(relayHeld: VersionVector, device: VersionVector) -> String? {
         relayHeld.isCovered(by: device) ? nil : "the relay held \(relayHeld) when it began, the device has \(device)"
     }
+
+    /// What differs between the waiting changes a store holds and those a restart loads from its
+    /// database: nil when they are the same.
+    static func waitingDifference(stored: Set<Change>, held: Set<Change>) -> String? {
+        guard stored != held else { return nil }
+        let missing = held.subtracting(stored).count, extra = stored.subtracting(held).count
+        return "\(held.count) changes wait, but a restart would find \(stored.count) (\(missing) of them missing, \(extra) not waiting any more)"
+    }
 }
 
 extension Simulation.NoteFingerprint {
