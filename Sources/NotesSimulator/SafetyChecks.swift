@@ -83,6 +83,15 @@ extension Simulation {
         return problems
     }
 
+    /// The deleted notes a reader lists (`list(.deleted)`, the tombstone rows) must be the CRDT's
+    /// deleted notes: a note that came back keeps no tombstone, a deleted one has one.
+    static func tombstoneDifference(_ store: NoteStore, _ notebook: Notebook) throws -> String? {
+        let listed = Set(try store.list(.deleted).map(\.id))
+        let deleted = Set(notebook.noteIDs.filter { notebook.noteFields($0)?.state == .deleted })
+        guard listed != deleted else { return nil }
+        return "the deleted notes list \(listed.subtracting(deleted).count) note(s) that are not deleted and misses \(deleted.subtracting(listed).count)"
+    }
+
     /// The first change a step applied before what it depends on: `changes` are the step's new
     /// changes in the order applied (`changes(since: before)` gives the log's order), and each must
     /// follow its author's last seq and depend only on what was there before it. Nil when none.
@@ -127,6 +136,19 @@ extension Simulation {
     static func stampedBeforeClock(_ stamp: Timestamp, clockBefore: Timestamp, wallMilliseconds wall: UInt64, maxForwardDrift: UInt64) -> String? {
         guard stamp <= clockBefore, clockBefore <= Timestamp(milliseconds: wall &+ 2 &* maxForwardDrift, counter: .max) else { return nil }
         return "a write was stamped \(stamp), not after \(clockBefore), the clock's last timestamp before it"
+    }
+
+    /// A write the clock stamps while the clock runs more than twice the drift bound ahead of the
+    /// wall clock (its own wall clock was ahead and was corrected) comes back to the wall clock:
+    /// it is stamped no later than the wall clock, or than just past the value it replaces (a
+    /// write still beats what it replaces, `Notebook.commitLocal`). Nil when it came back, or the
+    /// clock was not that far ahead.
+    static func stampedFarAhead(_ stamp: Timestamp, clockBefore: Timestamp, replaced: Timestamp?, wallMilliseconds wall: UInt64,
+                                maxForwardDrift: UInt64) -> String? {
+        let ceiling = Timestamp(milliseconds: wall &+ 2 &* maxForwardDrift, counter: .max)
+        guard clockBefore > ceiling, stamp > ceiling else { return nil }
+        if let replaced, stamp.milliseconds <= replaced.milliseconds &+ 1 { return nil }
+        return "a write was stamped \(stamp) while the clock (\(clockBefore)) ran more than twice the drift bound ahead of the wall clock (\(wall) ms): it did not come back"
     }
 
     /// A peer's record that went back: what a store records of a peer is merged with what it knew

@@ -187,6 +187,11 @@ public struct Scenario: Codable, Sendable, Hashable {
         /// device, which must refuse it as a fork and move to a fresh identity. The clone is then
         /// thrown away.
         public var clones: Int = 0
+        /// Random out-of-order deliveries: a peer's changes that a device lacks reach it shuffled,
+        /// one to three at a time (as a folder's files arrive in any order), so that some wait and
+        /// a later batch releases some and queues others; what a restart would load of the waiting
+        /// changes is checked after every batch that changed them.
+        public var outOfOrder: Int = 0
         /// Random restores: a backup of a device's database, taken at one time, is later copied
         /// over the database itself (`cp backup.db notes.db`: the same file, so the file identity
         /// cannot tell). What the device made in between and never passed on is gone; the
@@ -289,7 +294,7 @@ public struct Scenario: Codable, Sendable, Hashable {
         guard workload.editsPerDevice >= 0, sync.syncsPerDevice >= 0, sync.maxAttempts >= 1, sync.pageSize >= 1 else {
             throw SimulationError("\(name): counts must not be negative (maxAttempts and pageSize at least 1)")
         }
-        guard faults.clones >= 0 else { throw SimulationError("\(name): faults.clones must not be negative") }
+        guard faults.clones >= 0, faults.outOfOrder >= 0 else { throw SimulationError("\(name): faults.clones and faults.outOfOrder must not be negative") }
         for hub in hubs {
             for d in hub.devices ?? [] where d < 0 || d >= devices {
                 throw SimulationError("\(name): hub \(hub.name) names device \(d), but there are \(devices)")
@@ -498,7 +503,7 @@ extension Scenario.Partition {
 
 extension Scenario.Faults {
     enum CodingKeys: String, CodingKey {
-        case crashes, reinstalls, reinstallAt, crashAt, reinstallsDuringSync, copies, clones, restores, deaths, forgeries, intrusions, memberForgeries
+        case crashes, reinstalls, reinstallAt, crashAt, reinstallsDuringSync, copies, clones, outOfOrder, restores, deaths, forgeries, intrusions, memberForgeries
         case randomPartitions, maxPartitionSeconds, oneWay
     }
     /// Decodes faults, taking the default (none) for every field left out.
@@ -512,6 +517,7 @@ extension Scenario.Faults {
         reinstallsDuringSync = try c.decodeIfPresent(Int.self, forKey: .reinstallsDuringSync) ?? reinstallsDuringSync
         copies = try c.decodeIfPresent(Int.self, forKey: .copies) ?? copies
         clones = try c.decodeIfPresent(Int.self, forKey: .clones) ?? clones
+        outOfOrder = try c.decodeIfPresent(Int.self, forKey: .outOfOrder) ?? outOfOrder
         restores = try c.decodeIfPresent(Int.self, forKey: .restores) ?? restores
         deaths = try c.decodeIfPresent([Scenario.DeviceTime].self, forKey: .deaths) ?? deaths
         forgeries = try c.decodeIfPresent(Int.self, forKey: .forgeries) ?? forgeries

@@ -116,6 +116,8 @@ public struct RunStats: Codable, Sendable, Hashable {
     /// checked), and those after which as many waited as before.
     public var waitingChanged = 0
     public var waitingSwapped = 0
+    /// Out-of-order deliveries of a peer's changes.
+    public var outOfOrder = 0
     /// Backups of a device's database copied back over it.
     public var restores = 0
     /// Clock jumps.
@@ -361,9 +363,18 @@ public final class Simulation: @unchecked Sendable {
             if !others.isEmpty { await copyReplica(d, from: others[Int(event.payload % UInt64(others.count))]) }
         case .clone:
             cloneTypesOn(d, payload: event.payload)
+        case .outOfOrder:
+            deliverOutOfOrder(d, payload: event.payload)
         case .backup:
             takeBackup(d)
         case .restore:
+            // Half the time the backup is of a moment ago, one write back: the smallest loss a
+            // restore makes, which the seq mark must still see.
+            var choice = SimRandom(seed: event.payload, salt: 5)
+            if choice.chance(0.5) {
+                takeBackup(d)
+                writeOnce(d)
+            }
             await restoreBackup(d)
         case .reinstallDuringSync:
             if let hub = hubs(of: d, event.hub).first { await sync(d, hub: hub, crash: true) }
@@ -400,7 +411,8 @@ public final class Simulation: @unchecked Sendable {
         let device = devices[d]
         do {
             let before = try device.store.versionVector
-            let clockBefore = try device.store.notebook.clock.last
+            let notebookBefore = try device.store.notebook
+            let clockBefore = notebookBefore.clock.last
             var rng = SimRandom(seed: payload)
             let notes = try currentNotes(device)
             var touched: NoteID?
@@ -532,6 +544,16 @@ public final class Simulation: @unchecked Sendable {
                let problem = Self.stampedBeforeClock(first.timestamp, clockBefore: clockBefore, wallMilliseconds: clocks.reading(for: d),
                                                      maxForwardDrift: try device.store.notebook.clock.maxForwardDrift) {
                 violation("device \(d): \(problem)")
+            }
+            // And one made while the clock ran far ahead comes back to the wall clock.
+            if other == nil, effective == .create || intent.map({ if case .wrote = $0 { true } else { false } }) == true,
+               let first = produced.first(where: { $0.replica == device.replicaID }) {
+                var replaced: Timestamp?
+                if case .wrote(let note, let field, _) = intent { replaced = notebookBefore.register(of: note, field)?.timestamp }
+                if let problem = Self.stampedFarAhead(first.timestamp, clockBefore: clockBefore, replaced: replaced,
+                                                      wallMilliseconds: clocks.reading(for: d), maxForwardDrift: notebookBefore.clock.maxForwardDrift) {
+                    violation("device \(d): \(problem)")
+                }
             }
             for change in produced where change.replica == device.replicaID {
                 if let last = device.lastOwnSeq, change.startSeq != last &+ 1 {
@@ -712,14 +734,7 @@ public final class Simulation: @unchecked Sendable {
             if let problem = Self.clockBehind(changes, clock: notebook.clock, wallMilliseconds: wallBefore) { violation("device \(d): \(problem)") }
             // Which changes wait changed: a restart must find the same ones (what a reader opening
             // the database loads), or a change that came stays lost or one applied comes back.
-            let waiting = Set(notebook.pendingChanges)
-            if waiting != waitingBefore {
-                stats.waitingChanged += 1
-                if waiting.count == waitingBefore.count { stats.waitingSwapped += 1 }
-                let reader = try NoteStore.open(device.database, options: storeOptions(d))
-                defer { try? reader.close() }
-                if let problem = Self.waitingDifference(stored: Set(try reader.pendingChanges), held: waiting) { violation("device \(d): \(problem)") }
-            }
+            try checkWaitingStored(device, before: waitingBefore, now: Set(notebook.pendingChanges))
             let peers = try device.store.peers()
             if let problem = Self.peerRecordShrank(from: device.peerRecords, to: peers) { violation("device \(d): \(problem)") }
             device.peerRecords = Dictionary(peers.map { ($0.replica, $0.versionVector) }, uniquingKeysWith: { $1 })
@@ -990,6 +1005,79 @@ public final class Simulation: @unchecked Sendable {
             violation("device \(d): typing on beside a clone failed: \(error)")
         }
         trace.add(elapsed, d, .clone, Int64(stats.characterForks))
+    }
+
+    /// When which changes wait changed, a store opened on the device's database (what a restart
+    /// loads from the pending table) must find exactly the ones the store holds.
+    func checkWaitingStored(_ device: SimDevice, before: Set<Change>, now waiting: Set<Change>) throws {
+        guard waiting != before else { return }
+        stats.waitingChanged += 1
+        if waiting.count == before.count { stats.waitingSwapped += 1 }
+        let reader = try NoteStore.open(device.database, options: storeOptions(device.index))
+        defer { try? reader.close() }
+        if let problem = Self.waitingDifference(stored: Set(try reader.pendingChanges), held: waiting) { violation("device \(device.index): \(problem)") }
+    }
+
+    /// The changes a peer has and the device lacks reach it in a shuffled order, one to three at a
+    /// time, through the store's batch path (as a folder's files arriving in any order do): some
+    /// wait, a later batch releases them and queues others. Everything has arrived at the end.
+    func deliverOutOfOrder(_ d: Int, payload: UInt64) {
+        guard spaceKey == nil else { return }
+        let device = devices[d]
+        var rng = SimRandom(seed: payload)
+        let peers = liveDevices.filter { $0.index != d }
+        guard !peers.isEmpty else { return }
+        let peer = peers[rng.below(peers.count)]
+        do {
+            let before = try device.store.versionVector
+            var changes = try peer.store.changes(since: before).filter { $0.replica != device.replicaID }
+            guard changes.count > 1 else { return }
+            for i in stride(from: changes.count - 1, to: 0, by: -1) { changes.swapAt(i, rng.below(i + 1)) }
+            let audited = AuditedReplica(device.store)
+            var next = 0
+            while next < changes.count {
+                let batch = Array(changes[next ..< min(next + 1 + rng.below(3), changes.count)])
+                next += batch.count
+                let waitingBefore = Set(try device.store.pendingChanges)
+                _ = try audited.integrate(batch: batch)
+                try checkWaitingStored(device, before: waitingBefore, now: Set(try device.store.pendingChanges))
+            }
+            try audited.integrationFinished()
+            for problem in audited.problems { violation("device \(d): \(problem)") }
+            stats.outOfOrder += 1
+            let notebook = try device.store.notebook
+            let applied = notebook.changes(since: before)
+            trace.add(elapsed, d, .outOfOrder, Int64(peer.index), Int64(changes.count), Int64(notebook.pendingCount))
+            noteStateChange()
+            let touched = Set(applied.flatMap { $0.operations.compactMap(\.note) })
+            try checkAfterStep(device, notes: touched.sorted(), tagsNamed: Self.tagsNamed(applied))
+        } catch {
+            device.notes = nil
+            violation("device \(d): changes delivered out of order failed: \(error)")
+        }
+    }
+
+    /// One write of one operation (a note's pin flipped), recorded and checked as an edit is.
+    private func writeOnce(_ d: Int) {
+        let device = devices[d]
+        do {
+            guard let note = try currentNotes(device).first else { return }
+            let before = try device.store.versionVector
+            try device.store.setPinned(note.id, !note.pinned)
+            let produced = try device.store.changes(since: before)
+            for change in produced where change.replica == device.replicaID {
+                device.lastOwnSeq = change.endSeq
+                reference.record(change)
+            }
+            stats.edits += 1
+            trace.add(elapsed, d, .edit, Int64(Trace.code(EditKind.pin)), Int64(try device.store.versionVector[device.replicaID]), Int64(produced.count))
+            noteStateChange()
+            try checkIntent(.wrote(note.id, .pinned, .bool(!note.pinned)), device, produced: produced)
+            try checkAfterStep(device, notes: [note.id])
+        } catch {
+            device.notes = nil
+            violation("device \(d): a pin before a restore failed: \(error)")
+        }
     }
 
     /// Types a word at a place through the device's store, checked as a typing edit is.
@@ -1431,6 +1519,7 @@ public final class Simulation: @unchecked Sendable {
             }
         }
         for problem in try Self.tagRowDifferences(device.store, notebook) { violation("device \(device.index): \(problem)") }
+        if let problem = try Self.tombstoneDifference(device.store, notebook) { violation("device \(device.index): \(problem)") }
         // What another process reads without loading the replica: the digest and version vector
         // the writes stored, and each note's stored state.
         let reader = try NoteStore.open(device.database, options: storeOptions(device.index))
@@ -1463,6 +1552,8 @@ public final class Simulation: @unchecked Sendable {
         if stored.tags != note.tags { return "tag list" }
         if stored.createdAt != note.createdAt { return "creation time" }
         if stored.updatedAt != note.updatedAt { return "update time" }
+        if stored.hasConflicts != note.hasConflicts { return "conflict mark" }
+        if stored.restoredByConcurrentEdit != note.restoredByConcurrentEdit { return "restored flag" }
         return nil
     }
 

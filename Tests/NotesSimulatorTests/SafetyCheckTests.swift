@@ -259,6 +259,78 @@ struct SafetyCheckTests {
         #expect(try store.notebook.body(of: note)?.string == "café baz")
     }
 
+    /// A materialized row must carry the CRDT's conflict mark and restored flag: a note deleted on
+    /// one replica while edited on another comes back, restored and marked, and a row that says
+    /// otherwise is caught.
+    @Test func aRowWithoutTheRestoredFlagIsCaught() throws {
+        let store = try NoteStore.openInMemory()
+        let note = try store.createNote(title: "Trip", body: "café")
+        var other = Notebook(replicaID: ReplicaID.random())
+        other.apply(contentsOf: try store.changes(since: VersionVector()))
+        let version = try store.versionVector
+        _ = try store.setState(note, .deleted)
+        _ = try other.insertText(note, at: 4, "!")
+        _ = try store.integrate(other.changes(since: version))
+        let notebook = try store.notebook
+        let fields = try #require(notebook.noteFields(note))
+        let row = try #require(try store.note(note))
+        #expect(fields.restoredByConcurrentEdit && fields.hasConflicts && fields.state == .trashed, "the premise: \(fields)")
+        let body = try #require(notebook.body(of: note))
+        #expect(Simulation.difference(row, fields, body) == nil)
+        var wrong = row
+        wrong.restoredByConcurrentEdit = false
+        #expect(Simulation.difference(wrong, fields, body) == "restored flag")
+        wrong = row
+        wrong.hasConflicts = false
+        #expect(Simulation.difference(wrong, fields, body) == "conflict mark")
+        // And a note that came back has no tombstone; one that is deleted has one.
+        #expect(try Simulation.tombstoneDifference(store, notebook) == nil)
+        let gone = try store.createNote(title: "Old")
+        _ = try store.setState(gone, .deleted)
+        #expect(try Simulation.tombstoneDifference(store, try store.notebook) == nil)
+        #expect(try Simulation.tombstoneDifference(store, notebook) != nil, "a tombstone of a note the CRDT does not hold as deleted")
+    }
+
+    /// Two replicas that write one field to different values, neither having seen the other's
+    /// write, mark the note as merged on that field; the model expects exactly that, and a mark
+    /// the model does not expect is caught.
+    @Test func aFieldMergeTheNotebookDidNotMarkIsCaught() throws {
+        var a = Notebook(replicaID: ReplicaID.random())
+        let note = a.createNote(title: "Trip", body: "café").id
+        var b = Notebook(replicaID: ReplicaID.random())
+        b.apply(contentsOf: a.changes(since: VersionVector()))
+        let start = a.versionVector
+        _ = try a.setTitle(note, "Trip to Kyoto")
+        _ = try b.setTitle(note, "Trip to Osaka")
+        _ = try b.setPinned(note, true)
+        _ = try a.setPinned(note, true)  // the same value: no merge to review
+        a.apply(contentsOf: b.changes(since: start))
+        var model = ReferenceModel()
+        for change in a.changes(since: VersionVector()) { model.record(change) }
+        var expected = model.expected()
+        #expect(expected.fieldConflicts[note] == [.title], "\(expected.fieldConflicts)")
+        #expect(ReferenceModel.differences(a, expected, device: "a").isEmpty, "\(ReferenceModel.differences(a, expected, device: "a"))")
+        expected.fieldConflicts[note] = [.title, .pinned]
+        #expect(ReferenceModel.differences(a, expected, device: "a").contains { $0.contains("marked as merged") })
+    }
+
+    /// A write the clock stamps while the clock runs far ahead of the wall clock comes back to
+    /// it, unless it must beat a value stamped far ahead.
+    @Test func aWriteThatStaysFarAheadIsCaught() {
+        let wall: UInt64 = 1_700_000_000_000
+        let drift = HybridLogicalClock.defaultMaxForwardDrift
+        let hoursAhead = Timestamp(milliseconds: wall + 5 * 3_600_000)
+        var clock = HybridLogicalClock(last: hoursAhead)
+        let stamp = clock.tick(wallMilliseconds: wall)
+        #expect(Simulation.stampedFarAhead(stamp, clockBefore: hoursAhead, replaced: nil, wallMilliseconds: wall, maxForwardDrift: drift) == nil,
+                "the shipped clock comes back: \(stamp)")
+        let stayed = hoursAhead.advanced(by: 1)
+        #expect(Simulation.stampedFarAhead(stayed, clockBefore: hoursAhead, replaced: nil, wallMilliseconds: wall, maxForwardDrift: drift) != nil)
+        #expect(Simulation.stampedFarAhead(stayed, clockBefore: hoursAhead, replaced: hoursAhead, wallMilliseconds: wall, maxForwardDrift: drift) == nil)
+        let minuteAhead = Timestamp(milliseconds: wall + drift)
+        #expect(Simulation.stampedFarAhead(minuteAhead.advanced(by: 1), clockBefore: minuteAhead, replaced: nil, wallMilliseconds: wall, maxForwardDrift: drift) == nil)
+    }
+
     /// The scenarios pass the added checks with the shipped code (a quick sample; CI runs 200
     /// seeds of each).
     @Test(arguments: ["relay-pages.json", "crash-reinstall.json", "encrypted-space.json"])
