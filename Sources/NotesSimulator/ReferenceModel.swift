@@ -93,6 +93,10 @@ struct ReferenceModel {
         /// field other than the state and reserved ones): a winning delete that did not see one
         /// leaves the note in the trash.
         var edits: [NoteID: [ReplicaID: UInt64]] = [:]
+        /// Per note, the fields two replicas wrote to different values without either having
+        /// seen the other's write: merges a person is shown (`Notebook.conflicts(of:)`), as no
+        /// device here resolves one.
+        var fieldConflicts: [NoteID: Set<NoteField>] = [:]
 
         /// The state a reader sees: a delete that some edit did not see leaves the note trashed.
         func state(of note: NoteID) -> NoteLifecycle {
@@ -109,6 +113,7 @@ struct ReferenceModel {
         var result = Expected()
         var inserted: [NoteID: [OpID: Unicode.Scalar]] = [:]
         var deleted: [NoteID: Set<OpID>] = [:]
+        var writes: [FieldKey: [Write]] = [:]
         for (replica, list) in changes {
             for change in list {
                 var seq = change.startSeq
@@ -122,6 +127,7 @@ struct ReferenceModel {
                         let write = Write(timestamp: change.timestamp(ofSeq: seq), replica: replica, seq: seq, value: value,
                                           dependencies: change.dependencies)
                         let key = FieldKey(note: note, field: field)
+                        if !field.isReserved { writes[key, default: []].append(write) }
                         if let current = result.fields[key], !write.beats(current) { continue }
                         result.fields[key] = write
                     case .setTagField(let tag, let field, let value):
@@ -154,6 +160,17 @@ struct ReferenceModel {
                                 deleted[note, default: []].insert(OpID(replica: target.replica, seq: s))
                             }
                         }
+                    }
+                }
+            }
+        }
+        for (key, list) in writes where list.count > 1 {
+            pairs: for i in list.indices {
+                for j in list.indices where j > i {
+                    let (a, b) = (list[i], list[j])
+                    if a.replica != b.replica, a.value != b.value, !a.saw(b.replica, b.seq), !b.saw(a.replica, a.seq) {
+                        result.fieldConflicts[key.note, default: []].insert(key.field)
+                        break pairs
                     }
                 }
             }
@@ -213,6 +230,15 @@ struct ReferenceModel {
             if note.createdAt != created { report("note \(id): createdAt is \(note.createdAt), expected \(created)") }
             let tags = (expected.memberships[id] ?? []).map(tagName).sorted()
             if note.tags != tags { report("note \(id): tags are \(note.tags), expected \(tags)") }
+            let merged = expected.fieldConflicts[id] ?? []
+            if note.hasConflicts || !merged.isEmpty {
+                let marked = Set(((try? notebook.conflicts(of: id)) ?? []).compactMap { conflict -> NoteField? in
+                    if case .field(let field) = conflict.kind { return field } else { return nil }
+                })
+                if marked != merged {
+                    report("note \(id): the fields marked as merged are \(marked.map(\.name).sorted()), expected \(merged.map(\.name).sorted())")
+                }
+            }
 
             // The body: the same characters, and the text they spell.
             let body = notebook.body(of: id) ?? RGAText()

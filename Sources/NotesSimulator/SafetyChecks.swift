@@ -83,6 +83,15 @@ extension Simulation {
         return problems
     }
 
+    /// The deleted notes a reader lists (`list(.deleted)`, the tombstone rows) must be the CRDT's
+    /// deleted notes: a note that came back keeps no tombstone, a deleted one has one.
+    static func tombstoneDifference(_ store: NoteStore, _ notebook: Notebook) throws -> String? {
+        let listed = Set(try store.list(.deleted).map(\.id))
+        let deleted = Set(notebook.noteIDs.filter { notebook.noteFields($0)?.state == .deleted })
+        guard listed != deleted else { return nil }
+        return "the deleted notes list \(listed.subtracting(deleted).count) note(s) that are not deleted and misses \(deleted.subtracting(listed).count)"
+    }
+
     /// The first change a step applied before what it depends on: `changes` are the step's new
     /// changes in the order applied (`changes(since: before)` gives the log's order), and each must
     /// follow its author's last seq and depend only on what was there before it. Nil when none.
@@ -129,6 +138,19 @@ extension Simulation {
         return "a write was stamped \(stamp), not after \(clockBefore), the clock's last timestamp before it"
     }
 
+    /// A write the clock stamps while the clock runs more than twice the drift bound ahead of the
+    /// wall clock (its own wall clock was ahead and was corrected) comes back to the wall clock:
+    /// it is stamped no later than the wall clock, or than just past the value it replaces (a
+    /// write still beats what it replaces, `Notebook.commitLocal`). Nil when it came back, or the
+    /// clock was not that far ahead.
+    static func stampedFarAhead(_ stamp: Timestamp, clockBefore: Timestamp, replaced: Timestamp?, wallMilliseconds wall: UInt64,
+                                maxForwardDrift: UInt64) -> String? {
+        let ceiling = Timestamp(milliseconds: wall &+ 2 &* maxForwardDrift, counter: .max)
+        guard clockBefore > ceiling, stamp > ceiling else { return nil }
+        if let replaced, stamp.milliseconds <= replaced.milliseconds &+ 1 { return nil }
+        return "a write was stamped \(stamp) while the clock (\(clockBefore)) ran more than twice the drift bound ahead of the wall clock (\(wall) ms): it did not come back"
+    }
+
     /// A peer's record that went back: what a store records of a peer is merged with what it knew
     /// (`recordPeer`), and a peer never loses what it has, so a record only grows (a folder's
     /// older files carry older versions of their writer). Nil when every record covers the one before.
@@ -144,6 +166,14 @@ extension Simulation {
     /// when it began (every page of it applied): nil when it does.
     static func syncShortfall(relayHeld: VersionVector, device: VersionVector) -> String? {
         relayHeld.isCovered(by: device) ? nil : "the relay held \(relayHeld) when it began, the device has \(device)"
+    }
+
+    /// What differs between the waiting changes a store holds and those a restart loads from its
+    /// database: nil when they are the same.
+    static func waitingDifference(stored: Set<Change>, held: Set<Change>) -> String? {
+        guard stored != held else { return nil }
+        let missing = held.subtracting(stored).count, extra = stored.subtracting(held).count
+        return "\(held.count) changes wait, but a restart would find \(stored.count) (\(missing) of them missing, \(extra) not waiting any more)"
     }
 }
 

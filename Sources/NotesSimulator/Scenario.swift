@@ -47,7 +47,7 @@ public struct Scenario: Codable, Sendable, Hashable {
         /// The default weights of the kinds of edit, keyed by `EditKind` raw value.
         public static let defaultMix: [String: Double] = [
             "type": 40, "append": 15, "deleteRange": 12, "rename": 8, "pin": 5, "tag": 5,
-            "trash": 3, "restore": 3, "delete": 1, "create": 3,
+            "trash": 3, "restore": 3, "delete": 1, "create": 3, "editText": 6,
         ]
 
         /// The default workload.
@@ -181,6 +181,17 @@ public struct Scenario: Codable, Sendable, Hashable {
         /// laptop set up by copying the file, a backup from another machine). The copy must take
         /// a fresh replica id before it writes.
         public var copies: Int = 0
+        /// Random clones: a device's disk is cloned with its file identity (which no check at open
+        /// can see), the device and the clone type on at the end of the run the device just typed
+        /// (the same seqs and timestamps, other characters), and the clone's change reaches the
+        /// device, which must refuse it as a fork and move to a fresh identity. The clone is then
+        /// thrown away.
+        public var clones: Int = 0
+        /// Random out-of-order deliveries: a peer's changes that a device lacks reach it shuffled,
+        /// one to three at a time (as a folder's files arrive in any order), so that some wait and
+        /// a later batch releases some and queues others; what a restart would load of the waiting
+        /// changes is checked after every batch that changed them.
+        public var outOfOrder: Int = 0
         /// Random restores: a backup of a device's database, taken at one time, is later copied
         /// over the database itself (`cp backup.db notes.db`: the same file, so the file identity
         /// cannot tell). What the device made in between and never passed on is gone; the
@@ -283,6 +294,7 @@ public struct Scenario: Codable, Sendable, Hashable {
         guard workload.editsPerDevice >= 0, sync.syncsPerDevice >= 0, sync.maxAttempts >= 1, sync.pageSize >= 1 else {
             throw SimulationError("\(name): counts must not be negative (maxAttempts and pageSize at least 1)")
         }
+        guard faults.clones >= 0, faults.outOfOrder >= 0 else { throw SimulationError("\(name): faults.clones and faults.outOfOrder must not be negative") }
         for hub in hubs {
             for d in hub.devices ?? [] where d < 0 || d >= devices {
                 throw SimulationError("\(name): hub \(hub.name) names device \(d), but there are \(devices)")
@@ -360,6 +372,9 @@ public enum EditKind: String, Codable, Sendable, CaseIterable {
     case delete
     /// Create a note.
     case create
+    /// Save a burst of typing and deleting (and sometimes a new title) made in an editor, as
+    /// `crdt-sync edit` does (`NoteStore.applyEditedText`).
+    case editText
 }
 
 /// A problem with a scenario or a replay request.
@@ -488,7 +503,7 @@ extension Scenario.Partition {
 
 extension Scenario.Faults {
     enum CodingKeys: String, CodingKey {
-        case crashes, reinstalls, reinstallAt, crashAt, reinstallsDuringSync, copies, restores, deaths, forgeries, intrusions, memberForgeries
+        case crashes, reinstalls, reinstallAt, crashAt, reinstallsDuringSync, copies, clones, outOfOrder, restores, deaths, forgeries, intrusions, memberForgeries
         case randomPartitions, maxPartitionSeconds, oneWay
     }
     /// Decodes faults, taking the default (none) for every field left out.
@@ -501,6 +516,8 @@ extension Scenario.Faults {
         crashAt = try c.decodeIfPresent([Scenario.DeviceTime].self, forKey: .crashAt) ?? crashAt
         reinstallsDuringSync = try c.decodeIfPresent(Int.self, forKey: .reinstallsDuringSync) ?? reinstallsDuringSync
         copies = try c.decodeIfPresent(Int.self, forKey: .copies) ?? copies
+        clones = try c.decodeIfPresent(Int.self, forKey: .clones) ?? clones
+        outOfOrder = try c.decodeIfPresent(Int.self, forKey: .outOfOrder) ?? outOfOrder
         restores = try c.decodeIfPresent(Int.self, forKey: .restores) ?? restores
         deaths = try c.decodeIfPresent([Scenario.DeviceTime].self, forKey: .deaths) ?? deaths
         forgeries = try c.decodeIfPresent(Int.self, forKey: .forgeries) ?? forgeries

@@ -55,6 +55,10 @@ public struct SimEvent: Codable, Hashable, Sendable {
         case backup, restore
         /// A member device forges a sealed change in another device's name (encrypted scenarios).
         case memberForgery
+        /// The device's disk is cloned (the file identity kept), and both type on one run.
+        case clone
+        /// A peer's changes reach the device in a shuffled order, a few at a time.
+        case outOfOrder
     }
 
     /// Milliseconds since the start of the run.
@@ -226,6 +230,15 @@ public enum ScheduleGenerator {
 
         for _ in 0 ..< scenario.faults.memberForgeries {
             events.append(SimEvent(time: at(), kind: .memberForgery, device: rng.below(devices), payload: rng.next()))
+        }
+
+        // Last, so that the schedules of scenarios without clones stay as they were.
+        for _ in 0 ..< scenario.faults.clones {
+            events.append(SimEvent(time: at(), kind: .clone, device: rng.below(devices), payload: rng.next()))
+        }
+
+        for _ in 0 ..< scenario.faults.outOfOrder {
+            events.append(SimEvent(time: at(), kind: .outOfOrder, device: rng.below(devices), payload: rng.next()))
         }
 
         // Stable sort by time: events at the same millisecond keep their generation order.

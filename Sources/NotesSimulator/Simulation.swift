@@ -29,6 +29,9 @@ final class SimDevice {
     var backup: (database: InMemoryDatabase, replica: ReplicaID, held: UInt64)?
     /// What its store recorded of each peer after its last sync (`peers()`): a record only grows.
     var peerRecords: [ReplicaID: VersionVector] = [:]
+    /// Identities its store moved away from while it ran (a fork refused at a sync): what it
+    /// wrote as them is forgotten with it when it is replaced.
+    var retired: [ReplicaID] = []
 
     init(index: Int, database: InMemoryDatabase, store: NoteStore) {
         self.index = index
@@ -105,6 +108,16 @@ public struct RunStats: Codable, Sendable, Hashable {
     public var reinstalls = 0
     /// Devices whose database was replaced by a copy of another's.
     public var copies = 0
+    /// Clones of a device's disk that typed on beside it, and how many of their forks only the
+    /// typed characters tell apart (the same seqs at the same timestamps).
+    public var clones = 0
+    public var characterForks = 0
+    /// Syncs after which other changes waited than before (a restart's pending table is then
+    /// checked), and those after which as many waited as before.
+    public var waitingChanged = 0
+    public var waitingSwapped = 0
+    /// Out-of-order deliveries of a peer's changes.
+    public var outOfOrder = 0
     /// Backups of a device's database copied back over it.
     public var restores = 0
     /// Clock jumps.
@@ -348,9 +361,20 @@ public final class Simulation: @unchecked Sendable {
         case .copy:
             let others = devices.indices.filter { $0 != d }
             if !others.isEmpty { await copyReplica(d, from: others[Int(event.payload % UInt64(others.count))]) }
+        case .clone:
+            cloneTypesOn(d, payload: event.payload)
+        case .outOfOrder:
+            deliverOutOfOrder(d, payload: event.payload)
         case .backup:
             takeBackup(d)
         case .restore:
+            // Half the time the backup is of a moment ago, one write back: the smallest loss a
+            // restore makes, which the seq mark must still see.
+            var choice = SimRandom(seed: event.payload, salt: 5)
+            if choice.chance(0.5) {
+                takeBackup(d)
+                writeOnce(d)
+            }
             await restoreBackup(d)
         case .reinstallDuringSync:
             if let hub = hubs(of: d, event.hub).first { await sync(d, hub: hub, crash: true) }
@@ -387,7 +411,8 @@ public final class Simulation: @unchecked Sendable {
         let device = devices[d]
         do {
             let before = try device.store.versionVector
-            let clockBefore = try device.store.notebook.clock.last
+            let notebookBefore = try device.store.notebook
+            let clockBefore = notebookBefore.clock.last
             var rng = SimRandom(seed: payload)
             let notes = try currentNotes(device)
             var touched: NoteID?
@@ -474,6 +499,25 @@ public final class Simulation: @unchecked Sendable {
                 try store.setState(note.id, .deleted)
                 touched = note.id
                 intent = .wrote(note.id, .state, .string(NoteLifecycle.deleted.rawValue))
+            case .editText:
+                // What `crdt-sync edit` saves: the note's text as read, changed in an editor by a
+                // burst of typing and deleting, saved as splices on the current body.
+                guard let note = pick(notes), let stored = try store.note(note.id) else { break }
+                let original = NoteText(title: stored.title, body: stored.body ?? "")
+                var body = Array(original.body.unicodeScalars)
+                for _ in 0 ..< 1 + rng.below(4) {
+                    if body.isEmpty || rng.chance(0.6) {
+                        body.insert(contentsOf: Words.all[own.below(Words.all.count)].unicodeScalars, at: place(body.count))
+                    } else {
+                        let offset = min(body.count - 1, place(body.count - 1))
+                        body.removeSubrange(offset ..< offset + 1 + rng.below(min(8, body.count - offset)))
+                    }
+                }
+                let title = own.chance(0.15) ? "\(Words.titles[own.below(Words.titles.count)]) \(own.below(100))" : original.title
+                let edited = NoteText(title: title, body: String(String.UnicodeScalarView(body)))
+                try store.applyEditedText(note.id, original: original, edited: edited)
+                touched = note.id
+                intent = .saved(note.id, edited)
             case .create:
                 let id = NoteID.random(using: &own)
                 let tags = own.chance(0.3) ? [Words.tags[own.below(Words.tags.count)]] : []
@@ -495,11 +539,21 @@ public final class Simulation: @unchecked Sendable {
             let produced = try device.store.changes(since: before)
             // A write the clock stamped (not typing, which may continue a run at the timestamp after
             // the character it follows) comes after all the app's clock had issued or seen.
-            if other == nil, effective != .type, effective != .append, effective != .deleteRange,
+            if other == nil, effective != .type, effective != .append, effective != .deleteRange, effective != .editText,
                let first = produced.first(where: { $0.replica == device.replicaID }),
                let problem = Self.stampedBeforeClock(first.timestamp, clockBefore: clockBefore, wallMilliseconds: clocks.reading(for: d),
                                                      maxForwardDrift: try device.store.notebook.clock.maxForwardDrift) {
                 violation("device \(d): \(problem)")
+            }
+            // And one made while the clock ran far ahead comes back to the wall clock.
+            if other == nil, effective == .create || intent.map({ if case .wrote = $0 { true } else { false } }) == true,
+               let first = produced.first(where: { $0.replica == device.replicaID }) {
+                var replaced: Timestamp?
+                if case .wrote(let note, let field, _) = intent { replaced = notebookBefore.register(of: note, field)?.timestamp }
+                if let problem = Self.stampedFarAhead(first.timestamp, clockBefore: clockBefore, replaced: replaced,
+                                                      wallMilliseconds: clocks.reading(for: d), maxForwardDrift: notebookBefore.clock.maxForwardDrift) {
+                    violation("device \(d): \(problem)")
+                }
             }
             for change in produced where change.replica == device.replicaID {
                 if let last = device.lastOwnSeq, change.startSeq != last &+ 1 {
@@ -531,6 +585,8 @@ public final class Simulation: @unchecked Sendable {
         case deleted(NoteID, count: Int, lengthBefore: Int)
         /// This value written to this field.
         case wrote(NoteID, NoteField, FieldValue)
+        /// This text saved from an editor that was given the note's text as it was.
+        case saved(NoteID, NoteText)
     }
 
     /// Checks that a local edit did what the person meant, on the device, at once: typed text
@@ -552,6 +608,13 @@ public final class Simulation: @unchecked Sendable {
             let length = notebook.body(of: note)?.count ?? -1
             if length != lengthBefore - count {
                 violation("device \(device.index): deleting \(count) of \(lengthBefore) characters left \(length)")
+            }
+        case .saved(let note, let text):
+            // The editor was given the current text, so the note now reads as saved.
+            let body = notebook.body(of: note)?.string
+            let title = notebook.noteFields(note)?.title
+            if body != text.body || title != text.title {
+                violation("device \(device.index): note \(note) saved from an editor reads \"\(title ?? "nil")\" / \"\(body ?? "nil")\", not \"\(text.title)\" / \"\(text.body)\"")
             }
         case .wrote(let note, let field, let value):
             guard produced.contains(where: { $0.replica == device.replicaID }) else { return }  // it changed nothing
@@ -599,7 +662,11 @@ public final class Simulation: @unchecked Sendable {
         if crash { stopAfter[d] = eventRandom.below(4) }
         defer { stopAfter[d] = nil }
         let before: VersionVector
-        do { before = try device.store.versionVector } catch {
+        let waitingBefore: Set<Change>
+        do {
+            before = try device.store.versionVector
+            waitingBefore = Set(try device.store.pendingChanges)
+        } catch {
             violation("device \(d): cannot read the version vector: \(error)")
             return
         }
@@ -665,6 +732,9 @@ public final class Simulation: @unchecked Sendable {
                 violation("device \(d): \(problem)")
             }
             if let problem = Self.clockBehind(changes, clock: notebook.clock, wallMilliseconds: wallBefore) { violation("device \(d): \(problem)") }
+            // Which changes wait changed: a restart must find the same ones (what a reader opening
+            // the database loads), or a change that came stays lost or one applied comes back.
+            try checkWaitingStored(device, before: waitingBefore, now: Set(notebook.pendingChanges))
             let peers = try device.store.peers()
             if let problem = Self.peerRecordShrank(from: device.peerRecords, to: peers) { violation("device \(d): \(problem)") }
             device.peerRecords = Dictionary(peers.map { ($0.replica, $0.versionVector) }, uniquingKeysWith: { $1 })
@@ -884,6 +954,152 @@ public final class Simulation: @unchecked Sendable {
         trace.add(elapsed, d, .copy, Int64(source))
     }
 
+    /// A cloned disk: a copy of the device's database that keeps its file identity (without a seq
+    /// mark), which no check at open can see. The device types a word, then it and the clone each
+    /// type another right after it: the same seqs at the same timestamps (typing that continues a
+    /// run takes the timestamp after the character it follows), other characters. The clone's
+    /// change reaches the device (and nothing else: the clone is thrown away); the store must
+    /// refuse it as a fork and move to a fresh identity, never take it for a duplicate.
+    func cloneTypesOn(_ d: Int, payload: UInt64) {
+        guard spaceKey == nil else { return }
+        let device = devices[d]
+        var rng = SimRandom(seed: payload)
+        do {
+            let notes = try currentNotes(device)
+            guard !notes.isEmpty else { return }
+            let note = notes[rng.below(notes.count)]
+            let first = Words.all[rng.below(Words.all.count)]
+            let offset = min(note.bodyLength, rng.below(note.bodyLength + 1))
+            try typeOn(device, note: note.id, at: offset, first, lengthBefore: note.bodyLength)
+            let me = device.replicaID
+            let copy = try InMemoryDatabase(copying: device.database, label: device.database.label)
+            let clone = try NoteStore.open(copy, options: storeOptions(d))
+            defer { try? clone.close() }
+            guard clone.replicaID == me else { return violation("device \(d): a clone that kept the file identity moved to a new replica id at open") }
+            // The device's word and the clone's differ, the clone's no longer (seqs past the
+            // device's own are refused for that alone, before any comparison).
+            let mine = Words.all[rng.below(Words.all.count)]
+            let candidates = Words.all.filter { $0 != mine && $0.unicodeScalars.count <= mine.unicodeScalars.count }
+            guard !candidates.isEmpty else { return }
+            let theirs = candidates[rng.below(candidates.count)]
+            let end = offset + first.unicodeScalars.count
+            let version = try clone.versionVector
+            try clone.insertText(note.id, at: end, theirs)
+            let forked = try clone.changes(since: version)
+            try typeOn(device, note: note.id, at: end, mine, lengthBefore: note.bodyLength + first.unicodeScalars.count)
+            let own = try device.store.changes(since: version)
+            if forked.first?.timestamp == own.first(where: { $0.replica == me })?.timestamp { stats.characterForks += 1 }
+            stats.clones += 1
+            let report = try AuditedReplica(device.store).integrate(forked)
+            if device.store.replicaID == me {
+                violation("device \(d): a change in its own name that a clone wrote differently at the same seqs (\"\(theirs)\" for \"\(mine)\") was taken in (\(report.applied) applied, \(report.duplicates) duplicate): the fork went unseen")
+            } else {
+                device.retired.append(me)
+                device.lastOwnSeq = nil
+                device.notes = nil
+            }
+            noteStateChange()
+            try checkAfterStep(device, notes: [note.id])
+        } catch {
+            device.notes = nil
+            violation("device \(d): typing on beside a clone failed: \(error)")
+        }
+        trace.add(elapsed, d, .clone, Int64(stats.characterForks))
+    }
+
+    /// When which changes wait changed, a store opened on the device's database (what a restart
+    /// loads from the pending table) must find exactly the ones the store holds.
+    func checkWaitingStored(_ device: SimDevice, before: Set<Change>, now waiting: Set<Change>) throws {
+        guard waiting != before else { return }
+        stats.waitingChanged += 1
+        if waiting.count == before.count { stats.waitingSwapped += 1 }
+        let reader = try NoteStore.open(device.database, options: storeOptions(device.index))
+        defer { try? reader.close() }
+        if let problem = Self.waitingDifference(stored: Set(try reader.pendingChanges), held: waiting) { violation("device \(device.index): \(problem)") }
+    }
+
+    /// The changes a peer has and the device lacks reach it in a shuffled order, one to three at a
+    /// time, through the store's batch path (as a folder's files arriving in any order do): some
+    /// wait, a later batch releases them and queues others. Everything has arrived at the end.
+    func deliverOutOfOrder(_ d: Int, payload: UInt64) {
+        guard spaceKey == nil else { return }
+        let device = devices[d]
+        var rng = SimRandom(seed: payload)
+        let peers = liveDevices.filter { $0.index != d }
+        guard !peers.isEmpty else { return }
+        let peer = peers[rng.below(peers.count)]
+        do {
+            let before = try device.store.versionVector
+            var changes = try peer.store.changes(since: before).filter { $0.replica != device.replicaID }
+            guard changes.count > 1 else { return }
+            for i in stride(from: changes.count - 1, to: 0, by: -1) { changes.swapAt(i, rng.below(i + 1)) }
+            let audited = AuditedReplica(device.store)
+            var next = 0
+            while next < changes.count {
+                let batch = Array(changes[next ..< min(next + 1 + rng.below(3), changes.count)])
+                next += batch.count
+                let waitingBefore = Set(try device.store.pendingChanges)
+                _ = try audited.integrate(batch: batch)
+                try checkWaitingStored(device, before: waitingBefore, now: Set(try device.store.pendingChanges))
+            }
+            try audited.integrationFinished()
+            for problem in audited.problems { violation("device \(d): \(problem)") }
+            stats.outOfOrder += 1
+            let notebook = try device.store.notebook
+            let applied = notebook.changes(since: before)
+            trace.add(elapsed, d, .outOfOrder, Int64(peer.index), Int64(changes.count), Int64(notebook.pendingCount))
+            noteStateChange()
+            let touched = Set(applied.flatMap { $0.operations.compactMap(\.note) })
+            try checkAfterStep(device, notes: touched.sorted(), tagsNamed: Self.tagsNamed(applied))
+        } catch {
+            device.notes = nil
+            violation("device \(d): changes delivered out of order failed: \(error)")
+        }
+    }
+
+    /// One write of one operation (a note's pin flipped), recorded and checked as an edit is.
+    private func writeOnce(_ d: Int) {
+        let device = devices[d]
+        do {
+            guard let note = try currentNotes(device).first else { return }
+            let before = try device.store.versionVector
+            try device.store.setPinned(note.id, !note.pinned)
+            let produced = try device.store.changes(since: before)
+            for change in produced where change.replica == device.replicaID {
+                device.lastOwnSeq = change.endSeq
+                reference.record(change)
+            }
+            stats.edits += 1
+            trace.add(elapsed, d, .edit, Int64(Trace.code(EditKind.pin)), Int64(try device.store.versionVector[device.replicaID]), Int64(produced.count))
+            noteStateChange()
+            try checkIntent(.wrote(note.id, .pinned, .bool(!note.pinned)), device, produced: produced)
+            try checkAfterStep(device, notes: [note.id])
+        } catch {
+            device.notes = nil
+            violation("device \(d): a pin before a restore failed: \(error)")
+        }
+    }
+
+    /// Types a word at a place through the device's store, checked as a typing edit is.
+    private func typeOn(_ device: SimDevice, note: NoteID, at offset: Int, _ word: String, lengthBefore: Int) throws {
+        let before = try device.store.versionVector
+        try device.store.insertText(note, at: offset, word)
+        let produced = try device.store.changes(since: before)
+        for change in produced where change.replica == device.replicaID {
+            if let last = device.lastOwnSeq, change.startSeq != last &+ 1 {
+                violation("device \(device.index): a new change starts at seq \(change.startSeq), not right after its last one (\(last))")
+            }
+            device.lastOwnSeq = change.endSeq
+            reference.record(change)
+        }
+        stats.edits += 1
+        trace.add(elapsed, device.index, .edit, Int64(Trace.code(EditKind.type)), Int64(try device.store.versionVector[device.replicaID]), Int64(produced.count))
+        noteStateChange()
+        try checkIntent(.typed(note, at: offset, count: word.unicodeScalars.count, firstSeq: before[device.replicaID] + 1, lengthBefore: lengthBefore),
+                        device, produced: produced)
+        try checkAfterStep(device, notes: [note])
+    }
+
     /// A backup of the device's database: a byte copy under the same label (the file's identity
     /// is the same when it is copied back over it).
     func takeBackup(_ d: Int) {
@@ -960,7 +1176,14 @@ public final class Simulation: @unchecked Sendable {
             var carried: [[UInt8]] = inFlight.map(\.request.body)
             for folder in folders.values { carried += folder.everyBundleBytes(excluding: d) }
             let kept = try await seqsHeld(of: old, by: devices.filter { $0.index != d }, carried: carried)
-            if let alsoKeeping { forget(old, keeping: kept + alsoKeeping) }
+            if let alsoKeeping {
+                forget(old, keeping: kept + alsoKeeping)
+                // What it wrote as identities it moved away from at a sync went nowhere else either.
+                for retired in device.retired {
+                    forget(retired, keeping: try await seqsHeld(of: retired, by: devices.filter { $0.index != d }, carried: carried))
+                }
+            }
+            device.retired = []
             device.backup = nil
             device.incarnation += 1
             try? device.store.close()
@@ -994,11 +1217,14 @@ public final class Simulation: @unchecked Sendable {
             violation("device \(d): cannot account for its edits at its death: \(error)")
         }
         forget(replica, keeping: kept)
+        for retired in device.retired {
+            forget(retired, keeping: (try? await seqsHeld(of: retired, by: liveDevices.filter { $0.index != d }, carried: inFlight.map(\.request.body))) ?? [])
+        }
         dead.insert(d)
         stats.deaths += 1
         for folder in folders.values where folder.members.contains(d) {
             folder.dropUnsent(device: d)
-            folder.rot(writer: replica, world: self)
+            for writer in [replica] + device.retired { folder.rot(writer: writer, world: self) }
         }
         noteStateChange()
         trace.add(elapsed, d, .death, Int64(stats.forgottenOperations))
@@ -1293,6 +1519,7 @@ public final class Simulation: @unchecked Sendable {
             }
         }
         for problem in try Self.tagRowDifferences(device.store, notebook) { violation("device \(device.index): \(problem)") }
+        if let problem = try Self.tombstoneDifference(device.store, notebook) { violation("device \(device.index): \(problem)") }
         // What another process reads without loading the replica: the digest and version vector
         // the writes stored, and each note's stored state.
         let reader = try NoteStore.open(device.database, options: storeOptions(device.index))
@@ -1325,6 +1552,8 @@ public final class Simulation: @unchecked Sendable {
         if stored.tags != note.tags { return "tag list" }
         if stored.createdAt != note.createdAt { return "creation time" }
         if stored.updatedAt != note.updatedAt { return "update time" }
+        if stored.hasConflicts != note.hasConflicts { return "conflict mark" }
+        if stored.restoredByConcurrentEdit != note.restoredByConcurrentEdit { return "restored flag" }
         return nil
     }
 

@@ -197,6 +197,140 @@ struct SafetyCheckTests {
         #expect(Simulation.syncShortfall(relayHeld: held, device: VersionVector([a: 4, b: 9])) != nil)
     }
 
+    /// A restart loads the waiting changes the store holds: after a batch that releases one
+    /// change and queues another (the count stays, the set does not), a second store opened on
+    /// the database finds the one that waits now; a table that still held the other is caught.
+    @Test func aWaitingChangeTheTableMissedIsCaught() throws {
+        var a = Notebook(replicaID: ReplicaID.random())
+        var b = Notebook(replicaID: ReplicaID.random())
+        let note = a.createNote(title: "Trip", body: "café").id
+        let a1 = a.changes(since: VersionVector())
+        b.apply(contentsOf: a1)
+        var version = a.versionVector
+        _ = try a.setTitle(note, "Trip to Kyoto")
+        version = a.versionVector  // a2 never reaches the store
+        _ = try a.setColor(note, "red")
+        let a3 = a.changes(since: version)
+        version = b.versionVector
+        _ = try b.setPinned(note, true)
+        let b1 = b.changes(since: version)
+        version = b.versionVector
+        _ = try b.setColor(note, "blue")
+        let b2 = b.changes(since: version)
+        let database = try InMemoryDatabase()
+        let store = try NoteStore.open(database)
+        defer { try? store.close() }
+        _ = try store.integrate(a1)
+        _ = try store.integrate(b2)  // waits for b1
+        let waitingBefore = Set(try store.pendingChanges)
+        _ = try store.integrate(batch: b1 + a3)  // releases b2, queues a3 (it waits for a2)
+        let waiting = Set(try store.pendingChanges)
+        #expect(waitingBefore == Set(b2) && waiting == Set(a3), "the premise: \(waitingBefore.count) waited, then \(waiting.count)")
+        let reader = try NoteStore.open(database)
+        defer { try? reader.close() }
+        #expect(Simulation.waitingDifference(stored: Set(try reader.pendingChanges), held: waiting) == nil)
+        // A table left as it was before the batch (as many waiting, other ones).
+        #expect(Simulation.waitingDifference(stored: waitingBefore, held: waiting) != nil)
+    }
+
+    /// A clone of a disk keeps the file identity, so it writes as its device: typing on at the end
+    /// of the same run, both take the same seqs at the same timestamps, and only the characters
+    /// differ. The device's store must refuse the clone's change as a fork and move to a fresh
+    /// identity (the simulator's `clones` fault checks this in a run).
+    @Test func aCloneThatTypesOnIsRefusedAsAFork() throws {
+        let options = StoreOptions(wallClock: FixedWallClock(1_700_000_000_000))
+        let database = try InMemoryDatabase()
+        let store = try NoteStore.open(database, options: options)
+        let note = try store.createNote(title: "Trip", body: "")
+        try store.insertText(note, at: 0, "café")
+        let me = store.replicaID
+        let version = try store.versionVector
+        let clone = try NoteStore.open(try InMemoryDatabase(copying: database, label: database.label), options: options)
+        defer { try? clone.close() }
+        #expect(clone.replicaID == me, "the premise: nothing at open tells a clone that kept the file identity")
+        try clone.insertText(note, at: 4, " bar")
+        try store.insertText(note, at: 4, " baz")
+        let forked = try clone.changes(since: version)
+        let own = try store.changes(since: version)
+        #expect(forked.count == 1 && own.count == 1 && forked[0].startSeq == own[0].startSeq && forked[0].timestamp == own[0].timestamp,
+                "the premise: the same seqs at the same timestamps")
+        let report = try store.integrate(forked)
+        #expect(store.replicaID != me, "a fork only the characters tell apart was taken in: \(report)")
+        #expect(try store.notebook.body(of: note)?.string == "café baz")
+    }
+
+    /// A materialized row must carry the CRDT's conflict mark and restored flag: a note deleted on
+    /// one replica while edited on another comes back, restored and marked, and a row that says
+    /// otherwise is caught.
+    @Test func aRowWithoutTheRestoredFlagIsCaught() throws {
+        let store = try NoteStore.openInMemory()
+        let note = try store.createNote(title: "Trip", body: "café")
+        var other = Notebook(replicaID: ReplicaID.random())
+        other.apply(contentsOf: try store.changes(since: VersionVector()))
+        let version = try store.versionVector
+        _ = try store.setState(note, .deleted)
+        _ = try other.insertText(note, at: 4, "!")
+        _ = try store.integrate(other.changes(since: version))
+        let notebook = try store.notebook
+        let fields = try #require(notebook.noteFields(note))
+        let row = try #require(try store.note(note))
+        #expect(fields.restoredByConcurrentEdit && fields.hasConflicts && fields.state == .trashed, "the premise: \(fields)")
+        let body = try #require(notebook.body(of: note))
+        #expect(Simulation.difference(row, fields, body) == nil)
+        var wrong = row
+        wrong.restoredByConcurrentEdit = false
+        #expect(Simulation.difference(wrong, fields, body) == "restored flag")
+        wrong = row
+        wrong.hasConflicts = false
+        #expect(Simulation.difference(wrong, fields, body) == "conflict mark")
+        // And a note that came back has no tombstone; one that is deleted has one.
+        #expect(try Simulation.tombstoneDifference(store, notebook) == nil)
+        let gone = try store.createNote(title: "Old")
+        _ = try store.setState(gone, .deleted)
+        #expect(try Simulation.tombstoneDifference(store, try store.notebook) == nil)
+        #expect(try Simulation.tombstoneDifference(store, notebook) != nil, "a tombstone of a note the CRDT does not hold as deleted")
+    }
+
+    /// Two replicas that write one field to different values, neither having seen the other's
+    /// write, mark the note as merged on that field; the model expects exactly that, and a mark
+    /// the model does not expect is caught.
+    @Test func aFieldMergeTheNotebookDidNotMarkIsCaught() throws {
+        var a = Notebook(replicaID: ReplicaID.random())
+        let note = a.createNote(title: "Trip", body: "café").id
+        var b = Notebook(replicaID: ReplicaID.random())
+        b.apply(contentsOf: a.changes(since: VersionVector()))
+        let start = a.versionVector
+        _ = try a.setTitle(note, "Trip to Kyoto")
+        _ = try b.setTitle(note, "Trip to Osaka")
+        _ = try b.setPinned(note, true)
+        _ = try a.setPinned(note, true)  // the same value: no merge to review
+        a.apply(contentsOf: b.changes(since: start))
+        var model = ReferenceModel()
+        for change in a.changes(since: VersionVector()) { model.record(change) }
+        var expected = model.expected()
+        #expect(expected.fieldConflicts[note] == [.title], "\(expected.fieldConflicts)")
+        #expect(ReferenceModel.differences(a, expected, device: "a").isEmpty, "\(ReferenceModel.differences(a, expected, device: "a"))")
+        expected.fieldConflicts[note] = [.title, .pinned]
+        #expect(ReferenceModel.differences(a, expected, device: "a").contains { $0.contains("marked as merged") })
+    }
+
+    /// A write the clock stamps while the clock runs far ahead of the wall clock comes back to
+    /// it, unless it must beat a value stamped far ahead.
+    @Test func aWriteThatStaysFarAheadIsCaught() {
+        let wall: UInt64 = 1_700_000_000_000
+        let drift = HybridLogicalClock.defaultMaxForwardDrift
+        let hoursAhead = Timestamp(milliseconds: wall + 5 * 3_600_000)
+        var clock = HybridLogicalClock(last: hoursAhead)
+        let stamp = clock.tick(wallMilliseconds: wall)
+        #expect(Simulation.stampedFarAhead(stamp, clockBefore: hoursAhead, replaced: nil, wallMilliseconds: wall, maxForwardDrift: drift) == nil,
+                "the shipped clock comes back: \(stamp)")
+        let stayed = hoursAhead.advanced(by: 1)
+        #expect(Simulation.stampedFarAhead(stayed, clockBefore: hoursAhead, replaced: nil, wallMilliseconds: wall, maxForwardDrift: drift) != nil)
+        #expect(Simulation.stampedFarAhead(stayed, clockBefore: hoursAhead, replaced: hoursAhead, wallMilliseconds: wall, maxForwardDrift: drift) == nil)
+        let minuteAhead = Timestamp(milliseconds: wall + drift)
+        #expect(Simulation.stampedFarAhead(minuteAhead.advanced(by: 1), clockBefore: minuteAhead, replaced: nil, wallMilliseconds: wall, maxForwardDrift: drift) == nil)
+    }
+
     /// The scenarios pass the added checks with the shipped code (a quick sample; CI runs 200
     /// seeds of each).
     @Test(arguments: ["relay-pages.json", "crash-reinstall.json", "encrypted-space.json"])
