@@ -226,21 +226,38 @@ public struct FuzzTally: Sendable, Hashable {
         }
     }
 
+    /// Which cases of a range a run takes.
+    public enum Cases: Sendable {
+        case all
+        /// Only the sealed bundles (format version 4).
+        case sealed
+        /// All but the sealed bundles (a sealed case costs several times a plain one in a debug build).
+        case notSealed
+
+        func takes(_ caseSeed: UInt64) -> Bool {
+            switch self {
+            case .all: true
+            case .sealed: FuzzDriver.isSealed(caseSeed)
+            case .notSealed: !FuzzDriver.isSealed(caseSeed)
+            }
+        }
+    }
+
     /// Runs cases `range` of a run seeded `seed` in this process.
-    public static func run(seed: UInt64, cases range: Range<UInt64>) -> FuzzTally {
+    public static func run(seed: UInt64, cases range: Range<UInt64>, taking cases: Cases = .all) -> FuzzTally {
         var driver = FuzzDriver()
         var tally = FuzzTally()
-        for index in range { tally.run(caseSeed: FuzzDriver.caseSeed(seed, index), with: &driver) }
+        for index in range where cases.takes(FuzzDriver.caseSeed(seed, index)) { tally.run(caseSeed: FuzzDriver.caseSeed(seed, index), with: &driver) }
         return tally
     }
 
     /// `run(seed:cases:)`, giving the thread up to other tasks every few cases (a test runs on
     /// Swift's shared pool of as many threads as cores: holding one for half a minute starved
     /// tests that wait on a server with a deadline).
-    public static func runYielding(seed: UInt64, cases range: Range<UInt64>) async -> FuzzTally {
+    public static func runYielding(seed: UInt64, cases range: Range<UInt64>, taking cases: Cases = .all) async -> FuzzTally {
         var driver = FuzzDriver()
         var tally = FuzzTally()
-        for index in range {
+        for index in range where cases.takes(FuzzDriver.caseSeed(seed, index)) {
             tally.run(caseSeed: FuzzDriver.caseSeed(seed, index), with: &driver)
             if index % 16 == 0 { await Task.yield() }
         }
