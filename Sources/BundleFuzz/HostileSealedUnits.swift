@@ -299,9 +299,11 @@ public struct HostileSealedUnits: Sendable {
                 e.notes = [NoteID(Identifier128(high: 0xB000, low: 1))]
                 let span = copy.unit.endSeq &- copy.unit.startSeq &+ 1
                 e.headers = [RawHeader(author: 0, startSeq: copy.unit.startSeq, timestamp: (1_700_000_000_000 + rng.next() % 1000) << 16, operationCount: 1)]
-                e.records = [.insert(note: 0, mode: 0, origin: nil, length: span, text: Array(repeating: 0x71, count: Int(min(span, 64))))]
+                e.records = [.insert(note: 0, mode: 0, origin: nil, length: span, text: Array(repeating: 0x71, count: Int(min(span, 4096))))]
                 copy.unit.plaintext = [0] + e.bytes()
                 copy.unit.salt = (0 ..< 32).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
+                // Not the author's history (nor whole, past 4,096 seqs): it may open or not.
+                copy.mutations = 1
                 copy.mustRefuse = false
                 units.insert(copy, at: rng.below(units.count + 1))
             case 16, 17:

@@ -18,8 +18,9 @@ struct FuzzCommand: ParsableCommand {
         when it decodes, applied to a notebook and to an in-memory \
         store; another quarter sealed bundles of an encrypted space (format version 4: units \
         forged, altered, lying or hostile inside), checked as a relay and a folder reader check \
-        them and integrated by a store in the space; checking that the store does not throw, that digests agree and that what was \
-        accepted round-trips. Run it on a release build: \
+        them and integrated by a store in the space, against a model of which units it opens; \
+        checking that the store does not throw, that digests agree and that what was accepted \
+        round-trips. Run it on a release build: \
         swift run -c release crdt-sync-fuzz --cases 1000000 --seed 1. \
         Replay one case with --case SEED (the seed a failure prints).
         """)
