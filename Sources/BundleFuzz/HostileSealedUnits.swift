@@ -68,6 +68,8 @@ public struct RawSealedUnit: Sendable {
     public var introduction: [UInt8]?
     /// The payload: a flags byte and a body.
     public var plaintext: [UInt8]
+    /// The salt the payload is really sealed with (nil: `salt`).
+    public var encryptionSalt: [UInt8]?
     /// The ciphertext length written (nil: the true one).
     public var ciphertextLength: UInt64?
     /// Bytes flipped after signing, by offset from the start (wrapped to the unit's length).
@@ -103,7 +105,7 @@ public struct RawSealedUnit: Sendable {
             w.raw(Array(HMAC<Crypto.SHA256>.authenticationCode(for: message, using: key)))
         }
         let header = w.bytes
-        let unitKey = HKDF<Crypto.SHA256>.deriveKey(inputKeyMaterial: SymmetricKey(data: space.bytes), salt: salt,
+        let unitKey = HKDF<Crypto.SHA256>.deriveKey(inputKeyMaterial: SymmetricKey(data: space.bytes), salt: encryptionSalt ?? salt,
                                                     info: Array("crdt-sync unit key v1".utf8), outputByteCount: 32)
         let box = try! ChaChaPoly.seal(plaintext, using: unitKey, nonce: try! ChaChaPoly.Nonce(data: [UInt8](repeating: 0, count: 12)), authenticating: header)
         w.varint(ciphertextLength ?? UInt64(box.ciphertext.count + 16))
@@ -275,8 +277,13 @@ public struct HostileSealedUnits: Sendable {
                 units[i].unit.badTags = true
                 units[i].mutations += 1
             case 12:
-                // A byte of the ciphertext or its Poly1305 tag, changed after the signature.
-                units[i].unit.flips.append(units[i].unit.headerLength + 1 + rng.below(units[i].unit.plaintext.count + 16))
+                if rng.below(2) == 0 {
+                    // A byte of the ciphertext or its Poly1305 tag, changed after the signature.
+                    units[i].unit.flips.append(units[i].unit.headerLength + 1 + rng.below(units[i].unit.plaintext.count + 16))
+                } else {
+                    // Sealed under another unit key than its salt gives, then signed whole: only the ciphertext's tag tells.
+                    units[i].unit.encryptionSalt = (0 ..< 32).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
+                }
                 units[i].mutations += 1
                 units[i].mustRefuse = true
             case 13:
