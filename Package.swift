@@ -128,7 +128,7 @@ let package = Package(
         // Structure-aware fuzzing of bundles: hostile values in valid framing (tests and crdt-sync-fuzz).
         .target(
             name: "BundleFuzz",
-            dependencies: ["NotesCRDT", "NotesStore", "NotesSync", "Deflate", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: ["NotesCRDT", "NotesStore", "NotesSync", "NotesRelay", "Deflate", .product(name: "Crypto", package: "swift-crypto")],
             swiftSettings: swiftSettings
         ),
         .executableTarget(

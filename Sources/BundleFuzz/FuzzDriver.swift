@@ -9,6 +9,8 @@ public enum FuzzOutcome: Sendable, Hashable {
     case rejected(code: String, message: String)
     /// It decoded, and was applied to a notebook and a store with these results.
     case accepted(changes: Int, applied: Int, quarantined: Int)
+    /// A sealed bundle decoded; of its units, the store opened and refused these many (and said why).
+    case sealed(units: Int, opened: Int, refused: Int, quarantined: Int, reasons: [String])
 }
 
 /// A case that broke a promise: an error of the wrong type, a store that threw, a digest that
@@ -19,8 +21,8 @@ public struct FuzzFailure: Error, Sendable, CustomStringConvertible {
     public var description: String { "case seed \(caseSeed): \(message)" }
 }
 
-/// Runs cases: each a `HostileBundles` bundle (or, a quarter of them, a `HostileRecordPages` record
-/// page) through `SyncBundle.decode` (what `crdt-sync import` reads with) and through the relay
+/// Runs cases: each a `HostileBundles` bundle (or, a quarter of them each, a `HostileRecordPages`
+/// record page or a `HostileSealedUnits` sealed bundle, run by `runSealed`) through `SyncBundle.decode` (what `crdt-sync import` reads with) and through the relay
 /// client's record-by-record read (`recordCoverage`, then `RecordReader`), which must agree,
 /// then (when it decodes)
 /// `Notebook.apply` and `NoteStore.apply` on a real in-memory store, checking what must hold of
@@ -30,6 +32,9 @@ public struct FuzzFailure: Error, Sendable, CustomStringConvertible {
 public struct FuzzDriver {
     let generator = HostileBundles()
     let recordPages = HostileRecordPages()
+    let sealedGenerator = HostileSealedUnits()
+    /// The store in an encrypted space that sealed cases go to (a new one every `casesPerStore / 4`).
+    var receiver: SealedReceiver?
     var store: NoteStore?
     /// Applies what the store applies, in the same order: the store must agree with it.
     var shadow = FuzzDriver.freshNotebook()
@@ -59,6 +64,7 @@ public struct FuzzDriver {
 
     /// The bytes of case `caseSeed`, and the changes they must decode to when the case is a valid page.
     func input(caseSeed: UInt64) -> (bytes: [UInt8], expected: [Change]?) {
+        if Self.isSealed(caseSeed) { return (sealedGenerator.sealedCase(seed: caseSeed).bytes, nil) }
         guard Self.isRecordPage(caseSeed) else { return (generator.bundle(seed: caseSeed).bytes(), nil) }
         let page = recordPages.page(seed: caseSeed)
         return (page.bytes(), page.expected)
@@ -86,6 +92,7 @@ public struct FuzzDriver {
 
     /// Runs one case.
     public mutating func run(caseSeed: UInt64) throws -> FuzzOutcome {
+        if Self.isSealed(caseSeed) { return try runSealed(caseSeed: caseSeed) }
         let (bytes, expected) = input(caseSeed: caseSeed)
         func fail(_ message: String) -> FuzzFailure { FuzzFailure(caseSeed: caseSeed, message: message) }
         func refusal(_ read: () throws -> Void, _ what: String) throws -> SyncError? {
@@ -168,6 +175,12 @@ public struct FuzzTally: Sendable, Hashable {
     /// Of the cases, record pages (format version 5) accepted and refused.
     public var recordPagesAccepted = 0
     public var recordPagesRejected = 0
+    /// Of the cases, sealed bundles (format version 4) decoded and refused, and of the decoded
+    /// ones' units, those the store opened and those it refused.
+    public var sealedAccepted = 0
+    public var sealedRejected = 0
+    public var sealedUnitsOpened = 0
+    public var sealedUnitsRefused = 0
     public var failures: [String] = []
     /// The slowest case, in milliseconds, and its seed.
     public var slowestMilliseconds = 0.0
@@ -184,7 +197,14 @@ public struct FuzzTally: Sendable, Hashable {
         case .accepted(_, _, let q):
             accepted += 1
             if q > 0 { quarantined += 1 }
+        case .sealed(_, let opened, let refused, let q, _):
+            accepted += 1
+            if q > 0 { quarantined += 1 }
+            sealedAccepted += 1
+            sealedUnitsOpened += opened
+            sealedUnitsRefused += refused
         }
+        if FuzzDriver.isSealed(seed), case .rejected = outcome { sealedRejected += 1 }
         if milliseconds > slowestMilliseconds {
             slowestMilliseconds = milliseconds
             slowestSeed = seed
@@ -206,21 +226,38 @@ public struct FuzzTally: Sendable, Hashable {
         }
     }
 
+    /// Which cases of a range a run takes.
+    public enum Cases: Sendable {
+        case all
+        /// Only the sealed bundles (format version 4).
+        case sealed
+        /// All but the sealed bundles (a sealed case costs several times a plain one in a debug build).
+        case notSealed
+
+        func takes(_ caseSeed: UInt64) -> Bool {
+            switch self {
+            case .all: true
+            case .sealed: FuzzDriver.isSealed(caseSeed)
+            case .notSealed: !FuzzDriver.isSealed(caseSeed)
+            }
+        }
+    }
+
     /// Runs cases `range` of a run seeded `seed` in this process.
-    public static func run(seed: UInt64, cases range: Range<UInt64>) -> FuzzTally {
+    public static func run(seed: UInt64, cases range: Range<UInt64>, taking cases: Cases = .all) -> FuzzTally {
         var driver = FuzzDriver()
         var tally = FuzzTally()
-        for index in range { tally.run(caseSeed: FuzzDriver.caseSeed(seed, index), with: &driver) }
+        for index in range where cases.takes(FuzzDriver.caseSeed(seed, index)) { tally.run(caseSeed: FuzzDriver.caseSeed(seed, index), with: &driver) }
         return tally
     }
 
     /// `run(seed:cases:)`, giving the thread up to other tasks every few cases (a test runs on
     /// Swift's shared pool of as many threads as cores: holding one for half a minute starved
     /// tests that wait on a server with a deadline).
-    public static func runYielding(seed: UInt64, cases range: Range<UInt64>) async -> FuzzTally {
+    public static func runYielding(seed: UInt64, cases range: Range<UInt64>, taking cases: Cases = .all) async -> FuzzTally {
         var driver = FuzzDriver()
         var tally = FuzzTally()
-        for index in range {
+        for index in range where cases.takes(FuzzDriver.caseSeed(seed, index)) {
             tally.run(caseSeed: FuzzDriver.caseSeed(seed, index), with: &driver)
             if index % 16 == 0 { await Task.yield() }
         }

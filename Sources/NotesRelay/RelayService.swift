@@ -289,7 +289,7 @@ public final class RelayService: Sendable {
         ], body: reply.encoded())
     }
 
-    struct UploadError: Error { var message: String }
+    package struct UploadError: Error { package var message: String }
 
     /// A page as a record bundle (format version 5): each stored record's encoding as it is, but
     /// for a record that starts at or before what the client has or what the page already gives
@@ -352,7 +352,7 @@ public final class RelayService: Sendable {
     /// The records of a sealed upload: one per unit, as it is (the relay holds no key), after the
     /// same checks on the units' headers as on plain changes: per author without a gap, none past
     /// what the sender says it has.
-    static func sealedRecords(of bundle: SyncBundle, held: VersionVector = VersionVector()) throws -> [(record: RelayRecord, changes: Int)] {
+    package static func sealedRecords(of bundle: SyncBundle, held: VersionVector = VersionVector()) throws -> [(record: RelayRecord, changes: Int)] {
         var byAuthor: [ReplicaID: [SealedUnit]] = [:]
         for unit in bundle.sealedUnits { byAuthor[unit.author, default: []].append(unit) }
         var records: [(record: RelayRecord, changes: Int)] = []

@@ -437,8 +437,8 @@ public struct SpaceSealer: Sendable {
             badTag = true
         }
         guard unit.checkSignature() else {
-            let tag = badTag ? "its tag for this replica does not verify, nor does " : ""
-            throw SyncError(.forged, "forged: \(tag)the signature of \(unit.label) does not verify (the unit was altered, or not signed by its author)")
+            let what = badTag ? "its tag for this replica does not verify, nor does the signature of \(unit.label)" : "the signature of \(unit.label) does not verify"
+            throw SyncError(.forged, "forged: \(what) (the unit was altered, or not signed by its author)")
         }
         verified?.insert(unit.bytes)
         return .signature
@@ -467,7 +467,14 @@ public struct SpaceSealer: Sendable {
             guard let flags = payload.first, flags & ~SyncBundle.deflatedFlag == 0 else {
                 throw SyncError(.malformed, "malformed bundle: \(unit.label) has unknown flags inside")
             }
-            var reader = BinaryReader(try SyncBundle.unpackBody(flags: flags, Array(payload.dropFirst())))
+            let body: [UInt8]
+            do {
+                body = try SyncBundle.unpackBody(flags: flags, Array(payload.dropFirst()))
+            } catch let error as SyncError {
+                // Named, as every other refusal of a unit is (a batch's refusals are listed together).
+                throw SyncError(error.code, "\(unit.label): \(error.message)")
+            }
+            var reader = BinaryReader(body)
             changes = try ChangeCodec.decode(from: &reader, limits: SyncBundle.changeLimits)
             guard reader.isAtEnd else { throw SyncError(.malformed, "malformed bundle: bytes after the changes of \(unit.label)") }
         } catch let error as CRDTError {

@@ -16,8 +16,11 @@ struct FuzzCommand: ParsableCommand {
         quarter of them record pages, format version 5, with frames that lie), read by \
         SyncBundle.decode and by the relay client's record-by-record read, which must agree, and \
         when it decodes, applied to a notebook and to an in-memory \
-        store, checking that the store does not throw, that digests agree and that what was \
-        accepted round-trips. Run it on a release build: \
+        store; another quarter sealed bundles of an encrypted space (format version 4: units \
+        forged, altered, lying or hostile inside), checked as a relay and a folder reader check \
+        them and integrated by a store in the space, against a model of which units it opens; \
+        checking that the store does not throw, that digests agree and that what was accepted \
+        round-trips. Run it on a release build: \
         swift run -c release crdt-sync-fuzz --cases 1000000 --seed 1. \
         Replay one case with --case SEED (the seed a failure prints).
         """)
@@ -88,6 +91,7 @@ struct FuzzCommand: ParsableCommand {
                 switch try driver.run(caseSeed: caseSeed) {
                 case .rejected(let code, _): line = "R \(index) \(code)"
                 case .accepted(_, _, let quarantined): line = "A \(index) \(quarantined)"
+                case .sealed(_, let opened, let refused, let quarantined, _): line = "U \(index) \(quarantined) \(opened) \(refused)"
                 }
             } catch {
                 line = "F \(index) \(String(describing: error).replacingOccurrences(of: "\n", with: " "))"
@@ -111,6 +115,10 @@ extension FuzzCommand {
                 switch try driver.run(caseSeed: FuzzDriver.caseSeed(seed, index)) {
                 case .rejected(let code, let message): key = "rejected \(code): \(FuzzCommand.withoutNumbers(message))"
                 case .accepted(_, _, let quarantined): key = quarantined > 0 ? "accepted, with a quarantined change" : "accepted"
+                case .sealed(_, let opened, let refused, _, let reasons):
+                    key = "sealed, \(opened > 0 ? "some" : "no") units opened, \(refused > 0 ? "some" : "none") refused"
+                    // Each reason a unit was refused, once per case.
+                    for reason in Set(reasons.map(FuzzCommand.withoutNumbers)) { counts["sealed unit refused: " + reason, default: 0] += 1 }
                 }
             } catch {
                 key = "FAILURE: \(error)"
@@ -126,8 +134,12 @@ extension FuzzCommand {
     static func withoutNumbers(_ message: String) -> String {
         message.split(separator: " ", omittingEmptySubsequences: false).map { word -> String in
             // A replica or note identity: 32 hex digits.
-            if word.count >= 32, word.prefix(32).allSatisfy(\.isHexDigit) { return "#" + word.dropFirst(32) }
+            var word = Substring(word)
             var out = ""
+            if word.count >= 32, word.prefix(32).allSatisfy(\.isHexDigit) {
+                out = "#"
+                word = word.dropFirst(32)
+            }
             var inNumber = false
             for character in word {
                 if character.isNumber {

@@ -12,6 +12,8 @@ final class Runner: @unchecked Sendable {
     var acceptedWithQuarantine: UInt64 = 0
     /// Record pages (format version 5) among the cases: accepted, and refused.
     var recordPages: (accepted: UInt64, rejected: UInt64) = (0, 0)
+    /// Sealed bundles (format version 4): decoded and refused, and their units opened and refused by the store.
+    var sealed: (accepted: UInt64, rejected: UInt64, opened: UInt64, refused: UInt64) = (0, 0, 0, 0)
     var rejected: [String: UInt64] = [:]
     var crashes: [(index: UInt64, seed: UInt64, how: String)] = []
     var hangs: [(index: UInt64, seed: UInt64)] = []
@@ -127,7 +129,17 @@ final class Runner: @unchecked Sendable {
                     if FuzzDriver.isRecordPage(caseSeed), tag == "A" || tag == "R" {
                         if tag == "A" { runner.recordPages.accepted += 1 } else { runner.recordPages.rejected += 1 }
                     }
+                    if FuzzDriver.isSealed(caseSeed), tag == "R" { runner.sealed.rejected += 1 }
                     switch tag {
+                    case "U":
+                        runner.accepted += 1
+                        let counts = rest.split(separator: " ").map { UInt64($0) ?? 0 }
+                        if counts.count >= 3 {
+                            if counts[0] > 0 { runner.acceptedWithQuarantine += 1 }
+                            runner.sealed.accepted += 1
+                            runner.sealed.opened += counts[1]
+                            runner.sealed.refused += counts[2]
+                        }
                     case "A":
                         runner.accepted += 1
                         if rest.split(separator: " ").first.map({ $0 != "0" }) == true { runner.acceptedWithQuarantine += 1 }
@@ -169,6 +181,7 @@ final class Runner: @unchecked Sendable {
         out += "  rejected: \(rejectedTotal) (" + rejected.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ") + ")\n"
         out += "  accepted: \(accepted) (\(acceptedWithQuarantine) of them with a quarantined change)\n"
         out += "  record pages (version 5): \(recordPages.accepted) accepted, \(recordPages.rejected) rejected\n"
+        out += "  sealed bundles (version 4): \(sealed.accepted) accepted, \(sealed.rejected) rejected; of their units, \(sealed.opened) opened and \(sealed.refused) refused by the store\n"
         out += "  slowest case: \(String(format: "%.1f", slowest.milliseconds)) ms (seed \(slowest.seed)); peak RSS of a worker: \(peakWorkerKilobytes / 1024) MiB\n"
         for crash in crashes.prefix(20) { out += "  crash: case \(crash.index), \(crash.how): replay with --case \(crash.seed)\n" }
         for hang in hangs.prefix(20) { out += "  hang: case \(hang.index): replay with --case \(hang.seed)\n" }
