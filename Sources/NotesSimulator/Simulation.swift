@@ -555,13 +555,7 @@ public final class Simulation: @unchecked Sendable {
                     violation("device \(d): \(problem)")
                 }
             }
-            for change in produced where change.replica == device.replicaID {
-                if let last = device.lastOwnSeq, change.startSeq != last &+ 1 {
-                    violation("device \(d): a new change starts at seq \(change.startSeq), not right after its last one (\(last))")
-                }
-                device.lastOwnSeq = change.endSeq
-                reference.record(change)
-            }
+            recordOwn(produced, of: device)
             stats.edits += 1
             let after = try device.store.versionVector
             trace.add(elapsed, d, .edit, Int64(Trace.code(effective)), Int64(after[device.replicaID]), Int64(produced.count))
@@ -1080,11 +1074,9 @@ public final class Simulation: @unchecked Sendable {
         }
     }
 
-    /// Types a word at a place through the device's store, checked as a typing edit is.
-    private func typeOn(_ device: SimDevice, note: NoteID, at offset: Int, _ word: String, lengthBefore: Int) throws {
-        let before = try device.store.versionVector
-        try device.store.insertText(note, at: offset, word)
-        let produced = try device.store.changes(since: before)
+    /// Records a device's own new changes in the reference, each of which must start right after
+    /// the device's last seq.
+    private func recordOwn(_ produced: [Change], of device: SimDevice) {
         for change in produced where change.replica == device.replicaID {
             if let last = device.lastOwnSeq, change.startSeq != last &+ 1 {
                 violation("device \(device.index): a new change starts at seq \(change.startSeq), not right after its last one (\(last))")
@@ -1092,6 +1084,14 @@ public final class Simulation: @unchecked Sendable {
             device.lastOwnSeq = change.endSeq
             reference.record(change)
         }
+    }
+
+    /// Types a word at a place through the device's store, checked as a typing edit is.
+    private func typeOn(_ device: SimDevice, note: NoteID, at offset: Int, _ word: String, lengthBefore: Int) throws {
+        let before = try device.store.versionVector
+        try device.store.insertText(note, at: offset, word)
+        let produced = try device.store.changes(since: before)
+        recordOwn(produced, of: device)
         stats.edits += 1
         trace.add(elapsed, device.index, .edit, Int64(Trace.code(EditKind.type)), Int64(try device.store.versionVector[device.replicaID]), Int64(produced.count))
         noteStateChange()
