@@ -91,8 +91,9 @@ extension NoteStore {
     func ownEdits() throws -> [OwnEdit] {
         let me = replicaID
         return try read("cannot read the undo stack") { db in
-            try Row.fetchAll(db, sql: "SELECT start_seq, end_seq, made_at FROM undo_stack WHERE replica = ?", arguments: [Data(me.raw.bytes)]).map {
-                OwnEdit(seqs: (try $0.storedUnsigned(0)) ... (try $0.storedUnsigned(1)), time: (try $0.stored(2, as: Int64?.self)).map { Timestamp(milliseconds: UInt64($0)) })
+            try Row.fetchAll(db, sql: "SELECT start_seq, end_seq, made_at FROM undo_stack WHERE replica = ?", arguments: [Data(me.raw.bytes)]).map { row in
+                let made = try row.stored(2, as: Int64?.self)
+                return OwnEdit(seqs: try row.storedSeqs(0, 1), time: try made.map { Timestamp(milliseconds: try NoteStore.unsigned($0, what: "made_at")) })
             }
         }
     }
@@ -167,12 +168,12 @@ extension NoteStore {
         let me = replicaID
         let rows = try read("cannot read the undo stack") { db in
             try Row.fetchAll(db, sql: "SELECT row, start_seq, end_seq FROM undo_stack WHERE replica = ? AND undone_at IS NULL AND is_undo = 0 ORDER BY row DESC",
-                             arguments: [Data(me.raw.bytes)]).map { (row: try $0.stored(0, as: Int64.self), start: (try $0.storedUnsigned(1)), end: (try $0.storedUnsigned(2))) }
+                             arguments: [Data(me.raw.bytes)]).map { (row: try $0.stored(0, as: Int64.self), seqs: try $0.storedSeqs(1, 2)) }
         }
         guard !rows.isEmpty else { return nil }
         let notebook = try self.notebook
         for row in rows {
-            let seqs = row.start ... row.end
+            let seqs = row.seqs
             let notes = notebook.notes(touchedByOwn: seqs)
             if let note, !notes.contains(note) { continue }
             var changed = false

@@ -192,4 +192,23 @@ struct DamagedReplicaTests {
         #expect(cases > 150)
         #expect(failures.count > 20)
     }
+
+    /// An undo stack whose seq range ends before it starts (made by hand: each value is of the
+    /// right type) is a `.corrupt` error for `undo`, not a trap on making the range.
+    @Test func aReversedUndoRangeIsRefused() throws {
+        let folder = TemporaryFolder()
+        let path = folder.file("undo.db")
+        let store = try NoteStore.open(path: path, options: StoreOptions(wallClock: Self.clock))
+        let id = try store.createNote(title: "t", body: "body")
+        _ = try store.appendText(id, " more")
+        try store.close()
+        let queue = try DatabaseQueue(path: path)
+        try queue.write { try $0.execute(sql: "UPDATE undo_stack SET start_seq = end_seq + 5") }
+        try queue.close()
+        let reopened = try NoteStore.open(path: path, options: StoreOptions(wallClock: Self.clock))
+        defer { try? reopened.close() }
+        let error = #expect(throws: StoreError.self) { _ = try reopened.undo() }
+        #expect(error?.code == .corrupt, "\(String(describing: error))")
+        #expect(try reopened.note(id)?.body == "body more")
+    }
 }

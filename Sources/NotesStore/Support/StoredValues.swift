@@ -21,6 +21,17 @@ extension Row {
         try NoteStore.unsigned(try stored(column, as: Int64.self), what: column)
     }
 
+    /// Two columns that hold the first and last seq of a range: one that ends before it starts
+    /// would trap when made.
+    func storedSeqs(_ start: Int, _ end: Int) throws -> ClosedRange<UInt64> {
+        let first = try storedUnsigned(start)
+        let last = try storedUnsigned(end)
+        guard first <= last else {
+            throw StoreError(.corrupt, "the database holds seqs \(first)-\(last) in '\(columnName(start))' and '\(columnName(end))', which end before they start: the file was not written by crdt-sync, or was altered")
+        }
+        return first ... last
+    }
+
     private func columnName(_ index: Int) -> String {
         index < columnNames.count ? columnNames[columnNames.index(columnNames.startIndex, offsetBy: index)] : "column \(index)"
     }
