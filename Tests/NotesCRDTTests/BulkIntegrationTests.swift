@@ -163,9 +163,9 @@ struct BulkIntegrationTests {
             if index == 150 {
                 switch bad {
                 case .unknownOrigin:
-                    operations.append(.insertText(note: id, origin: OpID(replica: replica(7), seq: 3), text: scalars("x")))
+                    operations.append(.insertText(note: id, origin: OpID(replica: replica(7), seq: 3), text: InsertedText("x")))
                 case .originInAnotherNote:
-                    operations.append(.insertText(note: id, origin: try #require(short.body(of: other)).identity(at: 0), text: scalars("x")))
+                    operations.append(.insertText(note: id, origin: try #require(short.body(of: other)).identity(at: 0), text: InsertedText("x")))
                 case .deleteOfUnknownCharacters:
                     operations.append(.deleteText(note: id, targets: [OpIDRange(replica: replica(1), seq: 900_000, count: 2)]))
                 case .deleteOfALaterInsert:
@@ -178,7 +178,7 @@ struct BulkIntegrationTests {
             } else if index % 10 == 9 {
                 operations.append(.deleteText(note: id, targets: [OpIDRange(replica: author, seq: seq - 3, count: 1)]))
             } else {
-                operations.append(.insertText(note: id, origin: nil, text: scalars("k")))
+                operations.append(.insertText(note: id, origin: nil, text: InsertedText("k")))
             }
         }
         let change = Change(replica: author, startSeq: 1, timestamp: Timestamp(milliseconds: baseTime + 10),
@@ -203,7 +203,7 @@ struct BulkIntegrationTests {
         #expect(messages[0] == messages[1], "both forms name the same problem")
 
         // Without the bad operation the same batch applies in both forms, alike.
-        operations[150] = .insertText(note: id, origin: nil, text: scalars("k"))
+        operations[150] = .insertText(note: id, origin: nil, text: InsertedText("k"))
         let good = Change(replica: author, startSeq: 1, timestamp: Timestamp(milliseconds: baseTime + 10),
                           dependencies: short.versionVector, operations: operations)
         short.apply(good)

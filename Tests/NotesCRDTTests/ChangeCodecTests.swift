@@ -17,13 +17,13 @@ struct ChangeCodecTests {
             .setNoteField(note: n1, field: .createdAt, value: .int(-42)),
             .setNoteField(note: n1, field: .tag("work"), value: .bool(true)),
             .setNoteField(note: n1, field: .extra("priority"), value: .int(.max)),
-            .insertText(note: n1, origin: nil, text: scalars("e\u{301}日本😀👍\u{1F3FD}")),
+            .insertText(note: n1, origin: nil, text: InsertedText("e\u{301}日本😀👍\u{1F3FD}")),
             .setTagField(tag: "work", field: .name, value: .string("Work")),
             .setTagField(tag: "work", field: .color, value: .string("red")),
         ]),
         Change(replica: b, startSeq: 7, timestamp: Timestamp(milliseconds: baseTime + 5, counter: 9),
                dependencies: VersionVector([a: 16, c: 2]), operations: [
-            .insertText(note: n1, origin: OpID(replica: a, seq: 10), text: scalars("xyz")),
+            .insertText(note: n1, origin: OpID(replica: a, seq: 10), text: InsertedText("xyz")),
             .deleteText(note: n1, targets: [OpIDRange(replica: a, seq: 9, count: 2), OpIDRange(replica: b, seq: 7, count: 1)]),
             .setNoteField(note: n2, field: .extra(""), value: .int(.min)),
         ]),
@@ -196,7 +196,7 @@ struct ChangeCodecTests {
         for text in [edges, "plain ascii, longer than eight bytes", "1234567" + edges + "abcdefgh", "é" + String(repeating: "x", count: 17) + "😀"] {
             let scalars = Array(text.unicodeScalars)
             let decoded = try ChangeCodec.decode(Self.insertEncoding(count: UInt64(scalars.count), text: Array(text.utf8)))
-            #expect(decoded.first?.operations == [.insertText(note: Self.n1, origin: nil, text: scalars)], "\(text)")
+            #expect(decoded.first?.operations == [.insertText(note: Self.n1, origin: nil, text: InsertedText(scalars))], "\(text)")
         }
     }
 

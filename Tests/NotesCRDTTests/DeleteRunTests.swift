@@ -10,7 +10,7 @@ struct DeleteRunTests {
 
     /// A change that types "abcdef" (seqs 1-6), then backspaces f, e, d and deletes "ab" as one range.
     static func typedThenDeleted(splitDeletes: Bool) -> Change {
-        var ops: [Operation] = [.insertText(note: n, origin: nil, text: scalars("abcdef"))]
+        var ops: [Operation] = [.insertText(note: n, origin: nil, text: InsertedText("abcdef"))]
         let deletes = [target(6), target(5), target(4), target(1, 2)]
         if splitDeletes {
             ops += deletes.map { .deleteText(note: n, targets: [$0]) }
@@ -39,7 +39,7 @@ struct DeleteRunTests {
 
     @Test func aDeleteOfSeveralRangesStaysOneOperation() {
         let change = Change(replica: Self.a, startSeq: 1, timestamp: .zero, dependencies: VersionVector(), operations: [
-            .insertText(note: Self.n, origin: nil, text: scalars("abcdef")),
+            .insertText(note: Self.n, origin: nil, text: InsertedText("abcdef")),
             .deleteText(note: Self.n, targets: [Self.target(6)]),
             .deleteText(note: Self.n, targets: [Self.target(1), Self.target(3)]),  // one delete, one seq
             .deleteText(note: Self.n, targets: [Self.target(2)]),
@@ -90,7 +90,7 @@ struct DeleteRunTests {
     /// "deleteEach" of one delete) are joined when the change is made: the same value as the
     /// deletes one by one, and what the decoder gives back.
     @Test func handMadeRunsAreJoinedLikeTheirDeletes() throws {
-        let typed: Operation = .insertText(note: Self.n, origin: nil, text: scalars("abcdef"))
+        let typed: Operation = .insertText(note: Self.n, origin: nil, text: InsertedText("abcdef"))
         func change(_ deletes: [Operation]) -> Change {
             Change(replica: Self.a, startSeq: 1, timestamp: .zero, dependencies: VersionVector(), operations: [typed] + deletes)
         }
@@ -187,7 +187,7 @@ struct DeleteRunTests {
         whole.apply(change)
         var parts = makeNotebook(9)
         try parts.apply(Change(replica: Self.a, startSeq: 1, timestamp: change.timestamp, dependencies: VersionVector(), operations: [
-            .insertText(note: Self.n, origin: nil, text: scalars("abcdef")),
+            .insertText(note: Self.n, origin: nil, text: InsertedText("abcdef")),
             .deleteText(note: Self.n, targets: [Self.target(6)]),
         ]))
         parts.apply(fromEight)
@@ -199,7 +199,7 @@ struct DeleteRunTests {
     @Test func aRunThatNamesAMissingCharacterIsRejectedWhole() throws {
         var nb = makeNotebook(9)
         let bad = Change(replica: Self.a, startSeq: 1, timestamp: .zero, dependencies: VersionVector(), operations: [
-            .insertText(note: Self.n, origin: nil, text: scalars("abc")),
+            .insertText(note: Self.n, origin: nil, text: InsertedText("abc")),
             .deleteEach(note: Self.n, runs: [DeleteRun(Self.target(3)), DeleteRun(Self.target(40))]),
         ])
         #expect(nb.apply(bad).quarantineReason?.code == .unknownReference)

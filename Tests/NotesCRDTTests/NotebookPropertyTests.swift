@@ -259,7 +259,7 @@ struct NotebookPropertyTests {
                 let bad = Change(replica: replica(66), startSeq: 1, timestamp: Timestamp(milliseconds: baseTime), dependencies: version,
                                  operations: [
                                      .setNoteField(note: note, field: .title, value: .string("must not appear")),
-                                     .insertText(note: note, origin: unknown, text: scalars("x")),
+                                     .insertText(note: note, origin: unknown, text: InsertedText("x")),
                                  ])
                 #expect(nb.apply(bad).quarantineReason?.code == .unknownReference, "seed \(seed)")
                 #expect(nb.digest() == digest, "seed \(seed)")

@@ -176,7 +176,7 @@ struct NotebookTests {
         let bad = Change(replica: replica(2), startSeq: 1, timestamp: Timestamp(milliseconds: baseTime + 1), dependencies: version,
                          operations: [
                              .setNoteField(note: id, field: .title, value: .string("lost")),
-                             .insertText(note: id, origin: OpID(replica: replica(7), seq: 3), text: scalars("x")),
+                             .insertText(note: id, origin: OpID(replica: replica(7), seq: 3), text: InsertedText("x")),
                          ])
         let error = try #require(nb.apply(bad).quarantineReason)
         #expect(error.code == .unknownReference)
@@ -190,7 +190,7 @@ struct NotebookTests {
         let originInOther = try #require(nb.body(of: other)).identity(at: 0)
         let crossNote = Change(replica: replica(2), startSeq: 1, timestamp: Timestamp(milliseconds: baseTime + 1),
                                dependencies: nb.versionVector,
-                               operations: [.insertText(note: id, origin: originInOther, text: scalars("x"))])
+                               operations: [.insertText(note: id, origin: originInOther, text: InsertedText("x"))])
         let digest2 = nb.digest()
         #expect(nb.apply(crossNote).quarantineReason?.code == .unknownReference)
         #expect(nb.digest() == digest2)
@@ -574,7 +574,7 @@ struct NotebookTests {
         let sent = a.changes(since: cut)
         let first = try #require(sent.first { $0.replica == replica(1) })
         #expect(first.startSeq == typed.startSeq + 1)
-        #expect(first.operations.first == .insertText(note: id, origin: OpID(replica: replica(1), seq: typed.startSeq), text: scalars("bc")))
+        #expect(first.operations.first == .insertText(note: id, origin: OpID(replica: replica(1), seq: typed.startSeq), text: InsertedText("bc")))
         #expect(sent.allSatisfy { $0.replica != replica(1) || $0.startSeq > typed.startSeq })
     }
 

@@ -133,7 +133,7 @@ struct QuarantineTests {
         ]))
         var d = makeNotebook(4)
         d.apply(Change(replica: Self.x, startSeq: 1, timestamp: Self.time, dependencies: VersionVector(), operations: [
-            .insertText(note: Self.note, origin: nil, text: scalars("cd")),
+            .insertText(note: Self.note, origin: nil, text: InsertedText("cd")),
         ]))
         d.apply(Change(replica: Self.x, startSeq: 3, timestamp: Self.time.advanced(by: 3), dependencies: VersionVector(), operations: [
             .deleteText(note: Self.note, targets: [OpIDRange(replica: Self.x, seq: 1, count: 1)]),

@@ -128,7 +128,7 @@ struct RGATextTests {
         #expect(nb.body(of: id)!.runCount == 1)
         // The keystrokes are coalesced into one insert in the log too.
         let inserts = nb.allChanges.flatMap(\.operations).filter { if case .insertText = $0 { true } else { false } }
-        #expect(inserts == [.insertText(note: id, origin: nil, text: scalars("hello world"))])
+        #expect(inserts == [.insertText(note: id, origin: nil, text: InsertedText("hello world"))])
     }
 
     @Test func identityAndPositionAgree() throws {

@@ -20,7 +20,7 @@ struct QuarantineTableTests {
 
     static func insert(_ author: ReplicaID, _ start: UInt64, _ text: String, after deps: VersionVector = VersionVector()) -> Change {
         Change(replica: author, startSeq: start, timestamp: time.advanced(by: start), dependencies: deps,
-               operations: [.insertText(note: note, origin: nil, text: Array(text.unicodeScalars))])
+               operations: [.insertText(note: note, origin: nil, text: InsertedText(text))])
     }
 
     /// Deletes characters that nobody inserted.

@@ -5,7 +5,9 @@ public enum Operation: Hashable, Sendable {
     case setNoteField(note: NoteID, field: NoteField, value: FieldValue)
     /// Inserts characters into a note's body after `origin` (nil: at the start). The first
     /// character's identity is the operation's; each following character comes after the previous.
-    case insertText(note: NoteID, origin: OpID?, text: [Unicode.Scalar])
+    /// `text` is a view that may share its buffer with other inserts (a decoded change's inserts
+    /// all view one buffer); make one from an array, a string or a literal.
+    case insertText(note: NoteID, origin: OpID?, text: InsertedText)
     /// Deletes the characters with these identities from a note's body.
     case deleteText(note: NoteID, targets: [OpIDRange])
     /// Consecutive deletes of one range each, held as one value and run-length encoded: each run
@@ -133,7 +135,7 @@ public struct Change: Hashable, Sendable {
                 let skip = Int(seq - opSeq)
                 switch op {
                 case .insertText(let note, _, let text):
-                    ops.append(.insertText(note: note, origin: OpID(replica: replica, seq: seq - 1), text: Array(text[skip...])))
+                    ops.append(.insertText(note: note, origin: OpID(replica: replica, seq: seq - 1), text: InsertedText(text[skip...])))
                 case .deleteEach(let note, let runs):
                     // Drop the first `skip` deletes: whole runs, then part of the run they end in.
                     var remaining = UInt64(skip)
@@ -209,7 +211,7 @@ public struct Change: Hashable, Sendable {
     /// `appendJoining(.insertText(note:origin:text:))`, for the decoder: the insert's shape is
     /// checked and the join decided from its parts, not by building the operation and matching it
     /// again (each match copied it, retaining its text).
-    mutating func appendInsert(note: NoteID, origin: OpID?, text: consuming [Unicode.Scalar]) {
+    mutating func appendInsert(note: NoteID, origin: OpID?, text: consuming InsertedText) {
         let lastSeq = startSeq &+ seqCount &- 1
         let (total, overflow) = seqCount.addingReportingOverflow(UInt64(text.count))
         seqCount = overflow ? .max : total
@@ -266,9 +268,10 @@ public struct Change: Hashable, Sendable {
         return note
     }
 
-    /// Appends characters to the last operation, an insert, without copying its text: the
-    /// operation is taken out of the array, so its text array is uniquely referenced when it grows.
-    private mutating func extendLastInsert(with more: [Unicode.Scalar]) {
+    /// Appends characters to the last operation, an insert, without copying its text: a decoded
+    /// insert that follows it in the same buffer widens its view; otherwise the operation is taken
+    /// out of the array, so its text's buffer is uniquely referenced when it grows.
+    private mutating func extendLastInsert(with more: InsertedText) {
         guard case .insertText(let note, let origin, var text) = operations.removeLast() else { preconditionFailure() }
         text.append(contentsOf: more)
         operations.append(.insertText(note: note, origin: origin, text: text))

@@ -409,9 +409,12 @@ public enum ChangeCodec {
         var deleteModes = TwoBitReader(try column("delete modes"))
         var lengths = try column("lengths")
         var explicit = try column("explicit values")
-        // The text column is read in place, insert by insert (see `scalars(_:from:at:)`).
+        // The text column is read in place, insert by insert (see `scalars(_:from:at:into:)`),
+        // into one buffer for the whole body that every insert's text is a view of.
         let textBytes = try reader.raw(try reader.count(max: reader.remaining, "the length of the text column"))
         var textOffset = 0  // from the column's start
+        var textRoom = scalarCapacity(lengths: lengths, textBytes: textBytes.count)
+        var textBuffer = ScalarBuffer.make(capacity: min(textRoom, ScalarBuffer.maxCount))
         var totalScalars = 0
         var deleteSpan: UInt64 = 0
         /// Counts `count` more characters named by deletes against the limit.
@@ -482,7 +485,15 @@ public enum ChangeCodec {
                     guard totalScalars <= limits.maxScalars else {
                         throw CRDTError(.limitExceeded, "the inserts hold more than \(limits.maxScalars) characters in all")
                     }
-                    let text = try scalars(count, from: textBytes, at: &textOffset)
+                    if count > textBuffer.header.capacity - textBuffer.header.count {
+                        // Past what a buffer holds (2^32 - 1 scalars): the rest goes to another.
+                        guard count <= ScalarBuffer.maxCount else {
+                            throw CRDTError(.limitExceeded, "an insert of more than \(ScalarBuffer.maxCount) characters")
+                        }
+                        textRoom -= textBuffer.header.count
+                        textBuffer = ScalarBuffer.make(capacity: min(textRoom, ScalarBuffer.maxCount))
+                    }
+                    let text = try scalars(count, from: textBytes, at: &textOffset, into: textBuffer)
                     let start = seq
                     try take(UInt64(count))
                     predictor.inserted(OpID(replica: header.author, seq: start), count: UInt64(count))
@@ -612,21 +623,34 @@ public enum ChangeCodec {
         return changes
     }
 
-    /// The next `count` scalars of the UTF-8 in `bytes` from `offset` on (advanced past them),
-    /// checked as they are decoded: no overlong forms, surrogates or values past U+10FFFF. Decoded
-    /// straight into the insert's array (a string's scalar iterator is general and slower, and a
-    /// whole-column array of scalars would be copied again per insert).
-    static func scalars(_ count: Int, from bytes: ArraySlice<UInt8>, at offset: inout Int) throws -> [Unicode.Scalar] {
+    /// Room for the scalars the inserts of a body decode: the sum of the lengths column (what
+    /// the inserts claim), at most one scalar per text byte. (Each insert's length is checked
+    /// against the bytes left before it is decoded, so the inserts never decode more than this:
+    /// they read a prefix of the same lengths, and take at least a byte per scalar.)
+    static func scalarCapacity(lengths: BinaryReader, textBytes: Int) -> Int {
+        var scan = lengths
+        var total = 0
+        while !scan.isAtEnd, total < textBytes, let length = try? scan.varint() {
+            total = length >= UInt64(textBytes - total) ? textBytes : total + Int(length)
+        }
+        return total
+    }
+
+    /// Decodes the next `count` scalars of the UTF-8 in `bytes` from `offset` on (advanced past
+    /// them) into `buffer`, after what it holds, and returns them as a view of it. Checked as they
+    /// are decoded: no overlong forms, surrogates or values past U+10FFFF. (A string's scalar
+    /// iterator is general and slower; an array per insert was allocated, zero-filled, filled,
+    /// copied into the text's arena and freed again.)
+    static func scalars(_ count: Int, from bytes: ArraySlice<UInt8>, at offset: inout Int, into buffer: ScalarBuffer) throws -> InsertedText {
         var failure: String?
-        // Reserved and filled, not allocated uninitialized: `init(unsafeUninitializedCapacity:)`
-        // (and `init(repeating:count:)`) go through an unspecialized allocation that looks the
-        // array's type up at run time, on every insert.
-        var result = [Unicode.Scalar]()
-        result.reserveCapacity(count)
-        result.append(contentsOf: repeatElement(Unicode.Scalar(0), count: count))
+        let first = buffer.header.count
+        guard count <= buffer.header.capacity - first else {
+            throw CRDTError(.malformedEncoding, "the inserts claim more text than there is")
+        }
         var decoded = 0
         bytes.withUnsafeBufferPointer { utf8 in
-            result.withUnsafeMutableBufferPointer { out in
+            buffer.withUnsafeMutablePointerToElements { elements in
+                let out = UnsafeMutableBufferPointer(start: elements + first, count: count)
                 var i = offset
                 var n = 0
                 let end = utf8.count
@@ -672,7 +696,8 @@ public enum ChangeCodec {
         }
         if let failure { throw CRDTError(.malformedEncoding, failure) }
         guard decoded == count else { throw CRDTError(.malformedEncoding, "the inserts claim more text than there is") }
-        return result
+        buffer.header.count = first + count
+        return InsertedText(buffer: buffer, start: first, count: count)
     }
 
     /// The scalar value of the multi-byte UTF-8 sequence at `i` and its length in bytes, or nil

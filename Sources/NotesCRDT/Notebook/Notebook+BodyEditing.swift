@@ -19,7 +19,7 @@ public struct BodyEditor {
     var operations: [Operation] = []
     /// The insert being built: consecutive typing joins into one operation.
     var runOrigin: OpID?
-    var runText: [Unicode.Scalar] = []
+    var runText = InsertedText()
     /// The deletes of one target each being gathered into one `deleteEach`.
     var deletes = GatheredDeletes()
     /// The changes finished so far (a batch splits only when an edit must jump its key above
@@ -49,7 +49,7 @@ public struct BodyEditor {
         if utf8.count == 1, let byte = utf8.first, byte < 0x80 {
             insert(CollectionOfOne(Unicode.Scalar(byte)), at: offset)
         } else if !utf8.isEmpty {
-            insert(Array(string.unicodeScalars), at: offset)
+            insert(InsertedText(string), at: offset)
         }
     }
 

@@ -18,7 +18,7 @@ extension Notebook {
             ops.append(.setNoteField(note: id, field: .tag(key), value: .bool(true)))
         }
         if !body.isEmpty, notes[id] == nil {
-            ops.append(.insertText(note: id, origin: nil, text: Array(body.unicodeScalars)))
+            ops.append(.insertText(note: id, origin: nil, text: InsertedText(body)))
         }
         return (id, commitLocal(ops))
     }
@@ -147,7 +147,7 @@ extension Notebook {
     @discardableResult
     public mutating func insertText(_ note: NoteID, at offset: Int, _ text: String) throws -> Change? {
         materialize()
-        let scalars = Array(text.unicodeScalars)
+        let scalars = InsertedText(text)
         guard let length = bodyLength(note) else { throw CRDTError(.notFound, "no note \(note)") }
         guard offset >= 0, offset <= length else {
             throw CRDTError(.outOfBounds, "offset \(offset) is outside the body (0...\(length))")
@@ -200,7 +200,7 @@ extension Notebook {
             changes.append(c)
         }
         if !splice.insert.isEmpty {
-            changes.append(commitInsert(note: note, at: splice.offset, scalars: splice.insert))
+            changes.append(commitInsert(note: note, at: splice.offset, scalars: InsertedText(splice.insert)))
         }
         return changes
     }
@@ -259,7 +259,7 @@ extension Notebook {
     /// A local insert. Its characters must sort before every existing child of their origin, so the
     /// text lands where the user typed it. When they continue this replica's own last insert, they
     /// take the keys right after it, so typing stays one run.
-    mutating func commitInsert(note: NoteID, at offset: Int, scalars: [Unicode.Scalar]) -> Change {
+    mutating func commitInsert(note: NoteID, at offset: Int, scalars: InsertedText) -> Change {
         let context = notes[note]!.body.insertContext(at: offset)
         let nextSeq = versionVector[replicaID] + 1
         let count = UInt64(scalars.count)

@@ -51,7 +51,7 @@ extension Change {
                 let keep = Int(seq - at + 1)
                 switch op {
                 case .insertText(let note, let origin, let text):
-                    ops.append(.insertText(note: note, origin: origin, text: Array(text[..<keep])))
+                    ops.append(.insertText(note: note, origin: origin, text: InsertedText(text[..<keep])))
                 case .deleteEach(let note, let runs):
                     // The first `keep` deletes, each of one target.
                     let targets = runs.flatMap(\.targets).prefix(keep)

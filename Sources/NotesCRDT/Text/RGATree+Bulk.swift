@@ -167,7 +167,7 @@ struct RGABulkList {
         }
         if offset > 0 { before = split(candidate, at: offset).head }
         let contentStart = tree.arena.count
-        tree.arena.append(contentsOf: scalars)
+        tree.appendToArena(scalars)
         tree.totalCharacters += length
         if before >= 0 {
             let prev = runs[Int(before)]
@@ -296,7 +296,7 @@ protocol TextIntegration {
     /// once, not gathered: a character must be there when its delete comes).
     var checksReferences: Bool { get }
     /// Inserts characters whose first identity is `id` after `origin` (which exists).
-    mutating func place(id: OpID, origin: OpID?, key: UInt64, scalars: [Unicode.Scalar])
+    mutating func place(id: OpID, origin: OpID?, key: UInt64, scalars: InsertedText)
     /// Marks the characters of `range` (which all exist) deleted.
     mutating func tombstone(_ range: OpIDRange)
 }
@@ -304,7 +304,7 @@ protocol TextIntegration {
 extension RGAText: TextIntegration {
     var checksReferences: Bool { false }
 
-    mutating func place(id: OpID, origin: OpID?, key: UInt64, scalars: [Unicode.Scalar]) {
+    mutating func place(id: OpID, origin: OpID?, key: UInt64, scalars: InsertedText) {
         integrate(id: id, origin: origin, key: key, scalars: scalars)
     }
 
@@ -337,7 +337,7 @@ extension RGAText: TextIntegration {
 }
 
 extension RGABulkList: TextIntegration {
-    mutating func place(id: OpID, origin: OpID?, key: UInt64, scalars: [Unicode.Scalar]) {
+    mutating func place(id: OpID, origin: OpID?, key: UInt64, scalars: InsertedText) {
         guard missing == nil else { return }
         var originAgent: Int32 = -1
         if let origin {

@@ -99,6 +99,15 @@ struct RGATree: Sendable {
         leafMap.reserveCapacity(leafMap.count + pages * RGATree.pageSize)
     }
 
+    /// Appends inserted scalars to the arena: copied in bulk when they lie in one buffer (a
+    /// decoded insert's view), which the generic append would read one checked index at a time.
+    @inline(__always)
+    mutating func appendToArena(_ scalars: some Collection<Unicode.Scalar>) {
+        if scalars.withContiguousStorageIfAvailable({ arena.append(contentsOf: $0) }) == nil {
+            arena.append(contentsOf: scalars)
+        }
+    }
+
     var visibleCount: Int { rootIsLeaf ? leaves[Int(root)].visible : inners[Int(root)].visible }
 
     // MARK: Agents
@@ -339,7 +348,7 @@ struct RGATree: Sendable {
             insertAt = run + 1
         }
         let contentStart = arena.count
-        arena.append(contentsOf: scalars)
+        appendToArena(scalars)
         totalCharacters += length
         var extended = false
         if insertAt > 0 {
