@@ -202,7 +202,9 @@ final class ScalarBuffer: ManagedBuffer<ScalarBuffer.Header, Unicode.Scalar> {
     /// A buffer with room for `capacity` scalars (none written).
     static func make(capacity: Int) -> ScalarBuffer {
         precondition(capacity >= 0 && capacity <= maxCount, "a buffer of \(capacity) scalars")
-        let made = ScalarBuffer.create(minimumCapacity: capacity) { _ in Header(count: 0, capacity: capacity) }
+        // All the room the allocator gave, as an array takes it: a run typed a scalar at a time
+        // then grows in fewer, larger steps (each step is a block freed, and the heap fragments).
+        let made = ScalarBuffer.create(minimumCapacity: capacity) { Header(count: 0, capacity: Swift.min($0.capacity, maxCount)) }
         return unsafeDowncast(made, to: ScalarBuffer.self)
     }
 }
