@@ -143,6 +143,24 @@ public struct InsertedText: RandomAccessCollection, Hashable, Sendable, Expressi
         while let scalar = iterator.next() { append(scalar) }
     }
 
+    /// Appends a string's scalars in one pass: room for its UTF-8 length first (at least as many
+    /// as it has scalars, and known without walking it), then each scalar written in place.
+    mutating func append(scalarsOf string: String) {
+        let most = string.utf8.count
+        guard most > 0 else { return }
+        reserve(most)
+        let at = start + count
+        var written = 0
+        buffer.withUnsafeMutablePointerToElements { elements in
+            for scalar in string.unicodeScalars {
+                (elements + at + written).initialize(to: scalar)
+                written += 1
+            }
+        }
+        buffer.header.count += written
+        count += written
+    }
+
     /// Appends one scalar.
     public mutating func append(_ scalar: Unicode.Scalar) {
         reserve(1)
@@ -164,9 +182,15 @@ public struct InsertedText: RandomAccessCollection, Hashable, Sendable, Expressi
     /// Makes room for `extra` more scalars after the view, in a buffer only this value holds, that
     /// has nothing written after the view (copying the view into a new buffer, grown geometrically,
     /// otherwise).
+    @inline(__always)
     private mutating func reserve(_ extra: Int) {
         let end = start + count
         if isKnownUniquelyReferenced(&buffer), buffer.header.count == end, buffer.header.capacity - end >= extra { return }
+        grow(extra)
+    }
+
+    @inline(never)
+    private mutating func grow(_ extra: Int) {
         let needed = count + extra
         precondition(extra <= ScalarBuffer.maxCount - count, "an insert of more than \(ScalarBuffer.maxCount) scalars")
         let fresh = ScalarBuffer.make(capacity: Swift.min(Swift.max(needed, 2 * count), ScalarBuffer.maxCount))

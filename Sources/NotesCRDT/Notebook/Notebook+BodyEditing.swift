@@ -47,29 +47,34 @@ public struct BodyEditor {
         // A keystroke is usually one ASCII character: no scalar decoding, no array.
         let utf8 = string.utf8
         if utf8.count == 1, let byte = utf8.first, byte < 0x80 {
-            insert(CollectionOfOne(Unicode.Scalar(byte)), at: offset)
+            let scalar = Unicode.Scalar(byte)
+            insert(at: offset) { $0.append(scalar) }
         } else if !utf8.isEmpty {
-            insert(InsertedText(string), at: offset)
+            insert(at: offset) { $0.append(scalarsOf: string) }
         }
     }
 
-    /// Inserts scalars at an offset already checked.
-    private mutating func insert(_ scalars: some Collection<Unicode.Scalar>, at offset: Int) {
-        let length = UInt64(scalars.count)
+    /// Inserts at an offset already checked the scalars `add` appends to the run being built (so a
+    /// string's scalars are decoded once, straight into the run, then copied into the text).
+    @inline(__always)
+    private mutating func insert(at offset: Int, _ add: (inout InsertedText) -> Void) {
         let context = text.insertContext(at: offset)
         // The characters must sort before every existing child of their origin, so they land where
         // they were typed: keys above the origin's and its first child's.
         let floor = max(context.originKey.map { $0 + 1 } ?? 0, context.firstChildKey.map { $0 + 1 } ?? 0)
         startChange(floor: floor)
         let id = OpID(replica: replica, seq: nextSeq)
-        text.integrate(id: id, context: context, key: nextKey, scalars: scalars)
-        if !runText.isEmpty, context.origin == OpID(replica: replica, seq: nextSeq - 1) {
-            runText.append(contentsOf: scalars)
-        } else {
+        if runText.isEmpty || context.origin != OpID(replica: replica, seq: nextSeq - 1) {
             flushRun()
             runOrigin = context.origin
-            runText.append(contentsOf: scalars)
         }
+        let before = runText.count
+        add(&runText)
+        // In place: `runText` holds its buffer, and is not written while the text copies from it
+        // (a second reference to read it through cost a retain and a release per keystroke).
+        let added = runText.withUnsafeBufferPointer { UnsafeBufferPointer(rebasing: $0[before...]) }
+        text.integrate(id: id, context: context, key: nextKey, scalars: added)
+        let length = UInt64(added.count)
         nextSeq += length
         nextKey += length
     }
@@ -128,7 +133,7 @@ public struct BodyEditor {
     private mutating func flushInsert() {
         guard !runText.isEmpty else { return }
         operations.append(.insertText(note: note, origin: runOrigin, text: runText))
-        runText = []
+        runText = InsertedText()
         runOrigin = nil
     }
 

@@ -103,6 +103,7 @@ struct RGATree: Sendable {
     /// decoded insert's view), which the generic append would read one checked index at a time.
     @inline(__always)
     mutating func appendToArena(_ scalars: some Collection<Unicode.Scalar>) {
+        if scalars.count == 1, let only = scalars.first { return arena.append(only) }  // a keystroke: no copy call
         if scalars.withContiguousStorageIfAvailable({ arena.append(contentsOf: $0) }) == nil {
             arena.append(contentsOf: scalars)
         }
