@@ -5,8 +5,9 @@ public enum Operation: Hashable, Sendable {
     case setNoteField(note: NoteID, field: NoteField, value: FieldValue)
     /// Inserts characters into a note's body after `origin` (nil: at the start). The first
     /// character's identity is the operation's; each following character comes after the previous.
-    /// `text` is a view that may share its buffer with other inserts (a decoded change's inserts
-    /// all view one buffer); make one from an array, a string or a literal.
+    /// `text` is an `InsertedText`, a view that may share its buffer with other inserts: a decoder
+    /// holds all the text of one encoding in one buffer (so a decoded change, kept, keeps that whole
+    /// buffer alive). Make one from an array, a string, a slice of another or a literal.
     case insertText(note: NoteID, origin: OpID?, text: InsertedText)
     /// Deletes the characters with these identities from a note's body.
     case deleteText(note: NoteID, targets: [OpIDRange])
