@@ -41,7 +41,7 @@ public struct InsertedText: RandomAccessCollection, Hashable, Sendable, Expressi
 
     /// A view of `count` scalars of `buffer` from `start` (which the caller has written).
     init(buffer: ScalarBuffer, start: Int, count: Int) {
-        precondition(start >= 0 && count >= 0 && count <= buffer.header.count - start, "a view outside its buffer")
+        precondition(start >= 0 && count >= 0 && count <= buffer.written - start, "a view outside its buffer")
         self.buffer = buffer
         first = UInt32(start)
         length = UInt32(count)
@@ -137,7 +137,7 @@ public struct InsertedText: RandomAccessCollection, Hashable, Sendable, Expressi
             buffer.withUnsafeMutablePointerToElements { elements in
                 for i in 0 ..< promised { (elements + at + i).initialize(to: iterator.next()!) }
             }
-            buffer.header.count += promised
+            buffer.written += promised
             count += promised
         }
         while let scalar = iterator.next() { append(scalar) }
@@ -157,7 +157,7 @@ public struct InsertedText: RandomAccessCollection, Hashable, Sendable, Expressi
                 written += 1
             }
         }
-        buffer.header.count += written
+        buffer.written += written
         count += written
     }
 
@@ -166,7 +166,7 @@ public struct InsertedText: RandomAccessCollection, Hashable, Sendable, Expressi
         reserve(1)
         let at = start + count
         buffer.withUnsafeMutablePointerToElements { ($0 + at).initialize(to: scalar) }
-        buffer.header.count += 1
+        buffer.written += 1
         count += 1
     }
 
@@ -175,7 +175,7 @@ public struct InsertedText: RandomAccessCollection, Hashable, Sendable, Expressi
         reserve(more.count)
         let at = start + count
         buffer.withUnsafeMutablePointerToElements { ($0 + at).initialize(from: more.baseAddress!, count: more.count) }
-        buffer.header.count += more.count
+        buffer.written += more.count
         count += more.count
     }
 
@@ -185,7 +185,7 @@ public struct InsertedText: RandomAccessCollection, Hashable, Sendable, Expressi
     @inline(__always)
     private mutating func reserve(_ extra: Int) {
         let end = start + count
-        if isKnownUniquelyReferenced(&buffer), buffer.header.count == end, buffer.header.capacity - end >= extra { return }
+        if isKnownUniquelyReferenced(&buffer), buffer.written == end, buffer.room - end >= extra { return }
         grow(extra)
     }
 
@@ -197,13 +197,13 @@ public struct InsertedText: RandomAccessCollection, Hashable, Sendable, Expressi
         withUnsafeBufferPointer { old in
             fresh.withUnsafeMutablePointerToElements { $0.initialize(from: old.baseAddress!, count: old.count) }
         }
-        fresh.header.count = count
+        fresh.written = count
         buffer = fresh
         start = 0
     }
 }
 
-/// The storage of `InsertedText`s: scalars, `header.count` of them written (and never written
+/// The storage of `InsertedText`s: scalars, the first `written` of them set (and never written
 /// again, except past the end by the only value holding the buffer).
 ///
 /// Safe to share between threads, though `ManagedBuffer` cannot say so: a scalar any view can see
@@ -219,6 +219,19 @@ final class ScalarBuffer: ManagedBuffer<ScalarBuffer.Header, Unicode.Scalar> {
 
     /// The most scalars a buffer holds (views count them in 32 bits).
     static let maxCount = Int(UInt32.max)
+
+    /// How many scalars are written. Through the header's pointer: the `header` property is a
+    /// class's stored property, whose writes check exclusivity at run time (a `swift_beginAccess`
+    /// per typed character).
+    var written: Int {
+        @inline(__always) get { withUnsafeMutablePointerToHeader { $0.pointee.count } }
+        @inline(__always) set { withUnsafeMutablePointerToHeader { $0.pointee.count = newValue } }
+    }
+
+    /// How many scalars fit (through the header's pointer, as `written`).
+    var room: Int {
+        @inline(__always) get { withUnsafeMutablePointerToHeader { $0.pointee.capacity } }
+    }
 
     /// A buffer of no scalars, shared by every empty view.
     nonisolated(unsafe) static let empty = make(capacity: 0)

@@ -485,12 +485,12 @@ public enum ChangeCodec {
                     guard totalScalars <= limits.maxScalars else {
                         throw CRDTError(.limitExceeded, "the inserts hold more than \(limits.maxScalars) characters in all")
                     }
-                    if count > textBuffer.header.capacity - textBuffer.header.count {
+                    if count > textBuffer.room - textBuffer.written {
                         // Past what a buffer holds (2^32 - 1 scalars): the rest goes to another.
                         guard count <= ScalarBuffer.maxCount else {
                             throw CRDTError(.limitExceeded, "an insert of more than \(ScalarBuffer.maxCount) characters")
                         }
-                        textRoom -= textBuffer.header.count
+                        textRoom -= textBuffer.written
                         textBuffer = ScalarBuffer.make(capacity: min(textRoom, ScalarBuffer.maxCount))
                     }
                     let text = try scalars(count, from: textBytes, at: &textOffset, into: textBuffer)
@@ -643,8 +643,8 @@ public enum ChangeCodec {
     /// copied into the text's arena and freed again.)
     static func scalars(_ count: Int, from bytes: ArraySlice<UInt8>, at offset: inout Int, into buffer: ScalarBuffer) throws -> InsertedText {
         var failure: String?
-        let first = buffer.header.count
-        guard count <= buffer.header.capacity - first else {
+        let first = buffer.written
+        guard count <= buffer.room - first else {
             throw CRDTError(.malformedEncoding, "the inserts claim more text than there is")
         }
         var decoded = 0
@@ -696,7 +696,7 @@ public enum ChangeCodec {
         }
         if let failure { throw CRDTError(.malformedEncoding, failure) }
         guard decoded == count else { throw CRDTError(.malformedEncoding, "the inserts claim more text than there is") }
-        buffer.header.count = first + count
+        buffer.written = first + count
         return InsertedText(buffer: buffer, start: first, count: count)
     }
 
