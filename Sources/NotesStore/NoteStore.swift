@@ -173,7 +173,7 @@ public final class NoteStore: @unchecked Sendable {
     /// sixth of a bootstrap's import). The store cannot be used afterwards.
     package func closeForExit() throws {
         lock.lock(); defer { lock.unlock() }
-        try queue.inDatabase { _ in statements.removeAll() }
+        queue.inDatabase { _ in statements.removeAll() }
         try queue.close()
         _ = Unmanaged.passRetained(self)
     }

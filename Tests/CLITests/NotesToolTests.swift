@@ -196,7 +196,7 @@ struct NotesToolTests {
         try CLI.ok(["init"], db: scratch.db)
         try "# Fine\n\nsmall".write(toFile: folder + "/fine.md", atomically: true, encoding: .utf8)
         // Sparse: 17 MiB on paper, nothing on disk.
-        FileManager.default.createFile(atPath: folder + "/huge.md", contents: nil)
+        try #require(FileManager.default.createFile(atPath: folder + "/huge.md", contents: nil))
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: folder + "/huge.md"))
         try handle.truncate(atOffset: 17 << 20)
         try handle.close()

@@ -142,7 +142,7 @@ struct DamagedReplicaTests {
         #expect(columns.count > 60)
         // One file, written over in place: the same inode, so the store keeps its identity.
         let path = folder.file("damaged.db")
-        FileManager.default.createFile(atPath: path, contents: pristine)
+        try #require(FileManager.default.createFile(atPath: path, contents: pristine))
         var failures: [String: Int] = [:]
         var cases = 0
         for (table, column) in columns {
