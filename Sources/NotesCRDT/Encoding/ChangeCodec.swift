@@ -658,8 +658,11 @@ public enum ChangeCodec {
                 while n < count {
                     // Sixteen ASCII bytes at a time, widened in vector registers, the usual case.
                     while n + 16 <= count, i + 16 <= end {
+                        // The ASCII test on two words: `SIMD16.max()` is a call, not inlined.
+                        let low = UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self)
+                        let high = UnsafeRawPointer(base + i + 8).loadUnaligned(as: UInt64.self)
+                        guard (low | high) & 0x8080_8080_8080_8080 == 0 else { break }
                         let bytes = UnsafeRawPointer(base + i).loadUnaligned(as: SIMD16<UInt8>.self)
-                        guard bytes.max() < 0x80 else { break }
                         UnsafeMutableRawPointer(out.baseAddress! + n).storeBytes(of: SIMD16<UInt32>(truncatingIfNeeded: bytes), as: SIMD16<UInt32>.self)
                         i += 16
                         n += 16
