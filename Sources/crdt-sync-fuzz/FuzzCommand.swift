@@ -92,6 +92,7 @@ struct FuzzCommand: ParsableCommand {
                 case .rejected(let code, _): line = "R \(index) \(code)"
                 case .accepted(_, _, let quarantined): line = "A \(index) \(quarantined)"
                 case .sealed(_, let opened, let refused, let quarantined, _): line = "U \(index) \(quarantined) \(opened) \(refused)"
+                case .ownIdentity(_, let refused, let moved, _): line = "O \(index) \(refused) \(moved ? 1 : 0)"
                 }
             } catch {
                 line = "F \(index) \(String(describing: error).replacingOccurrences(of: "\n", with: " "))"
@@ -119,6 +120,7 @@ extension FuzzCommand {
                     key = "sealed, \(opened > 0 ? "some" : "no") units opened, \(refused > 0 ? "some" : "none") refused"
                     // Each reason a unit was refused, once per case.
                     for reason in Set(reasons.map(FuzzCommand.withoutNumbers)) { counts["sealed unit refused: " + reason, default: 0] += 1 }
+                case .ownIdentity(_, _, let moved, let kind): key = "in the store's own name: \(kind), \(moved ? "moved" : "kept its identity")"
                 }
             } catch {
                 key = "FAILURE: \(error)"
