@@ -19,6 +19,8 @@ struct FuzzCommand: ParsableCommand {
         store; another quarter sealed bundles of an encrypted space (format version 4: units \
         forged, altered, lying or hostile inside), checked as a relay and a folder reader check \
         them and integrated by a store in the space, against a model of which units it opens; \
+        a sixteenth in the receiving store's own name (its changes echoed, a copy's, a fork's), \
+        which it must refuse exactly when it never made them, moving to a fresh identity then; \
         checking that the store does not throw, that digests agree and that what was accepted \
         round-trips. Run it on a release build: \
         swift run -c release crdt-sync-fuzz --cases 1000000 --seed 1. \
