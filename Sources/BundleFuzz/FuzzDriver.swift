@@ -11,9 +11,10 @@ public enum FuzzOutcome: Sendable, Hashable {
     case accepted(changes: Int, applied: Int, quarantined: Int)
     /// A sealed bundle decoded; of its units, the store opened and refused these many (and said why).
     case sealed(units: Int, opened: Int, refused: Int, quarantined: Int, reasons: [String])
-    /// A case in the receiving store's own name (`OwnIdentityCases`) decoded: of its changes, the
-    /// store refused these many as made by another copy of it, and moved to a fresh identity or not.
-    case ownIdentity(changes: Int, refusedInItsName: Int, moved: Bool, kind: String)
+    /// A case in the receiving store's own name (`OwnIdentityCases`) decoded: of its changes, these
+    /// many showed another copy of the store (refused, or waiting on seqs it never made), and it
+    /// moved to a fresh identity or not.
+    case ownIdentity(changes: Int, showingACopy: Int, moved: Bool, kind: String)
 }
 
 /// A case that broke a promise: an error of the wrong type, a store that threw, a digest that
@@ -206,7 +207,7 @@ public struct FuzzDriver {
             }
             if casesOnStore % 25 == 0 { _ = try store!.status() }
             if Self.isOwnIdentity(caseSeed) {
-                return .ownIdentity(changes: bundle.changes.count, refusedInItsName: skipped + forks, moved: moved, kind: ownCases.ownCase(seed: caseSeed).kind)
+                return .ownIdentity(changes: bundle.changes.count, showingACopy: skipped + forks, moved: moved, kind: ownCases.ownCase(seed: caseSeed).kind)
             }
             return .accepted(changes: bundle.changes.count, applied: applied, quarantined: quarantined)
         } catch let failure as FuzzFailure {

@@ -193,7 +193,7 @@ final class Runner: @unchecked Sendable {
         out += "  accepted: \(accepted) (\(acceptedWithQuarantine) of them with a quarantined change)\n"
         out += "  record pages (version 5): \(recordPages.accepted) accepted, \(recordPages.rejected) rejected\n"
         out += "  sealed bundles (version 4): \(sealed.accepted) accepted, \(sealed.rejected) rejected; of their units, \(sealed.opened) opened and \(sealed.refused) refused by the store\n"
-        out += "  in the store's own name: \(ownIdentity.accepted) accepted, \(ownIdentity.rejected) rejected; \(ownIdentity.moved) moved the store to a fresh identity (\(ownIdentity.refusedChanges) changes refused as another copy's)\n"
+        out += "  in the store's own name: \(ownIdentity.accepted) accepted, \(ownIdentity.rejected) rejected; \(ownIdentity.moved) moved the store to a fresh identity (\(ownIdentity.refusedChanges) changes in all that showed another copy of it)\n"
         out += "  slowest case: \(String(format: "%.1f", slowest.milliseconds)) ms (seed \(slowest.seed)); peak RSS of a worker: \(peakWorkerKilobytes / 1024) MiB\n"
         for crash in crashes.prefix(20) { out += "  crash: case \(crash.index), \(crash.how): replay with --case \(crash.seed)\n" }
         for hang in hangs.prefix(20) { out += "  hang: case \(hang.index): replay with --case \(hang.seed)\n" }
