@@ -11,6 +11,10 @@ public enum FuzzOutcome: Sendable, Hashable {
     case accepted(changes: Int, applied: Int, quarantined: Int)
     /// A sealed bundle decoded; of its units, the store opened and refused these many (and said why).
     case sealed(units: Int, opened: Int, refused: Int, quarantined: Int, reasons: [String])
+    /// A case in the receiving store's own name (`OwnIdentityCases`) decoded: of its changes, these
+    /// many showed another copy of the store (refused, or waiting on seqs it never made), and it
+    /// moved to a fresh identity or not.
+    case ownIdentity(changes: Int, showingACopy: Int, moved: Bool, kind: String)
 }
 
 /// A case that broke a promise: an error of the wrong type, a store that threw, a digest that
@@ -33,6 +37,7 @@ public struct FuzzDriver {
     let generator = HostileBundles()
     let recordPages = HostileRecordPages()
     let sealedGenerator = HostileSealedUnits()
+    let ownCases = OwnIdentityCases()
     /// The store in an encrypted space that sealed cases go to (a new one every `casesPerStore / 4`).
     var receiver: SealedReceiver?
     var store: NoteStore?
@@ -46,7 +51,7 @@ public struct FuzzDriver {
 
     static let clock = FixedWallClock(1_700_000_000_000)
 
-    static func freshNotebook() -> Notebook { Notebook(replicaID: ReplicaID(Identifier128(high: 0xD0D0, low: 1)), wallClock: clock) }
+    static func freshNotebook() -> Notebook { Notebook(replicaID: OwnIdentityCases.receiver, wallClock: clock) }
 
     /// The seed of case `index` of a run seeded `seed`.
     public static func caseSeed(_ seed: UInt64, _ index: UInt64) -> UInt64 {
@@ -59,12 +64,17 @@ public struct FuzzDriver {
     /// Whether case `caseSeed` is a record page (format version 5): a quarter of the cases.
     public static func isRecordPage(_ caseSeed: UInt64) -> Bool { caseSeed >> 62 == 3 }
 
+    /// Whether case `caseSeed` claims the receiving store's identity (`OwnIdentityCases`): an
+    /// eighth of the plain bundles' half.
+    public static func isOwnIdentity(_ caseSeed: UInt64) -> Bool { caseSeed >> 62 < 2 && (caseSeed >> 56) & 7 == 0 }
+
     /// The bytes of case `caseSeed`.
     public func bytes(caseSeed: UInt64) -> [UInt8] { input(caseSeed: caseSeed).bytes }
 
     /// The bytes of case `caseSeed`, and the changes they must decode to when the case is a valid page.
     func input(caseSeed: UInt64) -> (bytes: [UInt8], expected: [Change]?) {
         if Self.isSealed(caseSeed) { return (sealedGenerator.sealedCase(seed: caseSeed).bytes, nil) }
+        if Self.isOwnIdentity(caseSeed) { return (ownCases.ownCase(seed: caseSeed).bytes, nil) }
         guard Self.isRecordPage(caseSeed) else { return (generator.bundle(seed: caseSeed).bytes(), nil) }
         let page = recordPages.page(seed: caseSeed)
         return (page.bytes(), page.expected)
@@ -137,27 +147,69 @@ public struct FuzzDriver {
         }
         do {
             if store == nil || casesOnStore >= casesPerStore {
-                store = try NoteStore.openInMemory(replicaID: shadow.replicaID, options: StoreOptions(wallClock: FuzzDriver.clock))
+                store = try NoteStore.openInMemory(replicaID: OwnIdentityCases.receiver, options: StoreOptions(wallClock: FuzzDriver.clock))
+                // Edits of its own, not yet sent: what a crafted change in its name must not cost it.
+                try store!.edit { try OwnIdentityCases.makeOwnEdits(&$0) }
                 shadow = FuzzDriver.freshNotebook()
+                let own = try store!.changes(since: VersionVector())
+                guard own == OwnIdentityCases.receiverNotebook.allChanges else { throw fail("the store made other changes than the generator's model of it") }
+                shadow.apply(contentsOf: own)
                 casesOnStore = 0
             }
             casesOnStore += 1
-            let result = shadow.apply(contentsOf: bundle.changes)
+            // The store refuses changes in its own name past what it made (a copy of it wrote
+            // them), and counts those and the ones the notebook refuses as forks of its seqs.
+            let own = store!.replicaID
+            let ownMade = shadow.versionVector[own]
+            let (admitted, refused) = (shadow.quarantineAdmissions, shadow.quarantineRefusals)
+            var applied = 0
+            var skipped = 0
+            var forks = 0
+            for change in bundle.changes {
+                if change.replica == own, change.endSeq > shadow.versionVector[own] {
+                    skipped += 1
+                    continue
+                }
+                // Made after seeing seqs in its name it never made: another copy's (it waits for them).
+                if change.replica != own, change.dependencies[own] > shadow.versionVector[own] { forks += 1 }
+                switch shadow.apply(change) {
+                case .applied(let released): applied += 1 + released
+                case .rejected(let error) where error.code == .equivocation && change.replica == own: forks += 1
+                default: break
+                }
+            }
             for id in shadow.noteIDs {
                 if let problem = shadow.body(of: id)?.invariantViolation() { throw fail("note \(id): \(problem)") }
             }
             // From elsewhere: whatever they hold, the store must not throw.
             let report = try store!.apply(bundle.changes)
-            if bundle.sender != store!.replicaID {
+            if bundle.sender != store!.replicaID && bundle.sender != own {
                 try store!.recordPeer(bundle.sender, versionVector: bundle.senderVersion, seenAt: 1_700_000_000_000)
             }
             guard try store!.digest() == shadow.digest() else { throw fail("the store's digest differs from the notebook's") }
-            guard report.quarantined == result.quarantined, report.rejected == result.rejected,
+            let quarantined = shadow.quarantineAdmissions - admitted
+            guard report.quarantined == quarantined, report.rejected == shadow.quarantineRefusals - refused + skipped,
                   try store!.quarantinedChanges().count == shadow.quarantinedCount else {
-                throw fail("the store quarantined \(report.quarantined) (\(try store!.quarantinedChanges().count) in all), the notebook \(result.quarantined) (\(shadow.quarantinedCount))")
+                throw fail("the store quarantined \(report.quarantined) (\(try store!.quarantinedChanges().count) in all), the notebook \(quarantined) (\(shadow.quarantinedCount))")
+            }
+            // It moves exactly when a change in its name shows another copy of it, and keeps what it made.
+            guard report.foreignOwnChanges == skipped + forks else {
+                throw fail("the store counted \(report.foreignOwnChanges) changes in its name that it never made, the model \(skipped + forks)")
+            }
+            let moved = store!.replicaID != own
+            guard moved == (skipped + forks > 0) else {
+                throw fail(moved ? "the store moved to a fresh identity with no change in its name it never made" : "the store kept its identity after \(skipped + forks) changes in its name it never made")
+            }
+            guard try store!.versionVector[own] == ownMade else { throw fail("the store's own seqs went from \(ownMade) to \(try store!.versionVector[own])") }
+            if moved {
+                guard try store!.identityChanges().last?.retired == own else { throw fail("the store moved without recording it") }
+                casesOnStore = casesPerStore  // a new store for the next case: this one writes as another
             }
             if casesOnStore % 25 == 0 { _ = try store!.status() }
-            return .accepted(changes: bundle.changes.count, applied: result.applied, quarantined: result.quarantined)
+            if Self.isOwnIdentity(caseSeed) {
+                return .ownIdentity(changes: bundle.changes.count, showingACopy: skipped + forks, moved: moved, kind: ownCases.ownCase(seed: caseSeed).kind)
+            }
+            return .accepted(changes: bundle.changes.count, applied: applied, quarantined: quarantined)
         } catch let failure as FuzzFailure {
             throw failure
         } catch {
@@ -181,6 +233,11 @@ public struct FuzzTally: Sendable, Hashable {
     public var sealedRejected = 0
     public var sealedUnitsOpened = 0
     public var sealedUnitsRefused = 0
+    /// Of the cases, those in the receiving store's own name decoded and refused, and of the
+    /// decoded ones those that moved the store to a fresh identity.
+    public var ownIdentityAccepted = 0
+    public var ownIdentityRejected = 0
+    public var ownIdentityMoved = 0
     public var failures: [String] = []
     /// The slowest case, in milliseconds, and its seed.
     public var slowestMilliseconds = 0.0
@@ -203,8 +260,13 @@ public struct FuzzTally: Sendable, Hashable {
             sealedAccepted += 1
             sealedUnitsOpened += opened
             sealedUnitsRefused += refused
+        case .ownIdentity(_, _, let moved, _):
+            accepted += 1
+            ownIdentityAccepted += 1
+            if moved { ownIdentityMoved += 1 }
         }
         if FuzzDriver.isSealed(seed), case .rejected = outcome { sealedRejected += 1 }
+        if FuzzDriver.isOwnIdentity(seed), case .rejected = outcome { ownIdentityRejected += 1 }
         if milliseconds > slowestMilliseconds {
             slowestMilliseconds = milliseconds
             slowestSeed = seed

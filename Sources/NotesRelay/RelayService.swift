@@ -228,7 +228,7 @@ public final class RelayService: Sendable {
             })
             stored = result.stored.reduce(0) { $0 + records[$1].changes }
             page = result.page
-        } catch let error as RelayStorageError where error.kind == .gap || error.kind == .encryption {
+        } catch let error as RelayStorageError where error.kind == .gap || error.kind == .encryption || error.kind == .malformed {
             return RelayService.text(400, error.message)
         } catch {
             return RelayService.text(503, "the relay could not store the request; try again")

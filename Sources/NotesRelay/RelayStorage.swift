@@ -30,6 +30,18 @@ public struct RelayRecord: Sendable, Hashable {
     }
 }
 
+extension RelayRecord {
+    /// The refusal of an append holding a record whose seqs are no change's range (a storage
+    /// keeps seqs as signed 64-bit numbers, and a page reads a record past 2^63 - 1 as before
+    /// seq 1: it would never be served), or nil when every record's range is one.
+    package static func rangeRefusal(_ records: [RelayRecord]) -> RelayStorageError? {
+        guard let bad = records.first(where: { !(1 ... Change.maxSeq).contains($0.startSeq) || !($0.startSeq ... Change.maxSeq).contains($0.endSeq) }) else {
+            return nil
+        }
+        return RelayStorageError(.malformed, "a record of \(bad.author) covers seqs \(bad.startSeq) ... \(bad.endSeq), not a range within 1 ... \(Change.maxSeq); nothing was stored")
+    }
+}
+
 /// A stored record with the number the storage gave it on arrival (arrival order).
 public struct RelayStoredRecord: Sendable, Hashable {
     /// Increasing with arrival, per storage.
@@ -109,6 +121,9 @@ public struct RelayStorageError: Error, Sendable, Hashable, CustomStringConverti
         case gap
         /// A sealed record for a plain space, or a plain one for a space that holds sealed records.
         case encryption
+        /// A record whose seqs are no change's range (outside 1 ... `Change.maxSeq`, or ending
+        /// before they start): the relay's pages and vectors could not hold it.
+        case malformed
         /// The storage failed (I/O, a corrupt file).
         case failure
     }
@@ -131,6 +146,8 @@ public struct RelayStorageError: Error, Sendable, Hashable, CustomStringConverti
 /// Where a relay keeps its spaces: `SQLiteRelayStorage` (one process, the default) and, for
 /// several relay processes over one database, a PostgreSQL storage. The rules every storage keeps:
 ///
+/// - every record's seqs are a range within 1 ... `Change.maxSeq`, or the append is refused
+///   (`RelayStorageError.malformed`);
 /// - per space and author, the stored records cover seqs 1...n without a gap; a record that ends
 ///   at or before n is a repeat and is not stored; one that starts past n + 1 would leave a gap and
 ///   refuses the whole append (`RelayStorageError.gap`); one that straddles n is stored whole (a

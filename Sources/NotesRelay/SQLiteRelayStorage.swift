@@ -141,6 +141,7 @@ public final class SQLiteRelayStorage: RelayStorage {
     /// indexes of those stored.
     public func append(space: String, records: [RelayRecord]) async throws -> [Int] {
         guard !records.isEmpty else { return [] }
+        if let refusal = RelayRecord.rangeRefusal(records) { throw refusal }
         do {
             let stored = try await writer.write { db in try SQLiteRelayStorage.append(db, space: space, records) }
             if !stored.isEmpty { changes.signal(space) }

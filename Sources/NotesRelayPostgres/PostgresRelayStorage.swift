@@ -329,6 +329,7 @@ public final class PostgresRelayStorage: RelayStorage {
     /// its own READ COMMITTED transaction under the space's row lock; returns the indexes of those stored.
     public func append(space: String, records: [RelayRecord]) async throws -> [Int] {
         guard !records.isEmpty else { return [] }
+        if let refusal = RelayRecord.rangeRefusal(records) { throw refusal }
         let authors = records.map { ByteBuffer(bytes: $0.author.raw.bytes) }
         let starts = records.map { Int64(bitPattern: $0.startSeq) }
         let ends = records.map { Int64(bitPattern: $0.endSeq) }
@@ -367,6 +368,7 @@ public final class PostgresRelayStorage: RelayStorage {
     /// An append, then a page that sees it: one statement (`crdt_relay_sync`), one round trip.
     public func appendThenPage(space: String, records: [RelayRecord], after clientVersion: VersionVector, limits: RelayPageLimits,
                                needsPayload: @escaping @Sendable (Int64) -> Bool) async throws -> (stored: [Int], page: RelayPage) {
+        if let refusal = RelayRecord.rangeRefusal(records) { throw refusal }
         let (clientAuthors, haves) = Self.clientArrays(clientVersion)
         let statement = SyncStatement(
             append: AppendStatement(space: space, authors: records.map { ByteBuffer(bytes: $0.author.raw.bytes) },

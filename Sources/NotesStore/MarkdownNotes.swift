@@ -1,5 +1,6 @@
 import Foundation
 import NotesCRDT
+import NotesSync
 
 /// A note as a Markdown file: front matter between `---` lines (one `key: value` a line, strings
 /// and lists in JSON syntax, which YAML reads too), then the body exactly as stored.
@@ -250,8 +251,9 @@ struct MarkdownExportManifest: Codable {
 
     /// The folder's manifest; empty when there is none or it cannot be read (then nothing is removed).
     static func read(_ folder: String) -> MarkdownExportManifest {
-        guard let data = FileManager.default.contents(atPath: folder + "/" + MarkdownNotes.manifestName),
-              let manifest = try? JSONDecoder().decode(MarkdownExportManifest.self, from: data) else {
+        // Read as a note file is (a FIFO or a link to /dev/zero in its place hung or filled memory).
+        guard let bytes = try? LocalFileSystem().read(folder + "/" + MarkdownNotes.manifestName, limit: MarkdownNotes.maxFileBytes),
+              let manifest = try? JSONDecoder().decode(MarkdownExportManifest.self, from: Data(bytes)) else {
             return MarkdownExportManifest(files: [:])
         }
         return manifest
@@ -297,8 +299,9 @@ extension NoteStore {
         var manifest = MarkdownExportManifest(files: [:])
         var stale: [String] = []
         for (existing, hash) in previous.files.sorted(by: { $0.key < $1.key }) where !taken.contains(existing) {
-            guard !existing.contains("/"), let data = files.contents(atPath: folder + "/" + existing),
-                  SHA256.hex(data) == hash else { continue }
+            // (Read as an imported file is: the manifest may name a FIFO, which hung the export.)
+            guard !existing.contains("/"), let bytes = try? LocalFileSystem().read(folder + "/" + existing, limit: MarkdownNotes.maxFileBytes),
+                  case let data = Data(bytes), SHA256.hex(data) == hash else { continue }
             if let text = String(data: data, encoding: .utf8), let parsed = try? MarkdownNotes.parse(text, fileName: existing),
                let id = parsed.id, names[id] != nil {
                 stale.append(existing)
@@ -354,14 +357,20 @@ extension NoteStore {
         var parsed: [MarkdownNote] = []
         var seen: [NoteID: String] = [:]
         for name in names {
-            // Looked at before reading, so that a huge file costs no memory.
-            if let size = (try? files.attributesOfItem(atPath: folder + "/" + name))?[.size] as? Int, size > MarkdownNotes.maxFileBytes {
-                throw StoreError(.invalidArgument, "\(name): \(size) bytes, more than a note may hold (\(MarkdownNotes.maxFileBytes)); nothing was imported")
-            }
-            guard let data = files.contents(atPath: folder + "/" + name) else {
+            // A regular file within the limit, opened without blocking and read no further: a FIFO
+            // hung the import, and a link to /dev/zero (its own size tiny) filled memory.
+            let data: [UInt8]
+            do {
+                data = try LocalFileSystem().read(folder + "/" + name, limit: MarkdownNotes.maxFileBytes)
+            } catch let error as SyncError where error.code == .tooLarge {
+                let size = (try? files.attributesOfItem(atPath: (folder + "/" + name as NSString).resolvingSymlinksInPath))?[.size] as? Int
+                throw StoreError(.invalidArgument, "\(name): \(size.map { "\($0) bytes, " } ?? "")more than a note may hold (\(MarkdownNotes.maxFileBytes)); nothing was imported")
+            } catch let error as SyncError where error.message.hasSuffix("not a regular file") {
+                throw StoreError(.invalidArgument, "\(name): not a regular file; nothing was imported")
+            } catch {
                 throw StoreError(.invalidArgument, "\(name): cannot be read; nothing was imported")
             }
-            guard let text = String(data: data, encoding: .utf8) else {
+            guard let text = String(data: Data(data), encoding: .utf8) else {
                 throw StoreError(.invalidArgument, "\(name): not UTF-8 text; nothing was imported")
             }
             var note: MarkdownNote

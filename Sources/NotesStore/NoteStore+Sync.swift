@@ -19,9 +19,10 @@ public struct ApplyReport: Hashable, Sendable {
     /// on their own (a decoded bundle never holds one), or referring to something that does not
     /// exist when the quarantine had no room left for them.
     public var rejected: Int = 0
-    /// Changes of the batch in this replica's own name that it never made (part of `rejected`):
-    /// another copy of this database writes as the same identity. The store then moved to a
-    /// fresh one (`replicaID`, `identityChanges()`) before writing anything more.
+    /// Changes of the batch in this replica's own name that it never made (part of `rejected`),
+    /// and changes of others made after seeing such seqs (they wait, not refused): another copy
+    /// of this database writes as the same identity. The store then moved to a fresh one
+    /// (`replicaID`, `identityChanges()`) before writing anything more.
     public var foreignOwnChanges: Int = 0
 }
 
@@ -121,6 +122,7 @@ extension NoteStore {
             var queued = false
             var foreignOwn = 0
             var skippedOwn = 0  // refused here, not by the notebook
+            var sawUnmade = 0  // others' changes that depend on seqs in our name we never made
             var touches = TouchedNotes()
             let own = replicaID
             func report(touched: Int) -> ApplyReport {
@@ -139,6 +141,13 @@ extension NoteStore {
                         foreignOwn += 1
                         skippedOwn += 1
                         continue
+                    }
+                    // Another's change made after seeing seqs in our name past what we made: a copy
+                    // of us wrote them. It waits for them; our own next seqs must not be what
+                    // releases it (a delete would then stand against edits it never saw).
+                    if change.replica != own, change.dependencies[own] > loaded!.notebook.versionVector[own] {
+                        foreignOwn += 1
+                        sawUnmade += 1
                     }
                     switch loaded!.notebook.apply(change) {
                     case .applied(let released):
@@ -173,7 +182,8 @@ extension NoteStore {
             try extra?(db)
             if foreignOwn > 0 {
                 moved = try NoteStore.retire(own, db, options: options, salt: "",
-                                             reason: "a sync brought \(foreignOwn) change(s) in this replica's name that it never made: another copy of this database writes as it")
+                                             reason: "a sync brought \(foreignOwn - sawUnmade) change(s) in this replica's name that it never made"
+                                                 + (sawUnmade > 0 ? " and \(sawUnmade) made after seeing such seqs" : "") + ": another copy of this database writes as it")
             }
             if applied > 0 || queued || quarantineChanged || moved != nil { try bumpRevision(db) } else { dirty = false }
             return report(touched: touched)

@@ -58,6 +58,8 @@ public struct SpaceKey: Sendable, Hashable {
 
         /// The defaults: N = 2^15, r = 8, p = 1 (32 MiB of memory, about a tenth of a second).
         public static let defaultLogN = 15
+        /// The most r * N a descriptor may ask for: 2^23, 1 GiB of scrypt memory (128 * r * N).
+        static let maxCostUnits = 1 << 23
 
         /// The printed form.
         public var description: String {
@@ -72,6 +74,10 @@ public struct SpaceKey: Sendable, Hashable {
                   let r = Int(parts[3]), (1 ... 32).contains(r), let p = Int(parts[4]), (1 ... 16).contains(p),
                   let salt = unhex(parts[5]), salt.count == 16, let keyID = unhex(parts[6]), keyID.count == 8 else {
                 throw SyncError(.malformed, "\"\(text.prefix(80))\" is not a space descriptor (crdtspace1-scrypt-LOGN-R-P-SALT-KEYID, as `crdt-sync space show` prints it)")
+            }
+            // scrypt holds 128 * r * N bytes: each bound alone allowed 16 GiB (N = 2^22, r = 32), p times over.
+            guard r << logN <= Self.maxCostUnits, p * (r << logN) <= 4 * Self.maxCostUnits else {
+                throw SyncError(.malformed, "the space descriptor asks scrypt for N = 2^\(logN), r = \(r), p = \(p): past the 1 GiB of memory (and 4 GiB of work) this build spends on a passphrase")
             }
             self.init(logN: logN, blockSize: r, parallelism: p, salt: salt, keyID: keyID)
         }

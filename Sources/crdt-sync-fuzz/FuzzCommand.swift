@@ -19,6 +19,8 @@ struct FuzzCommand: ParsableCommand {
         store; another quarter sealed bundles of an encrypted space (format version 4: units \
         forged, altered, lying or hostile inside), checked as a relay and a folder reader check \
         them and integrated by a store in the space, against a model of which units it opens; \
+        a sixteenth in the receiving store's own name (its changes echoed, a copy's, a fork's), \
+        which it must refuse exactly when it never made them, moving to a fresh identity then; \
         checking that the store does not throw, that digests agree and that what was accepted \
         round-trips. Run it on a release build: \
         swift run -c release crdt-sync-fuzz --cases 1000000 --seed 1. \
@@ -92,6 +94,7 @@ struct FuzzCommand: ParsableCommand {
                 case .rejected(let code, _): line = "R \(index) \(code)"
                 case .accepted(_, _, let quarantined): line = "A \(index) \(quarantined)"
                 case .sealed(_, let opened, let refused, let quarantined, _): line = "U \(index) \(quarantined) \(opened) \(refused)"
+                case .ownIdentity(_, let refused, let moved, _): line = "O \(index) \(refused) \(moved ? 1 : 0)"
                 }
             } catch {
                 line = "F \(index) \(String(describing: error).replacingOccurrences(of: "\n", with: " "))"
@@ -119,6 +122,7 @@ extension FuzzCommand {
                     key = "sealed, \(opened > 0 ? "some" : "no") units opened, \(refused > 0 ? "some" : "none") refused"
                     // Each reason a unit was refused, once per case.
                     for reason in Set(reasons.map(FuzzCommand.withoutNumbers)) { counts["sealed unit refused: " + reason, default: 0] += 1 }
+                case .ownIdentity(_, _, let moved, let kind): key = "in the store's own name: \(kind), \(moved ? "moved" : "kept its identity")"
                 }
             } catch {
                 key = "FAILURE: \(error)"

@@ -14,6 +14,8 @@ final class Runner: @unchecked Sendable {
     var recordPages: (accepted: UInt64, rejected: UInt64) = (0, 0)
     /// Sealed bundles (format version 4): decoded and refused, and their units opened and refused by the store.
     var sealed: (accepted: UInt64, rejected: UInt64, opened: UInt64, refused: UInt64) = (0, 0, 0, 0)
+    /// Cases in the receiving store's own name: decoded, refused, and those that moved the store.
+    var ownIdentity: (accepted: UInt64, rejected: UInt64, moved: UInt64, refusedChanges: UInt64) = (0, 0, 0, 0)
     var rejected: [String: UInt64] = [:]
     var crashes: [(index: UInt64, seed: UInt64, how: String)] = []
     var hangs: [(index: UInt64, seed: UInt64)] = []
@@ -130,6 +132,7 @@ final class Runner: @unchecked Sendable {
                         if tag == "A" { runner.recordPages.accepted += 1 } else { runner.recordPages.rejected += 1 }
                     }
                     if FuzzDriver.isSealed(caseSeed), tag == "R" { runner.sealed.rejected += 1 }
+                    if FuzzDriver.isOwnIdentity(caseSeed), tag == "R" { runner.ownIdentity.rejected += 1 }
                     switch tag {
                     case "U":
                         runner.accepted += 1
@@ -139,6 +142,14 @@ final class Runner: @unchecked Sendable {
                             runner.sealed.accepted += 1
                             runner.sealed.opened += counts[1]
                             runner.sealed.refused += counts[2]
+                        }
+                    case "O":
+                        runner.accepted += 1
+                        let counts = rest.split(separator: " ").map { UInt64($0) ?? 0 }
+                        runner.ownIdentity.accepted += 1
+                        if counts.count >= 2 {
+                            runner.ownIdentity.refusedChanges += counts[0]
+                            runner.ownIdentity.moved += counts[1]
                         }
                     case "A":
                         runner.accepted += 1
@@ -182,6 +193,7 @@ final class Runner: @unchecked Sendable {
         out += "  accepted: \(accepted) (\(acceptedWithQuarantine) of them with a quarantined change)\n"
         out += "  record pages (version 5): \(recordPages.accepted) accepted, \(recordPages.rejected) rejected\n"
         out += "  sealed bundles (version 4): \(sealed.accepted) accepted, \(sealed.rejected) rejected; of their units, \(sealed.opened) opened and \(sealed.refused) refused by the store\n"
+        out += "  in the store's own name: \(ownIdentity.accepted) accepted, \(ownIdentity.rejected) rejected; \(ownIdentity.moved) moved the store to a fresh identity (\(ownIdentity.refusedChanges) changes in all that showed another copy of it)\n"
         out += "  slowest case: \(String(format: "%.1f", slowest.milliseconds)) ms (seed \(slowest.seed)); peak RSS of a worker: \(peakWorkerKilobytes / 1024) MiB\n"
         for crash in crashes.prefix(20) { out += "  crash: case \(crash.index), \(crash.how): replay with --case \(crash.seed)\n" }
         for hang in hangs.prefix(20) { out += "  hang: case \(hang.index): replay with --case \(hang.seed)\n" }

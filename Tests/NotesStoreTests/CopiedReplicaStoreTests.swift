@@ -93,3 +93,42 @@ struct CopiedReplicaStoreTests {
         #expect(try a.note(note)?.body == "base mine!")
     }
 }
+
+/// Changes of others that claim to have seen seqs in the store's name that it never made.
+struct SeenUnmadeSeqsTests {
+    /// A delete made "after seeing" the store's next seq (a copy of the store wrote it) waits for
+    /// that seq. Before, the store kept its identity: its own next edit was that seq, and at the
+    /// next open the waiting delete was released and stood against the edit it never saw, so the
+    /// note and the edit were gone. Now the store moves to a fresh identity when the delete
+    /// arrives: its edit is another identity's, and the delete keeps waiting for the copy's seq.
+    /// (A sync of the copy's seq brings the delete back; it then stands against what the copy saw.)
+    @Test func aChangeThatSawSeqsTheStoreNeverMadeMovesItAndCannotDeleteItsNextEdit() throws {
+        let clock = FixedWallClock(1_700_000_000_000)
+        let database = try InMemoryDatabase()
+        let store = try NoteStore.open(database, options: StoreOptions(wallClock: clock))
+        let note = try store.createNote(title: "t", body: "base")
+        let old = store.replicaID
+        let made = try store.versionVector[old]
+        var other = Notebook(replicaID: ReplicaID(Identifier128(high: 0xFEED, low: 1)), wallClock: FixedWallClock(1_700_000_000_500))
+        other.apply(contentsOf: try store.changes(since: VersionVector()))
+        let delete = try #require(try other.setState(note, .deleted))
+        var claimed = delete.dependencies
+        claimed[old] = made + 1
+        let crafted = Change(replica: delete.replica, startSeq: delete.startSeq, timestamp: delete.timestamp, dependencies: claimed,
+                             operations: delete.operations)
+        let report = try store.apply([crafted])
+        #expect(report.pending == 1 && report.rejected == 0)
+        #expect(report.foreignOwnChanges == 1)
+        #expect(store.replicaID != old)
+        #expect(try store.identityChanges().last?.reason.contains("made after seeing such seqs") == true)
+        _ = try store.setTitle(note, "mine")  // one seq: the one the delete claims to have seen
+        try store.close()
+        let reopened = try NoteStore.open(database, options: StoreOptions(wallClock: clock))
+        // (Before, the replayed notebook said deleted while the stored row still said active.)
+        let kept = try #require(try reopened.notebook.note(note))
+        #expect(kept.title == "mine" && kept.state == .active)
+        #expect(try reopened.note(note)?.state == .active)
+        #expect(try reopened.versionVector[old] == made)
+        #expect(try reopened.status().pendingChanges == 1)
+    }
+}

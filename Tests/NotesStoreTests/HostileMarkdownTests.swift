@@ -79,3 +79,42 @@ struct HostileMarkdownTests {
         #expect(read > 50 && refused > 50, "read \(read), refused \(refused)")
     }
 }
+
+/// What a folder given to `import --markdown` may hold besides files: each is refused by name,
+/// at once, with nothing imported.
+struct HostileMarkdownFolderTests {
+    /// A link named `.md` to a file larger than a note may hold: its own size (the link's) passed
+    /// the check before reading, and the whole target was read and imported.
+    @Test func aLinkToAHugeFileIsRefusedUnread() throws {
+        let folder = TemporaryFolder()
+        let notes = folder.file("notes")
+        try FileManager.default.createDirectory(atPath: notes, withIntermediateDirectories: true)
+        let huge = folder.file("huge.txt")
+        FileManager.default.createFile(atPath: huge, contents: Data(repeating: 0x61, count: MarkdownNotes.maxFileBytes + 1))
+        try FileManager.default.createSymbolicLink(atPath: notes + "/a.md", withDestinationPath: huge)
+        let store = try NoteStore.openInMemory()
+        #expect { _ = try store.importMarkdown(from: notes) } throws: { "\($0)".contains("a.md: \(MarkdownNotes.maxFileBytes + 1) bytes, more than a note may hold") }
+        #expect(try store.list().isEmpty)
+    }
+
+    /// A FIFO named `.md` (the import waited for a writer forever) and a link to `/dev/zero`
+    /// (read until memory ran out) are not regular files.
+    @Test func aFIFOOrADeviceIsNotRead() throws {
+        let folder = TemporaryFolder()
+        #expect(mkfifo(folder.file("a.md"), 0o644) == 0)
+        let store = try NoteStore.openInMemory()
+        #expect { _ = try store.importMarkdown(from: folder.path) } throws: { "\($0)".contains("a.md: not a regular file") }
+        try FileManager.default.removeItem(atPath: folder.file("a.md"))
+        try FileManager.default.createSymbolicLink(atPath: folder.file("b.md"), withDestinationPath: "/dev/zero")
+        #expect { _ = try store.importMarkdown(from: folder.path) } throws: { "\($0)".contains("b.md: not a regular file") }
+        // An export reads the same way: a FIFO in the manifest's place is no manifest, and one
+        // the manifest names as an earlier export's file is not that file.
+        try FileManager.default.removeItem(atPath: folder.file("b.md"))
+        #expect(mkfifo(folder.file(MarkdownNotes.manifestName), 0o644) == 0)
+        _ = try store.createNote(title: "one", body: "text")
+        #expect(try store.exportMarkdown(to: folder.path).written == 1)
+        #expect(mkfifo(folder.file("old.md"), 0o644) == 0)
+        try Data(#"{"files": {"old.md": "00"}}"#.utf8).write(to: URL(fileURLWithPath: folder.file(MarkdownNotes.manifestName)))
+        #expect(try store.exportMarkdown(to: folder.path).removed == 0)
+    }
+}

@@ -29,6 +29,9 @@ struct BundleFuzzTests {
         // left valid (they must decode to their records' changes), most made hostile.
         #expect(tally.recordPagesAccepted > 150, "\(tally)")
         #expect(tally.recordPagesRejected > 500, "\(tally)")
+        // An eighth of the plain half claim the store's own identity: echoes keep it, forks move it.
+        #expect(tally.ownIdentityAccepted > 150 && tally.ownIdentityMoved > 50, "\(tally)")
+        #expect(tally.ownIdentityAccepted - tally.ownIdentityMoved > 50, "\(tally)")
         // A hang detector, not a speed test: the bound for one hostile import.
         #expect(tally.slowestMilliseconds < 10_000, "case seed \(tally.slowestSeed)")
     }

@@ -397,6 +397,21 @@ struct SealedUnitTests {
         #expect { _ = try SpaceKey(recoveryCode: String(typo)) } throws: { "\($0)".contains("typo") }
         #expect { _ = try SpaceKey.create(passphrase: "short") } throws: { "\($0)".contains("too short") }
     }
+
+    /// A descriptor is pasted from elsewhere: one that asks scrypt for more than a gigabyte (each
+    /// parameter within its own bound, N = 2^22 with r = 32 is 16 GiB) is refused before deriving.
+    @Test func aDescriptorThatAsksForGigabytesIsRefused() throws {
+        let salt = String(repeating: "ab", count: 16)
+        let keyID = String(repeating: "cd", count: 8)
+        for (logN, r, p) in [(22, 32, 1), (22, 3, 1), (20, 16, 1), (18, 32, 16)] {
+            #expect(throws: SyncError.self, "N = 2^\(logN), r = \(r), p = \(p)") {
+                try SpaceKey.Descriptor("crdtspace1-scrypt-\(logN)-\(r)-\(p)-\(salt)-\(keyID)")
+            }
+        }
+        for (logN, r, p) in [(15, 8, 1), (22, 2, 1), (20, 8, 4), (10, 32, 16)] {
+            #expect(try SpaceKey.Descriptor("crdtspace1-scrypt-\(logN)-\(r)-\(p)-\(salt)-\(keyID)").logN == logN)
+        }
+    }
 }
 
 private extension VersionVector {

@@ -146,19 +146,60 @@ extension Notebook {
 
     /// Decodes and replays a log that `Notebook(snapshot:deferringLog:)` deferred (nothing to do
     /// otherwise). Every change does this first.
+    ///
+    /// A log that does not replay to the snapshot's version vector (bytes crafted with a valid
+    /// checksum) does not trap: what of it replays is kept, what does not is quarantined or left
+    /// out, and `logDamage` says why. If the log then lacks operations of this replica that the
+    /// snapshot's vector says it made, the replica moves to a fresh identity (`salvagedIdentity`),
+    /// so that its next edits do not repeat seqs it may have sent (Docs/Architecture.md).
     public mutating func materialize() {
         guard let log = deferred else { return }
         var fresh = Notebook(replicaID: replicaID, wallClock: wallClock, maxForwardDrift: clock.maxForwardDrift)
         do {
             try fresh.applyStored(contentsOf: ChangeCodec.decode(log.history))
             fresh.apply(contentsOf: try ChangeCodec.decode(log.pending))
+            guard fresh.versionVector == versionVector else {
+                throw CRDTError(.malformedEncoding, "the log reaches \(fresh.versionVector), the snapshot's version vector says \(versionVector)")
+            }
         } catch {
-            // The bytes passed their checksum when the replica was opened: this is a bug, not damage.
-            preconditionFailure("the log of a snapshot that passed its checksum does not replay: \(error)")
+            self = salvaging(log, reason: error as? CRDTError ?? CRDTError(.malformedEncoding, "\(error)"))
+            return
         }
         fresh.clock.witnessLocal(clock.last)
-        precondition(fresh.versionVector == versionVector, "the log of a snapshot does not reach its version vector")
         self = fresh
+    }
+
+    /// What `materialize()` keeps of a log that does not replay: its changes applied as received
+    /// ones (quarantined or waiting when they do not apply), under a fresh identity when they lack
+    /// this replica's own operations that the snapshot counted.
+    private func salvaging(_ log: DeferredLog, reason: CRDTError) -> Notebook {
+        let history = (try? ChangeCodec.decode(log.history)) ?? []
+        let waiting = (try? ChangeCodec.decode(log.pending)) ?? []
+        var kept = history
+        kept += waiting
+        var probe = Notebook(replicaID: replicaID, wallClock: wallClock, maxForwardDrift: clock.maxForwardDrift)
+        probe.apply(contentsOf: kept)
+        let made = versionVector[replicaID]
+        let short = probe.versionVector[replicaID] < made
+        let identity = short ? Notebook.salvagedIdentity(of: replicaID, log: log.history) : replicaID
+        var salvaged = Notebook(replicaID: identity, wallClock: wallClock, maxForwardDrift: clock.maxForwardDrift)
+        salvaged.apply(contentsOf: kept)
+        salvaged.clock.witnessLocal(clock.last)
+        var message = "the snapshot's log does not replay (\(reason.message)): what of it applies was kept"
+        if short {
+            message += "; it lacks operations \(probe.versionVector[replicaID] + 1) ... \(made) of \(replicaID), which this replica made, so it now writes as \(identity)"
+        }
+        salvaged.logDamage = CRDTError(.malformedEncoding, message)
+        return salvaged
+    }
+
+    /// The identity a replica moves to when its snapshot's log lacks its own operations: drawn
+    /// from the old identity and the log's bytes, so the same snapshot always gives the same one.
+    static func salvagedIdentity(of old: ReplicaID, log: [UInt8]) -> ReplicaID {
+        var input = Array("crdt-sync: a snapshot log that does not replay".utf8)
+        input += old.raw.bytes
+        input += SHA256.digest(log)
+        return ReplicaID(Identifier128(bytes: SHA256.digest(input).prefix(16))!)
     }
 
     /// The log a replica opened from `snapshot` (or empty) that then applies `later`, changes

@@ -34,6 +34,9 @@ public struct Notebook: Sendable {
     /// (nil otherwise): `notes` and `tagRecords` then hold the state as the snapshot recorded it
     /// (bodies as text only), and `history` and `pending` are empty until `materialize()`.
     var deferred: DeferredLog?
+    /// Why the deferred log of the snapshot this replica was opened from did not replay (nil when
+    /// it did, or was not deferred): `materialize()` then kept what of it applies.
+    public internal(set) var logDamage: CRDTError?
     /// Where the conflict check last started reading a replica's log for changes from another
     /// (see `LogCursor`): a cache, found again by binary search whenever it is missing. One per
     /// pair of replicas that edit concurrently, a handful; bounded (`maxLogCursors`), as a bundle
