@@ -590,7 +590,8 @@ public final class Simulation: @unchecked Sendable {
                 touched = note.id
                 intent = .wrote(note.id, .color, color.map(FieldValue.string) ?? .null)
             case .undelete:
-                let deleted = notebookBefore.allNotes.filter { $0.state == .deleted }.map(\.id).sorted()
+                // `allNotes` leaves deleted notes out.
+                let deleted = notebookBefore.noteIDs.filter { notebookBefore.noteFields($0)?.state == .deleted }.sorted()
                 guard !deleted.isEmpty else { break }
                 let id = deleted[rng.below(deleted.count)]
                 try store.setState(id, .active)
