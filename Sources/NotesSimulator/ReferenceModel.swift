@@ -94,8 +94,8 @@ struct ReferenceModel {
         /// leaves the note in the trash.
         var edits: [NoteID: [ReplicaID: UInt64]] = [:]
         /// Per note, the fields two replicas wrote to different values without either having
-        /// seen the other's write: merges a person is shown (`Notebook.conflicts(of:)`), as no
-        /// device here resolves one.
+        /// seen the other's write, unless a resolve of the note (`NoteField.resolution`) saw
+        /// both: the merges a person is shown (`Notebook.conflicts(of:)`).
         var fieldConflicts: [NoteID: Set<NoteField>] = [:]
 
         /// The state a reader sees: a delete that some edit did not see leaves the note trashed.
@@ -114,6 +114,7 @@ struct ReferenceModel {
         var inserted: [NoteID: [OpID: Unicode.Scalar]] = [:]
         var deleted: [NoteID: Set<OpID>] = [:]
         var writes: [FieldKey: [Write]] = [:]
+        var resolves: [NoteID: [Write]] = [:]
         for (replica, list) in changes {
             for change in list {
                 var seq = change.startSeq
@@ -128,6 +129,7 @@ struct ReferenceModel {
                                           dependencies: change.dependencies)
                         let key = FieldKey(note: note, field: field)
                         if !field.isReserved { writes[key, default: []].append(write) }
+                        if field == .resolution { resolves[note, default: []].append(write) }
                         if let current = result.fields[key], !write.beats(current) { continue }
                         result.fields[key] = write
                     case .setTagField(let tag, let field, let value):
@@ -168,7 +170,8 @@ struct ReferenceModel {
             pairs: for i in list.indices {
                 for j in list.indices where j > i {
                     let (a, b) = (list[i], list[j])
-                    if a.replica != b.replica, a.value != b.value, !a.saw(b.replica, b.seq), !b.saw(a.replica, a.seq) {
+                    if a.replica != b.replica, a.value != b.value, !a.saw(b.replica, b.seq), !b.saw(a.replica, a.seq),
+                       !(resolves[key.note] ?? []).contains(where: { $0.saw(a.replica, a.seq) && $0.saw(b.replica, b.seq) }) {
                         result.fieldConflicts[key.note, default: []].insert(key.field)
                         break pairs
                     }

@@ -375,6 +375,26 @@ public enum EditKind: String, Codable, Sendable, CaseIterable {
     /// Save a burst of typing and deleting (and sometimes a new title) made in an editor, as
     /// `crdt-sync edit` does (`NoteStore.applyEditedText`).
     case editText
+    // The kinds below are in no default mix (old scenario files keep their trace hashes).
+    /// Archive or unarchive a note (`NoteStore.setArchived`).
+    case archive
+    /// Set or clear a note's colour (`NoteStore.setColor`).
+    case color
+    /// Bring a note deleted for good back (`NoteStore.setState(_:.active)` on a deleted note).
+    case undelete
+    /// Rename a tag that notes are in (`NoteStore.renameTag`).
+    case renameTag
+    /// Undo the device's latest edit (`NoteStore.undo`).
+    case undo
+    /// Mark a note's merges as reviewed (`NoteStore.resolveConflicts`).
+    case resolve
+    /// Paste a word over part of a note's body, saved whole (`NoteStore.replaceBody`).
+    case replaceBody
+    /// Empty the trash (`NoteStore.emptyTrash`).
+    case emptyTrash
+    /// Open a note in an editor, the first time; the next time, save it with the text it was
+    /// given then (`applyEditedText` rebasing onto whatever synced or was typed meanwhile).
+    case editLater
 }
 
 /// A problem with a scenario or a replay request.

@@ -32,6 +32,10 @@ final class SimDevice {
     /// Identities its store moved away from while it ran (a fork refused at a sync): what it
     /// wrote as them is forgotten with it when it is replaced.
     var retired: [ReplicaID] = []
+    /// The device's edits as its store's undo stack must hold them (see `UndoLog`).
+    var undoLog = UndoLog()
+    /// A note open in an editor since an `editLater` event, saved at the device's next one.
+    var editor: OpenEditor?
 
     init(index: Int, database: InMemoryDatabase, store: NoteStore) {
         self.index = index
@@ -40,6 +44,35 @@ final class SimDevice {
     }
 
     var replicaID: ReplicaID { store.replicaID }
+}
+
+/// A device's own edits as its store's undo stack holds them: the seq ranges of `replica`, one per
+/// editing call, oldest first, the undone ones taken out. A store's stack is per identity, so a new
+/// identity starts empty; after a restore put back an older stack, it is not known.
+struct UndoLog {
+    var replica: ReplicaID?
+    var edits: [ClosedRange<UInt64>] = []
+    var known = true
+
+    /// What `undo()` must revert on a store of identity `current`: (whether that is known, the seqs).
+    func expected(_ current: ReplicaID) -> (known: Bool, seqs: ClosedRange<UInt64>?) {
+        replica == current ? (known, edits.last) : (true, nil)
+    }
+
+    /// An editing call of `current` that made these seqs.
+    mutating func push(_ seqs: ClosedRange<UInt64>, by current: ReplicaID) {
+        if replica != current { self = UndoLog(replica: current) }
+        edits.append(seqs)
+    }
+}
+
+/// A note as an editor was given it: the text with its characters' identities, and what the
+/// person made of it (saved later, after syncs).
+struct OpenEditor {
+    var note: NoteID
+    var original: NoteText
+    var characters: [(id: OpID, scalar: Unicode.Scalar)]
+    var edited: NoteText
 }
 
 /// A device's materialized notes (rows without bodies), sorted by identity, as `list(.all)`
@@ -108,6 +141,9 @@ public struct RunStats: Codable, Sendable, Hashable {
     public var reinstalls = 0
     /// Devices whose database was replaced by a copy of another's.
     public var copies = 0
+    /// Editor saves (`editLater`) whose note had changed since the editor opened: the edit was
+    /// rebased onto the note as it had become.
+    public var rebasedSaves = 0
     /// Clones of a device's disk that typed on beside it, and how many of their forks only the
     /// typed characters tell apart (the same seqs at the same timestamps).
     public var clones = 0
@@ -279,7 +315,10 @@ public final class Simulation: @unchecked Sendable {
             while text.unicodeScalars.count < scenario.workload.initialBodyLength {
                 text += Words.all[setup.below(Words.all.count)]
             }
+            let before = try first.versionVector
             try first.createNote(title: "Note \(n + 1)", body: text, id: NoteID.random(using: &setup))
+            // Each note is an edit on device 0's undo stack.
+            devices[0].undoLog.push(before[first.replicaID] + 1 ... (try first.versionVector[first.replicaID]), by: first.replicaID)
         }
         let initial = try first.changes(since: VersionVector())
         for change in initial { reference.record(change) }
@@ -422,6 +461,29 @@ public final class Simulation: @unchecked Sendable {
                 candidates.isEmpty ? nil : candidates[rng.below(candidates.count)]
             }
             func place(_ length: Int) -> Int { min(length, Int(rng.unit() * Double(length + 1))) }
+            /// What a person does to a note's text in an editor: one to four words typed or runs
+            /// deleted, sometimes a new title.
+            func editorBurst(_ original: NoteText) -> NoteText {
+                var body = Array(original.body.unicodeScalars)
+                for _ in 0 ..< 1 + rng.below(4) {
+                    if body.isEmpty || rng.chance(0.6) {
+                        body.insert(contentsOf: Words.all[own.below(Words.all.count)].unicodeScalars, at: place(body.count))
+                    } else {
+                        let offset = min(body.count - 1, place(body.count - 1))
+                        body.removeSubrange(offset ..< offset + 1 + rng.below(min(8, body.count - offset)))
+                    }
+                }
+                let title = own.chance(0.15) ? "\(Words.titles[own.below(Words.titles.count)]) \(own.below(100))" : original.title
+                return NoteText(title: title, body: String(String.UnicodeScalarView(body)))
+            }
+            // What the kinds beyond the default mix did, checked once made.
+            var alsoTouched: [NoteID] = []
+            var typingCalls = 1
+            var undone: (result: UndoResult, replica: ReplicaID)?
+            var renamed: (old: String, new: String)?
+            var emptied: Int?
+            var resolvedNote: NoteID?
+            var savedLate: (editor: OpenEditor, current: [(id: OpID, scalar: Unicode.Scalar)], title: String)?
             // Choices the devices of a burst must not share (identities, values) mix in the device.
             var own = SimRandom(seed: payload, salt: UInt64(d) &+ 1 &+ UInt64(device.incarnation) << 8)
             // Some edits come from another process on the device (a command line run while the
@@ -447,6 +509,7 @@ public final class Simulation: @unchecked Sendable {
                 // Another process may type on (up to three words in a row, one edit each): its
                 // one-note edits then keep the note's state between writes of it.
                 let words = other != nil ? 1 + own.below(3) : 1
+                typingCalls = words
                 let count = word.unicodeScalars.count
                 for i in 0 ..< words {
                     if effective == .append {
@@ -504,17 +567,7 @@ public final class Simulation: @unchecked Sendable {
                 // burst of typing and deleting, saved as splices on the current body.
                 guard let note = pick(notes), let stored = try store.note(note.id) else { break }
                 let original = NoteText(title: stored.title, body: stored.body ?? "")
-                var body = Array(original.body.unicodeScalars)
-                for _ in 0 ..< 1 + rng.below(4) {
-                    if body.isEmpty || rng.chance(0.6) {
-                        body.insert(contentsOf: Words.all[own.below(Words.all.count)].unicodeScalars, at: place(body.count))
-                    } else {
-                        let offset = min(body.count - 1, place(body.count - 1))
-                        body.removeSubrange(offset ..< offset + 1 + rng.below(min(8, body.count - offset)))
-                    }
-                }
-                let title = own.chance(0.15) ? "\(Words.titles[own.below(Words.titles.count)]) \(own.below(100))" : original.title
-                let edited = NoteText(title: title, body: String(String.UnicodeScalarView(body)))
+                let edited = editorBurst(original)
                 try store.applyEditedText(note.id, original: original, edited: edited)
                 touched = note.id
                 intent = .saved(note.id, edited)
@@ -524,6 +577,89 @@ public final class Simulation: @unchecked Sendable {
                 try store.createNote(title: "\(Words.titles[own.below(Words.titles.count)])", body: Words.all[own.below(Words.all.count)],
                                      tags: tags, id: id)
                 touched = id
+            case .archive:
+                guard let note = pick(notes) else { break }
+                let archived = own.chance(0.5)
+                try store.setArchived(note.id, archived)
+                touched = note.id
+                intent = .wrote(note.id, .archived, .bool(archived))
+            case .color:
+                guard let note = pick(notes) else { break }
+                let color = own.chance(0.25) ? nil : Words.colors[own.below(Words.colors.count)]
+                try store.setColor(note.id, color)
+                touched = note.id
+                intent = .wrote(note.id, .color, color.map(FieldValue.string) ?? .null)
+            case .undelete:
+                // `allNotes` leaves deleted notes out.
+                let deleted = notebookBefore.noteIDs.filter { notebookBefore.noteFields($0)?.state == .deleted }.sorted()
+                guard !deleted.isEmpty else { break }
+                let id = deleted[rng.below(deleted.count)]
+                try store.setState(id, .active)
+                touched = id
+                intent = .wrote(id, .state, .string(NoteLifecycle.active.rawValue))
+            case .renameTag:
+                let names = Set(notes.flatMap(\.tags)).sorted()
+                guard !names.isEmpty else { break }
+                let old = names[rng.below(names.count)]
+                // Into another tag (joined when it exists), or the same one in capitals (a new name only).
+                let new = own.chance(0.2) ? old.uppercased() : Words.tags[own.below(Words.tags.count)]
+                let result = try store.renameTag(old, to: new)
+                let members = notebookBefore.allNotes.filter { $0.state != .deleted && $0.tags.contains { Notebook.tagKey($0) == Notebook.tagKey(old) } }
+                if result.notes != members.count {
+                    violation("device \(d): renaming tag \(old) reported \(result.notes) notes in it, the notebook had \(members.count)")
+                }
+                touched = members.first?.id
+                alsoTouched = members.map(\.id)
+                renamed = (old, new)
+            case .undo:
+                let replica = device.replicaID
+                let expected = device.undoLog.expected(replica)
+                let result = try store.undo()
+                if expected.known, let problem = Self.undoTargetProblem(result, expected: expected.seqs) {
+                    violation("device \(d): \(problem)")
+                }
+                guard let result else { break }
+                if device.undoLog.replica == replica { device.undoLog.edits.removeAll { $0 == result.seqs } }
+                undone = (result, replica)
+                touched = result.notes.first
+                alsoTouched = result.notes
+            case .resolve:
+                guard let note = pick(notes.filter(\.hasConflicts)) else { break }
+                try store.resolveConflicts(note.id)
+                touched = note.id
+                resolvedNote = note.id
+            case .replaceBody:
+                // A paste over part of the body, the whole text saved.
+                guard let note = pick(notes), let stored = try store.note(note.id) else { break }
+                var body = Array((stored.body ?? "").unicodeScalars)
+                let offset = place(body.count)
+                body.replaceSubrange(offset ..< offset + rng.below(min(9, body.count - offset + 1)),
+                                     with: Words.all[own.below(Words.all.count)].unicodeScalars)
+                let text = String(String.UnicodeScalarView(body))
+                try store.replaceBody(note.id, with: text)
+                touched = note.id
+                intent = .saved(note.id, NoteText(title: stored.title, body: text))
+            case .emptyTrash:
+                let trashed = notebookBefore.allNotes.filter { $0.state == .trashed }.map(\.id)
+                let count = try store.emptyTrash()
+                touched = trashed.first
+                alsoTouched = trashed
+                emptied = count
+            case .editLater:
+                if let editor = device.editor {
+                    // Saved after whatever reached the note meanwhile (unless it was deleted for good).
+                    device.editor = nil
+                    guard let fields = notebookBefore.noteFields(editor.note), fields.state != .deleted else { break }
+                    let current = Self.characters(notebookBefore.body(of: editor.note))
+                    try store.applyEditedText(editor.note, original: editor.original, edited: editor.edited)
+                    touched = editor.note
+                    savedLate = (editor, current, fields.title)
+                } else {
+                    guard let note = pick(notes), let fields = notebookBefore.noteFields(note.id) else { break }
+                    let characters = Self.characters(notebookBefore.body(of: note.id))
+                    let original = NoteText(title: fields.title, body: String(String.UnicodeScalarView(characters.map(\.scalar))))
+                    device.editor = OpenEditor(note: note.id, original: original, characters: characters, edited: editorBurst(original))
+                }
             }
             guard let note = touched else {
                 stats.skippedEdits += 1
@@ -539,7 +675,7 @@ public final class Simulation: @unchecked Sendable {
             let produced = try device.store.changes(since: before)
             // A write the clock stamped (not typing, which may continue a run at the timestamp after
             // the character it follows) comes after all the app's clock had issued or seen.
-            if other == nil, effective != .type, effective != .append, effective != .deleteRange, effective != .editText,
+            if other == nil, ![.type, .append, .deleteRange, .editText, .editLater, .replaceBody, .undo].contains(effective),
                let first = produced.first(where: { $0.replica == device.replicaID }),
                let problem = Self.stampedBeforeClock(first.timestamp, clockBefore: clockBefore, wallMilliseconds: clocks.reading(for: d),
                                                      maxForwardDrift: try device.store.notebook.clock.maxForwardDrift) {
@@ -556,14 +692,40 @@ public final class Simulation: @unchecked Sendable {
                 }
             }
             recordOwn(produced, of: device)
+            if effective != .undo { try pushUndo(device, from: before, calls: typingCalls) }
             stats.edits += 1
             let after = try device.store.versionVector
             trace.add(elapsed, d, .edit, Int64(Trace.code(effective)), Int64(after[device.replicaID]), Int64(produced.count))
             noteStateChange()
             if let intent { try checkIntent(intent, device, produced: produced) }
+            if undone != nil || renamed != nil || emptied != nil || resolvedNote != nil || savedLate != nil {
+                let notebook = try device.store.notebook
+                var problems: [String?] = []
+                if let undone { problems.append(Self.undoEffectProblem(undone.result, replica: undone.replica, before: notebookBefore, after: notebook)) }
+                if let renamed { problems.append(Self.tagRenameProblem(from: renamed.old, to: renamed.new, before: notebookBefore, after: notebook)) }
+                if let emptied { problems.append(Self.emptyTrashProblem(count: emptied, before: notebookBefore, after: notebook)) }
+                if let resolvedNote { problems.append(Self.unresolvedProblem(resolvedNote, after: notebook)) }
+                if let savedLate {
+                    let me = device.replicaID
+                    let made = before[me] + 1 ... max(before[me] + 1, after[me])
+                    let editor = savedLate.editor
+                    if let problem = Self.rebasedSaveProblem(original: editor.characters, edited: Array(editor.edited.body.unicodeScalars),
+                                                             current: savedLate.current, after: Self.characters(notebook.body(of: editor.note)),
+                                                             isNew: { $0.replica == me && made.contains($0.seq) }) {
+                        problems.append("note \(editor.note) saved from an editor opened before it changed: \(problem)")
+                    } else if savedLate.current.map(\.id) != editor.characters.map(\.id) {
+                        stats.rebasedSaves += 1
+                    }
+                    let title = editor.edited.title != editor.original.title ? editor.edited.title : savedLate.title
+                    if let now = notebook.noteFields(editor.note)?.title, now != title {
+                        problems.append("note \(editor.note) saved from an editor has the title \"\(now)\", not \"\(title)\"")
+                    }
+                }
+                for case let problem? in problems { violation("device \(d): \(problem)") }
+            }
             // Tagging with a tag the device did not know names the tag, and that re-materializes
             // every note in it: check those too.
-            try checkAfterStep(device, notes: [note], tagsNamed: Self.tagsNamed(produced))
+            try checkAfterStep(device, notes: [note] + alsoTouched.filter { $0 != note }, tagsNamed: Self.tagsNamed(produced))
         } catch {
             device.notes = nil
             violation("device \(d): a \(kind.rawValue) edit failed: \(error)")
@@ -1063,6 +1225,7 @@ public final class Simulation: @unchecked Sendable {
                 device.lastOwnSeq = change.endSeq
                 reference.record(change)
             }
+            try pushUndo(device, from: before)
             stats.edits += 1
             trace.add(elapsed, d, .edit, Int64(Trace.code(EditKind.pin)), Int64(try device.store.versionVector[device.replicaID]), Int64(produced.count))
             noteStateChange()
@@ -1072,6 +1235,18 @@ public final class Simulation: @unchecked Sendable {
             device.notes = nil
             violation("device \(d): a pin before a restore failed: \(error)")
         }
+    }
+
+    /// Follows the store's undo stack: each editing call that wrote something is one entry (a
+    /// second process typing `calls` words made one per word, each as long).
+    private func pushUndo(_ device: SimDevice, from before: VersionVector, calls: Int = 1) throws {
+        let me = device.replicaID
+        let first = before[me] + 1
+        let last = try device.store.versionVector[me]
+        guard last >= first else { return }
+        let each = (last - first + 1) / UInt64(max(1, calls))
+        guard calls > 1, each * UInt64(calls) == last - first + 1 else { return device.undoLog.push(first ... last, by: me) }
+        for i in 0 ..< UInt64(calls) { device.undoLog.push(first + i * each ... first + (i + 1) * each - 1, by: me) }
     }
 
     /// Records a device's own new changes in the reference, each of which must start right after
@@ -1092,6 +1267,7 @@ public final class Simulation: @unchecked Sendable {
         try device.store.insertText(note, at: offset, word)
         let produced = try device.store.changes(since: before)
         recordOwn(produced, of: device)
+        try pushUndo(device, from: before)
         stats.edits += 1
         trace.add(elapsed, device.index, .edit, Int64(Trace.code(EditKind.type)), Int64(try device.store.versionVector[device.replicaID]), Int64(produced.count))
         noteStateChange()
@@ -1197,6 +1373,11 @@ public final class Simulation: @unchecked Sendable {
             device.lastOwnSeq = nil
             device.notes = nil
             device.peerRecords = [:]
+            // A store under an identity no device had starts with an empty undo stack; one that kept
+            // an identity (a restore over itself, a copy before it moves on) has a stack not followed.
+            let fresh = device.replicaID != old && !devices.contains { $0 !== device && $0.replicaID == device.replicaID }
+            device.undoLog = UndoLog(replica: device.replicaID, known: fresh)
+            device.editor = nil
             noteStateChange()
         } catch {
             violation("device \(d): replacing its database failed: \(error)")
@@ -1673,4 +1854,5 @@ enum Words {
                       "notes ", "merge ", "offline ", "phone ", "laptop ", "sync ", "the ", "a ", "and ", "of "]
     static let titles = ["Groceries", "Meeting", "Ideas", "Trip", "Recipe", "Draft", "Todo", "Journal"]
     static let tags = ["work", "home", "Ideas", "urgent", "later"]
+    static let colors = ["red", "yellow", "green", "blue"]
 }

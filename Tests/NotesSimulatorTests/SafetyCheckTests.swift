@@ -331,6 +331,151 @@ struct SafetyCheckTests {
         #expect(Simulation.stampedFarAhead(minuteAhead.advanced(by: 1), clockBefore: minuteAhead, replaced: nil, wallMilliseconds: wall, maxForwardDrift: drift) == nil)
     }
 
+    /// A device and a second replica that writes to the device's note concurrently: what the
+    /// edit checks below start from.
+    private func storeWithAConcurrentWriter() throws -> (store: NoteStore, other: Notebook, note: NoteID) {
+        let store = try NoteStore.openInMemory()
+        let note = try store.createNote(title: "Trip", body: "hello world", tags: ["work"])
+        var other = Notebook(replicaID: ReplicaID.random())
+        other.apply(contentsOf: try store.changes(since: VersionVector()))
+        return (store, other, note)
+    }
+
+    /// Undo reverts the device's latest edit and nothing another device wrote: a wrong range, a
+    /// field or a character of the other device's taken back, or the edit left in place, is caught.
+    @Test func anUndoOfTheWrongEditOrOfAnotherDevicesIsCaught() throws {
+        let (store, start, note) = try storeWithAConcurrentWriter()
+        var other = start
+        let first = try store.versionVector[store.replicaID]
+        _ = try store.setPinned(note, true)
+        _ = try store.setTitle(note, "Mine")
+        let mine = first + 2 ... first + 2
+        let seen = other.versionVector
+        _ = try other.setColor(note, "red")
+        _ = try other.insertText(note, at: 0, "new ")
+        _ = try store.apply(other.changes(since: seen))
+        let before = try store.notebook
+        let result = try #require(try store.undo())
+        let after = try store.notebook
+        #expect(Simulation.undoTargetProblem(result, expected: mine) == nil)
+        #expect(Simulation.undoTargetProblem(result, expected: first + 1 ... first + 1) != nil, "the edit before the latest")
+        #expect(Simulation.undoTargetProblem(nil, expected: mine) != nil, "nothing undone")
+        let me = store.replicaID
+        #expect(Simulation.undoEffectProblem(result, replica: me, before: before, after: after) == nil)
+        #expect(after.noteFields(note)?.title == "Trip")
+
+        var colorBack = after
+        _ = try colorBack.setColor(note, nil)
+        #expect(Simulation.undoEffectProblem(result, replica: me, before: before, after: colorBack)?.contains("color") == true)
+        var typingGone = after
+        _ = try typingGone.deleteText(note, 0 ..< 4)
+        #expect(Simulation.undoEffectProblem(result, replica: me, before: before, after: typingGone)?.contains("did not type") == true)
+        #expect(Simulation.undoEffectProblem(result, replica: me, before: before, after: before)?.contains("title") == true, "nothing reverted")
+    }
+
+    /// Renaming a tag moves every note in it; one left behind, or another note's tags changed, is caught.
+    @Test func aTagRenameThatLeavesANoteBehindIsCaught() throws {
+        let store = try NoteStore.openInMemory()
+        let a = try store.createNote(title: "A", tags: ["work"])
+        let b = try store.createNote(title: "B", tags: ["work", "home"])
+        let c = try store.createNote(title: "C", tags: ["home"])
+        _ = try store.setState(b, .trashed)
+        let before = try store.notebook
+        _ = try store.renameTag("work", to: "desk")
+        let after = try store.notebook
+        #expect(Simulation.tagRenameProblem(from: "work", to: "desk", before: before, after: after) == nil)
+        var leftBehind = after
+        _ = try leftBehind.setTag(b, "work", member: true)
+        #expect(Simulation.tagRenameProblem(from: "work", to: "desk", before: before, after: leftBehind)?.contains("\(b)") == true)
+        var notMoved = after
+        _ = try notMoved.setTag(a, "desk", member: false)
+        #expect(Simulation.tagRenameProblem(from: "work", to: "desk", before: before, after: notMoved) != nil)
+        var otherChanged = after
+        _ = try otherChanged.setTag(c, "desk", member: true)
+        #expect(Simulation.tagRenameProblem(from: "work", to: "desk", before: before, after: otherChanged)?.contains("not in it") == true)
+    }
+
+    /// Emptying the trash deletes the trashed notes and only them, and says how many.
+    @Test func emptyingTheTrashOfAnActiveNoteIsCaught() throws {
+        let store = try NoteStore.openInMemory()
+        let a = try store.createNote(title: "A")
+        let b = try store.createNote(title: "B")
+        _ = try store.setState(a, .trashed)
+        let before = try store.notebook
+        let count = try store.emptyTrash()
+        let after = try store.notebook
+        #expect(Simulation.emptyTrashProblem(count: count, before: before, after: after) == nil)
+        #expect(Simulation.emptyTrashProblem(count: 2, before: before, after: after) != nil, "a count of notes it did not delete")
+        var activeGone = after
+        _ = try activeGone.setState(b, .deleted)
+        #expect(Simulation.emptyTrashProblem(count: count, before: before, after: activeGone)?.contains("\(b)") == true)
+        #expect(Simulation.emptyTrashProblem(count: count, before: before, after: before)?.contains("left") == true)
+    }
+
+    /// A resolve clears the mark at once; the model expects it cleared wherever the resolve
+    /// arrives, and marked again by a write the resolve did not see.
+    @Test func aResolveThatDoesNotClearTheMarkEverywhereIsCaught() throws {
+        var a = Notebook(replicaID: ReplicaID.random())
+        let note = a.createNote(title: "Trip", body: "café").id
+        var b = Notebook(replicaID: ReplicaID.random())
+        b.apply(contentsOf: a.changes(since: VersionVector()))
+        let start = a.versionVector
+        _ = try a.setTitle(note, "Trip to Kyoto")
+        _ = try b.setTitle(note, "Trip to Osaka")
+        b.apply(contentsOf: a.changes(since: start))
+        a.apply(contentsOf: b.changes(since: start))
+        #expect(Simulation.unresolvedProblem(note, after: a) != nil, "the premise: marked")
+        let aBefore = a.versionVector
+        _ = try a.resolveConflicts(note)
+        #expect(Simulation.unresolvedProblem(note, after: a) == nil)
+        let unresolved = b  // a device the resolve never reached
+        b.apply(contentsOf: a.changes(since: aBefore))
+        var model = ReferenceModel()
+        for change in b.changes(since: VersionVector()) { model.record(change) }
+        let expected = model.expected()
+        #expect(expected.fieldConflicts[note] == nil, "\(expected.fieldConflicts)")
+        #expect(ReferenceModel.differences(b, expected, device: "b").isEmpty, "\(ReferenceModel.differences(b, expected, device: "b"))")
+        #expect(ReferenceModel.differences(unresolved, expected, device: "stale").contains { $0.contains("marked as merged") })
+
+        // Two writes made after the resolve, neither seeing the other, mark the note again.
+        let (aSeen, bSeen) = (a.versionVector, b.versionVector)
+        _ = try a.setTitle(note, "Trip to Nara")
+        _ = try b.setTitle(note, "Trip to Kobe")
+        b.apply(contentsOf: a.changes(since: aSeen))
+        a.apply(contentsOf: b.changes(since: bSeen))
+        var again = ReferenceModel()
+        for change in b.changes(since: VersionVector()) { again.record(change) }
+        let marked = again.expected()
+        #expect(marked.fieldConflicts[note] == [.title], "\(marked.fieldConflicts)")
+        #expect(ReferenceModel.differences(b, marked, device: "b").isEmpty, "\(ReferenceModel.differences(b, marked, device: "b"))")
+    }
+
+    /// A text saved from an editor opened before another device typed in the note keeps that
+    /// typing and has the person's; a save that lost it, or put the person's words elsewhere, is caught.
+    @Test func aRebasedSaveThatLosesConcurrentTypingIsCaught() throws {
+        let (store, start, note) = try storeWithAConcurrentWriter()
+        var other = start
+        let original = Simulation.characters(try store.notebook.body(of: note))
+        let seen = other.versionVector
+        _ = try other.insertText(note, at: 11, " again")  // "hello world again"
+        _ = try store.apply(other.changes(since: seen))
+        let current = Simulation.characters(try store.notebook.body(of: note))
+        let before = try store.versionVector[store.replicaID]
+        let edited = Array("bye world".unicodeScalars)  // "hello" deleted, "bye" typed
+        _ = try store.applyEditedText(note, original: NoteText(title: "Trip", body: "hello world"),
+                                      edited: NoteText(title: "Trip", body: String(String.UnicodeScalarView(edited))))
+        let after = Simulation.characters(try store.notebook.body(of: note))
+        let me = store.replicaID
+        func isNew(_ id: OpID) -> Bool { id.replica == me && id.seq > before }
+        #expect(String(String.UnicodeScalarView(after.map(\.scalar))) == "bye world again")
+        #expect(Simulation.rebasedSaveProblem(original: original, edited: edited, current: current, after: after, isNew: isNew) == nil)
+        let lost = after.filter { $0.id.replica != other.replicaID }
+        let problem = Simulation.rebasedSaveProblem(original: original, edited: edited, current: current, after: lost, isNew: isNew)
+        #expect(problem?.contains("typed elsewhere") == true, "\(problem ?? "none")")
+        let moved = Array(after[9...]) + Array(after[0 ..< 9])  // " againbye world"
+        #expect(Simulation.rebasedSaveProblem(original: original, edited: edited, current: current, after: moved, isNew: isNew) != nil)
+    }
+
     /// The scenarios pass the added checks with the shipped code (a quick sample; CI runs 200
     /// seeds of each).
     @Test(arguments: ["relay-pages.json", "crash-reinstall.json", "encrypted-space.json"])
