@@ -295,13 +295,7 @@ struct SafetyCheckTests {
     /// write, mark the note as merged on that field; the model expects exactly that, and a mark
     /// the model does not expect is caught.
     @Test func aFieldMergeTheNotebookDidNotMarkIsCaught() throws {
-        var a = Notebook(replicaID: ReplicaID.random())
-        let note = a.createNote(title: "Trip", body: "café").id
-        var b = Notebook(replicaID: ReplicaID.random())
-        b.apply(contentsOf: a.changes(since: VersionVector()))
-        let start = a.versionVector
-        _ = try a.setTitle(note, "Trip to Kyoto")
-        _ = try b.setTitle(note, "Trip to Osaka")
+        var (a, b, note, start) = try Self.concurrentTitles()
         _ = try b.setPinned(note, true)
         _ = try a.setPinned(note, true)  // the same value: no merge to review
         a.apply(contentsOf: b.changes(since: start))
@@ -415,13 +409,7 @@ struct SafetyCheckTests {
     /// A resolve clears the mark at once; the model expects it cleared wherever the resolve
     /// arrives, and marked again by a write the resolve did not see.
     @Test func aResolveThatDoesNotClearTheMarkEverywhereIsCaught() throws {
-        var a = Notebook(replicaID: ReplicaID.random())
-        let note = a.createNote(title: "Trip", body: "café").id
-        var b = Notebook(replicaID: ReplicaID.random())
-        b.apply(contentsOf: a.changes(since: VersionVector()))
-        let start = a.versionVector
-        _ = try a.setTitle(note, "Trip to Kyoto")
-        _ = try b.setTitle(note, "Trip to Osaka")
+        var (a, b, note, start) = try Self.concurrentTitles()
         b.apply(contentsOf: a.changes(since: start))
         a.apply(contentsOf: b.changes(since: start))
         #expect(Simulation.unresolvedProblem(note, after: a) != nil, "the premise: marked")
@@ -483,5 +471,18 @@ struct SafetyCheckTests {
         let results = try await Simulator.runMany(try SimulatorTestSupport.scenario(file), seed: 1, runs: 3)
         let failure = results.first { $0.failed }
         #expect(failure == nil, "\(failure?.problems.prefix(3) ?? [])")
+    }
+
+    /// Two replicas of one note that each set its title, neither having seen the other's write
+    /// (`start`: the version both had before).
+    static func concurrentTitles() throws -> (a: Notebook, b: Notebook, note: NoteID, start: VersionVector) {
+        var a = Notebook(replicaID: ReplicaID.random())
+        let note = a.createNote(title: "Trip", body: "café").id
+        var b = Notebook(replicaID: ReplicaID.random())
+        b.apply(contentsOf: a.changes(since: VersionVector()))
+        let start = a.versionVector
+        _ = try a.setTitle(note, "Trip to Kyoto")
+        _ = try b.setTitle(note, "Trip to Osaka")
+        return (a, b, note, start)
     }
 }
