@@ -162,6 +162,8 @@ struct ReferenceModel {
                                 deleted[note, default: []].insert(OpID(replica: target.replica, seq: s))
                             }
                         }
+                    case .reissue:
+                        continue
                     }
                 }
             }

@@ -82,6 +82,8 @@ extension NoteStore {
                 case .setTagField(let tag, let field, _):
                     loaded!.tagStateStale = true
                     if field == .name { touched.renamedTags.insert(tag) }
+                case .reissue:
+                    break
                 }
             }
         }

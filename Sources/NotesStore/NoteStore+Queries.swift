@@ -454,6 +454,8 @@ extension HistoryEntry {
                 deleted[note, default: 0] += runs.reduce(0) { $0 + $1.range.count }
             case .setTagField(let tag, let field, let value):
                 lines.append("tag \(tag): \(field == .name ? "name" : "color") \(value)")
+            case .reissue(let range):
+                lines.append("re-issued \(range.count) operation\(range.count == 1 ? "" : "s") of \(range.replica) from seq \(range.seq), which a copy of its database wrote")
             }
         }
         for note in order {

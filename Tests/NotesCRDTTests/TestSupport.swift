@@ -273,7 +273,7 @@ struct MergeOracle {
                     for (k, target) in runs.flatMap(\.targets).enumerated() { add(seq + UInt64(k), .delete(targets: [target])) }
                 case .setNoteField(_, let field, let value):
                     add(seq, field == .resolution ? .resolve : .write(field, value))
-                case .setTagField:
+                case .setTagField, .reissue:
                     break
                 }
             }

@@ -8,6 +8,7 @@ extension Change {
         case insert(NoteID, origin: OpID?, Unicode.Scalar)
         case deleteOne(NoteID, OpIDRange)
         case delete(NoteID, [OpIDRange])
+        case reissue(OpIDRange)
 
         /// Strings compare by their bytes: Swift's `==` takes canonically equivalent spellings
         /// (é composed and decomposed) for equal, and two copies may write either.
@@ -18,6 +19,7 @@ extension Change {
             case let (.insert(n1, o1, c1), .insert(n2, o2, c2)): n1 == n2 && o1 == o2 && c1 == c2
             case let (.deleteOne(n1, r1), .deleteOne(n2, r2)): n1 == n2 && r1 == r2
             case let (.delete(n1, r1), .delete(n2, r2)): n1 == n2 && r1 == r2
+            case let (.reissue(r1), .reissue(r2)): r1 == r2
             default: false
             }
         }
@@ -84,6 +86,8 @@ extension Change {
                 return targets.count == 1 ? .deleteOne(note, targets[0]) : .delete(note, targets)
             case .deleteEach(let note, let runs):
                 return .deleteOne(note, runs[run].target(inRun))
+            case .reissue(let range):
+                return .reissue(range)
             }
         }
 

@@ -84,6 +84,15 @@ public struct DeleteRun: Hashable, Sendable {
         }
     }
 
+    /// The run's first `count` deletes only (at least one, fewer than it has).
+    func keeping(_ count: UInt64) -> DeleteRun {
+        switch order {
+        case .whole: self
+        case .backward: DeleteRun(range: OpIDRange(replica: range.replica, seq: range.seq + range.count - count, count: count), order: .backward)
+        case .forward: DeleteRun(range: OpIDRange(replica: range.replica, seq: range.seq, count: count), order: .forward)
+        }
+    }
+
     /// The run without its first `count` deletes (which must leave at least one).
     func dropping(_ count: UInt64) -> DeleteRun {
         switch order {

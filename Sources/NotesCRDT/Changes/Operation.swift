@@ -20,6 +20,13 @@ public enum Operation: Hashable, Sendable {
     case deleteEach(note: NoteID, runs: [DeleteRun])
     /// Writes a field of a tag entity, by tag key.
     case setTagField(tag: String, field: TagField, value: FieldValue)
+    /// Re-issues operations that a copy of another replica's database wrote under that replica's
+    /// identity, and withdraws them there: the rest of this change (exactly `of.count` seqs, after
+    /// this one) holds them again, in order, as this replica's, with their timestamps, and with
+    /// every reference into the range renamed. A replica that holds the same operations under the
+    /// old identity drops them there (Docs/Architecture.md, "Copied replicas"). Always a change's
+    /// first operation; made by a store that finds its own branch of a forked identity.
+    case reissue(of: OpIDRange)
 
     /// How many sequence numbers the operation consumes (at most `UInt64.max`: the runs of a
     /// `deleteEach` made by hand could stand for more, and a change refuses that shape).
@@ -27,7 +34,7 @@ public enum Operation: Hashable, Sendable {
         switch self {
         case .insertText(_, _, let text): UInt64(text.count)
         case .deleteEach(_, let runs): runs.operationCount
-        case .setNoteField, .deleteText, .setTagField: 1
+        case .setNoteField, .deleteText, .setTagField, .reissue: 1
         }
     }
 
@@ -41,7 +48,7 @@ public enum Operation: Hashable, Sendable {
     public var note: NoteID? {
         switch self {
         case .setNoteField(let note, _, _), .insertText(let note, _, _), .deleteText(let note, _), .deleteEach(let note, _): note
-        case .setTagField: nil
+        case .setTagField, .reissue: nil
         }
     }
 }
@@ -76,6 +83,10 @@ public struct Change: Hashable, Sendable {
     /// of an empty range...), found as each is appended, so that `Notebook.checkShape` need not
     /// walk the operations again. Nil when every operation is well formed.
     private(set) var shapeProblem: String?
+    /// One past the last seq that the change's re-issue operations cover (`Operation.reissue`:
+    /// each covers the seqs right after it), 0 when it has none; checked against the change's
+    /// end by `Notebook.checkShape`, once the change is whole.
+    private(set) var reissueEnd: UInt64 = 0
 
     /// Creates a change. The operations must not be empty.
     public init(replica: ReplicaID, startSeq: UInt64, timestamp: Timestamp, dependencies: VersionVector,
@@ -161,6 +172,47 @@ public struct Change: Hashable, Sendable {
         return Change(replica: replica, startSeq: seq, timestamp: timestamp(ofSeq: seq), dependencies: dependencies, operations: ops)
     }
 
+    /// The part of the change through sequence number `seq`, which must be one of its own (itself
+    /// when it ends there): an insert or a run of deletes that straddles `seq` is cut, keeping its
+    /// first characters or deletes.
+    public func prefix(through seq: UInt64) -> Change {
+        if seq >= endSeq { return self }
+        precondition(seq >= startSeq, "a prefix of a change must keep something")
+        var ops: [Operation] = []
+        var opSeq = startSeq
+        for op in operations {
+            guard opSeq <= seq else { break }
+            let count = op.seqCount
+            if opSeq + count - 1 <= seq {
+                ops.append(op)
+            } else {
+                let keep = seq - opSeq + 1  // at least 1, fewer than the operation's seqs
+                switch op {
+                case .insertText(let note, let origin, let text):
+                    ops.append(.insertText(note: note, origin: origin, text: InsertedText(text[..<Int(keep)])))
+                case .deleteEach(let note, let runs):
+                    var kept: [DeleteRun] = []
+                    var left = keep
+                    for run in runs where left > 0 {
+                        if run.operationCount <= left {
+                            kept.append(run)
+                            left -= run.operationCount
+                        } else {
+                            kept.append(run.keeping(left))
+                            left = 0
+                        }
+                    }
+                    ops.append(kept.operationCount == 1 ? .deleteText(note: note, targets: [kept[0].range])
+                                                        : .deleteEach(note: note, runs: kept))
+                default:
+                    break
+                }
+            }
+            opSeq += count
+        }
+        return Change(replica: replica, startSeq: startSeq, timestamp: timestamp, dependencies: dependencies, operations: ops)
+    }
+
     /// Appends the operations of `next`, which must directly follow this change (same replica,
     /// the next sequence number and timestamp, the same dependencies). Inserts that continue the
     /// previous insert are joined into one operation.
@@ -184,6 +236,11 @@ public struct Change: Hashable, Sendable {
             shapeProblem = "a change covers more than 2^53 - 1 sequence numbers"
         }
         if shapeProblem == nil { shapeProblem = op.shapeProblem }
+        if shapeProblem == nil, case .reissue(let range) = op {
+            // The operation's seq is lastSeq + 1; both are at most 2^53, so no sum here overflows.
+            if range.replica == replica { shapeProblem = "a change re-issues operations of its own author" }
+            reissueEnd = max(reissueEnd, lastSeq &+ 2 &+ range.count)
+        }
         guard shapeProblem == nil else {
             // Kept as they come, not joined: joining does arithmetic on ranges that may be
             // anything (the change is refused as malformed anyway).
@@ -305,6 +362,8 @@ extension Operation {
             for run in runs where !run.range.isWellFormed || (run.order != .whole && run.range.count > DeleteRun.maxLength) {
                 return "a run of \(run.range.count) deletes from seq \(run.range.seq): empty, longer than 2^31 - 1, or outside 1 ... 2^53 - 1"
             }
+        case .reissue(let range):
+            if !range.isWellFormed { return "a re-issue of \(range.count) operations from seq \(range.seq): empty, or outside 1 ... 2^53 - 1" }
         case .setNoteField, .setTagField:
             break
         }

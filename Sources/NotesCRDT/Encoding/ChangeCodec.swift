@@ -8,6 +8,9 @@
 /// Inserted text is one UTF-8 block. Docs/BundleFormat.md describes the layout byte by byte.
 public enum ChangeCodec {
     enum Kind: UInt8 { case setNoteField = 0, insertText = 1, deleteText = 2, setTagField = 3 }
+    /// The field byte of a set-tag-field record that is a re-issue (`Operation.reissue`), with an
+    /// empty tag key: no tag field has it.
+    static let reissueField: UInt8 = 2
 
     /// What the decoder and encoder both remember while walking the operations: the last insert,
     /// the last delete, and every character inserted so far in the body (as seq ranges per replica,
@@ -195,6 +198,7 @@ public enum ChangeCodec {
                     case .deleteEach(let n, let runs):
                         note(n)
                         for run in runs { replica(run.range.replica) }
+                    case .reissue(let range): replica(range.replica)
                     case .setTagField: break
                     }
                 }
@@ -293,6 +297,14 @@ public enum ChangeCodec {
                     state.explicit.string(tag)
                     state.explicit.byte(field.rawValue)
                     encode(value, &state.explicit)
+                case .reissue(let range):
+                    // A set-tag-field record of no tag and field byte 2 (Docs/BundleFormat.md).
+                    state.kinds.append(Kind.setTagField.rawValue)
+                    state.explicit.string("")
+                    state.explicit.byte(ChangeCodec.reissueField)
+                    state.explicit.varint(UInt64(state.replicaIndex[range.replica]))
+                    state.explicit.signedVarint(Int64(bitPattern: seq &- range.seq))
+                    state.explicit.varint(range.count)
                 }
                 seq &+= op.seqCount
             }
@@ -602,6 +614,19 @@ public enum ChangeCodec {
                 case .setTagField:
                     let tag = try explicit.string()
                     let code = try explicit.byte()
+                    if code == ChangeCodec.reissueField, tag.isEmpty {
+                        let r = try replica(&explicit)
+                        let first = try checkedSeq(seq &- UInt64(bitPattern: try explicit.signedVarint()), "a re-issue")
+                        let count = try explicit.varint()
+                        guard count >= 1, count <= Change.maxSeq - first + 1 else {
+                            throw CRDTError(.malformedEncoding, "a re-issue of \(count) operations from seq \(first) is empty or passes 2^53 - 1")
+                        }
+                        op = .reissue(of: OpIDRange(replica: r, seq: first, count: count))
+                        try take(1)
+                        if let deletes = gathered.take() { change.appendJoining(deletes) }
+                        change.appendJoining(op)
+                        continue
+                    }
                     guard let field = TagField(rawValue: code) else {
                         throw CRDTError(.malformedEncoding, "unknown tag field \(code) at byte \(explicit.offset - 1)")
                     }

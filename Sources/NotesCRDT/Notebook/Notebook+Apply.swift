@@ -37,6 +37,15 @@ extension Notebook {
             preconditionFailure("checkShape throws CRDTError only")
         }
         materialize()
+        if let parts = withoutReissued(change) {
+            // The seqs a re-issue holds again are its copy's withdrawn branch: duplicates here.
+            var outcome = ApplyOutcome.duplicate
+            for part in parts {
+                let result = apply(part)
+                if case .duplicate = outcome { outcome = result }
+            }
+            return outcome
+        }
         if let fork = forkPoint(of: change) {
             quarantine.refuse()
             return .rejected(CRDTError(.equivocation, "\(change.replica) wrote seq \(fork) twice, differently: this replica has one version and the change holds another (two copies of one replica's database wrote them)"))
@@ -61,6 +70,7 @@ extension Notebook {
                 }
                 return .quarantined(reason)
             }
+            applyReissues(of: ready)
             return .applied(released: drain(from: ready.replica))
         }
     }
@@ -207,26 +217,30 @@ extension Notebook {
             let mid = (low + high) / 2
             if history[indexes[mid]].endSeq < change.startSeq { low = mid + 1 } else { high = mid }
         }
-        var overlapping: [Int] = []
+        // The stored changes cover the author's seqs without a gap, so one cursor over `change`
+        // walks on from each into the next. Each is compared whole before the next, so the seq
+        // returned is the first that differs (a re-issue starts there).
+        var budget = Notebook.forkCheckBudget
+        var incoming: Change.SeqCursor?
+        var contentChecked = true
         for index in indexes[low...] {
             let stored = history[index]
             guard stored.startSeq <= last else { break }
             let first = max(stored.startSeq, change.startSeq)
             if stored.timestamp(ofSeq: first) != change.timestamp(ofSeq: first) { return first }
-            overlapping.append(index)
-        }
-        // The stored changes cover the author's seqs without a gap, so one cursor over `change`
-        // walks on from each into the next.
-        var budget = Notebook.forkCheckBudget
-        var incoming: Change.SeqCursor?
-        for index in overlapping {
-            let stored = history[index]
-            let first = max(stored.startSeq, change.startSeq)
+            // Past the budget, only the timestamps of the rest are compared.
+            guard contentChecked else { continue }
             let through = min(stored.endSeq, last)
-            guard var mine = Change.SeqCursor(stored, at: first, budget: &budget) else { return nil }
+            guard var mine = Change.SeqCursor(stored, at: first, budget: &budget) else {
+                contentChecked = false
+                continue
+            }
             if incoming == nil {
                 incoming = Change.SeqCursor(change, at: first, budget: &budget)
-                if incoming == nil { return nil }
+                if incoming == nil {
+                    contentChecked = false
+                    continue
+                }
             }
             var seq = first
             while true {
@@ -278,6 +292,9 @@ extension Notebook {
         if let entry = change.dependencies.storage.first(where: { $0.seq > Change.maxSeq }) {
             throw CRDTError(.malformedChange, "a change depends on seq \(entry.seq) of \(entry.replica), past 2^53 - 1")
         }
+        if change.reissueEnd > change.endSeq &+ 1 {
+            throw CRDTError(.malformedChange, "a change of \(change.replica) re-issues operations past its end (seq \(change.endSeq))")
+        }
     }
 
     /// Checks that every identity the change refers to exists, in the state or earlier in the
@@ -310,7 +327,7 @@ extension Notebook {
                         throw Notebook.missingCharacters(target, in: note)
                     }
                 }
-            case .setNoteField, .setTagField:
+            case .setNoteField, .setTagField, .reissue:
                 break
             }
             seq += operations[index].seqCount
@@ -326,7 +343,12 @@ extension Notebook {
         var index = 0
         while index < operations.count {
             guard let note = operations[index].note else {
-                guard case .setTagField(let tag, let field, let value) = operations[index] else { preconditionFailure() }
+                guard case .setTagField(let tag, let field, let value) = operations[index] else {
+                    // A re-issue's own operation changes no note (`applyReissues` follows).
+                    seq += 1
+                    index += 1
+                    continue
+                }
                 Notebook.write(&tagRecords[tag, default: [:]], field, value, change.timestamp(ofSeq: seq), OpID(replica: change.replica, seq: seq))
                 seq += 1
                 index += 1
@@ -537,7 +559,7 @@ extension Notebook {
                 seq += count
                 lastEdit = seq - 1
                 lastTouch = seq - 1
-            case .setTagField:
+            case .setTagField, .reissue:
                 return  // no note: the group ends
             }
             index += 1
@@ -620,6 +642,10 @@ extension Notebook {
         var work = [replica]
         /// Applies `change` if it is ready now, files it again if not.
         func examine(_ change: Change) {
+            if let parts = withoutReissued(change) {
+                for part in parts { examine(part) }
+                return
+            }
             switch readiness(of: change) {
             case .duplicate:
                 return
@@ -627,6 +653,7 @@ extension Notebook {
                 pending.add(change, waitingFor: other, through: seq)
             case .ready(let ready):
                 guard integrateOrQuarantine(ready) == nil else { return }
+                applyReissues(of: ready)
                 released += 1
                 work.append(ready.replica)
             }

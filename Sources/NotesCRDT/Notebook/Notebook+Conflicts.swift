@@ -205,7 +205,7 @@ struct ConcurrentOperations: Sendable {
                 guard !field.isReserved else { return }
                 writes = true
                 if field != .state { stateDeletes = true } else if value == NoteLifecycle.deletedValue { edits = true }
-            case .setTagField:
+            case .setTagField, .reissue:
                 break
             }
         }
@@ -475,7 +475,7 @@ extension Notebook {
                         } else if wanted.edits {
                             result.edited(id)
                         }
-                    case .setTagField:
+                    case .setTagField, .reissue:
                         break
                     }
                 }
@@ -551,7 +551,7 @@ extension Notebook {
             } else {
                 editConflicts(id)
             }
-        case .setTagField:
+        case .setTagField, .reissue:
             break
         }
     }

@@ -104,7 +104,7 @@ extension Notebook {
                         for target in targets { deleted += target.ids }
                     case .deleteEach(_, let runs):
                         for run in runs { deleted += run.range.ids }
-                    case .setTagField:
+                    case .setTagField, .reissue:
                         break
                     }
                 }

@@ -116,6 +116,14 @@ struct Quarantine: Sendable {
     /// Counts a change refused as malformed.
     mutating func refuse() { refused += 1 }
 
+    /// Goes on from another quarantine's counters (a state rebuilt from the log, whose changes
+    /// are tried again and counted anew).
+    mutating func carryCounters(from other: Quarantine) {
+        admitted = other.admitted
+        refused = other.refused
+        generation = other.generation + 1
+    }
+
     /// Empties the quarantine (the counters go on).
     mutating func removeAll() {
         guard count > 0 else { return }

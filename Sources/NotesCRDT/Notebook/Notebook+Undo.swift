@@ -54,7 +54,7 @@ extension Notebook {
                 for t in targets { for k in 0 ..< t.count { deleted.append(OpID(replica: t.replica, seq: t.seq + k)) } }
             case .deleteEach(_, let runs):
                 for r in runs { for k in 0 ..< r.range.count { deleted.append(OpID(replica: r.range.replica, seq: r.range.seq + k)) } }
-            case .setTagField: break
+            case .setTagField, .reissue: break
             }
         }
         // A note made by these operations: undone by deleting it.

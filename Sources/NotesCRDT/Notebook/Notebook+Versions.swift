@@ -33,35 +33,3 @@ extension Notebook {
         return makeNote(id, record)
     }
 }
-
-extension Change {
-    /// The part of the change up to sequence number `seq` (itself when it ends there or before): an
-    /// insert or a run of deletes that straddles `seq` is cut, keeping the first operations.
-    func prefix(through seq: UInt64) -> Change {
-        guard seq < endSeq else { return self }
-        precondition(seq >= startSeq, "a prefix of a change must keep something")
-        var ops: [Operation] = []
-        var at = startSeq
-        for op in operations {
-            if at > seq { break }
-            let count = op.seqCount
-            if at + count - 1 <= seq {
-                ops.append(op)
-            } else {
-                let keep = Int(seq - at + 1)
-                switch op {
-                case .insertText(let note, let origin, let text):
-                    ops.append(.insertText(note: note, origin: origin, text: InsertedText(text[..<keep])))
-                case .deleteEach(let note, let runs):
-                    // The first `keep` deletes, each of one target.
-                    let targets = runs.flatMap(\.targets).prefix(keep)
-                    for target in targets { ops.append(.deleteText(note: note, targets: [target])) }
-                default:
-                    preconditionFailure("only an insert or a run of deletes spans several seqs")
-                }
-            }
-            at += count
-        }
-        return Change(replica: replica, startSeq: startSeq, timestamp: timestamp, dependencies: dependencies, operations: ops)
-    }
-}

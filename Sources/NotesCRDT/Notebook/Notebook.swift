@@ -52,6 +52,14 @@ public struct Notebook: Sendable {
     package internal(set) var isPartial = false
     /// The note whose `logEntries` `recordLogEntry(of:)` last added a log entry to (a cache).
     var lastLogEntry: (replica: ReplicaID, entry: Int32, note: NoteID)?
+    /// The re-issues applied (`Operation.reissue`): operations a copy of another replica's
+    /// database wrote, held again as the re-issuer's, and dropped where they were.
+    var reissueTable = ReissueTable()
+    /// Set while `rebuild()` replays the log, so that a re-issue met again does not start another.
+    var rebuilding = false
+    /// How many times the state was rebuilt from the log to drop re-issued operations (a store
+    /// compares it before and after a batch: every note may have changed).
+    package internal(set) var rebuilds = 0
 
     /// Creates an empty replica.
     public init(replicaID: ReplicaID, wallClock: any WallClock = SystemWallClock(),

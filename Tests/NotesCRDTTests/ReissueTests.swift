@@ -1,0 +1,220 @@
+import NotesCRDT
+import Testing
+
+/// Repairing a forked identity: the copy that finds the fork re-issues its branch under its new
+/// identity, and every replica ends with both branches' edits, whatever it held and in whatever
+/// order things came.
+struct ReissueTests {
+    static let r = ReplicaID(Identifier128(high: 1, low: 1))
+    static let moved = ReplicaID(Identifier128(high: 2, low: 2))
+    static let third = ReplicaID(Identifier128(high: 3, low: 3))
+
+    /// Two copies of one replica that both wrote after the copy: `original` keeps writing as `r`;
+    /// `copy` (as `r` too) wrote its own branch.
+    struct Fork {
+        var original: Notebook
+        var copy: Notebook
+        var note: NoteID
+        var common: VersionVector
+    }
+
+    static func fork(copyTypes text: String = " (typed on the copy)", originalTypes mine: String = ", then the original",
+                     clockOffset: UInt64 = 500_000) throws -> Fork {
+        var original = Notebook(replicaID: r, wallClock: FixedWallClock(1_700_000_000_000))
+        let (note, _) = original.createNote(title: "shared", body: "base")
+        let common = original.versionVector
+        var copy = try Notebook(snapshot: original.snapshot(), wallClock: FixedWallClock(1_700_000_000_000 + clockOffset))
+        _ = try original.insertText(note, at: 4, mine)
+        original.wallClock = FixedWallClock(1_700_000_060_000)  // pinned a minute later
+        _ = try original.setPinned(note, true)
+        _ = try copy.insertText(note, at: 4, text)
+        _ = try copy.setTitle(note, "the copy's title")
+        _ = copy.createNote(title: "only on the copy", body: "new")
+        _ = try copy.deleteText(note, 0 ..< 1)
+        return Fork(original: original, copy: copy, note: note, common: common)
+    }
+
+    /// The copy moved to `moved` and re-issued its branch against `theirs` (the other branch's
+    /// changes), then applied them.
+    static func repair(_ copy: Notebook, against theirs: [Change]) throws -> (Notebook, [Change]) {
+        var repaired = try Notebook(snapshot: copy.snapshot(), wallClock: FixedWallClock(1_700_000_900_000), replicaID: moved)
+        let forks = theirs.compactMap { repaired.forkPoint(of: $0) }
+        let first = try #require(forks.min())
+        let reissue = repaired.reissuing(r, from: first, through: repaired.versionVector[r])
+        #expect(!reissue.isEmpty)
+        for change in reissue {
+            guard case .applied = repaired.apply(change) else {
+                Issue.record("a re-issue did not apply to its own replica")
+                continue
+            }
+        }
+        #expect(repaired.versionVector[r] == first - 1, "the copy's branch left the old identity")
+        for change in theirs {
+            let outcome = repaired.apply(change)
+            if case .rejected(let error) = outcome { Issue.record("after the re-issue the other branch was refused: \(error.message)") }
+        }
+        return (repaired, reissue)
+    }
+
+    @Test func bothCopiesEndWithBothBranches() throws {
+        var fork = try Self.fork()
+        let theirs = fork.original.changes(since: fork.common)
+        var (repaired, reissue) = try Self.repair(fork.copy, against: theirs)
+        #expect(repaired.reissues.count == reissue.count)
+        fork.original.apply(contentsOf: repaired.changes(since: fork.original.versionVector))
+        #expect(fork.original.digest() == repaired.digest())
+        let body = try #require(fork.original.body(of: fork.note)?.string)
+        #expect(body.contains(", then the original") && body.contains(" (typed on the copy)"), "\(body)")
+        #expect(fork.original.allNotes.contains { $0.title == "only on the copy" })
+        #expect(fork.original.note(fork.note)?.pinned == true)
+        #expect(fork.original.note(fork.note)?.title == "the copy's title")
+        // The repaired copy serves nothing of the old identity's forked seqs.
+        #expect(repaired.changes(since: fork.original.versionVector).isEmpty)
+        repaired.apply(contentsOf: fork.original.changes(since: VersionVector()))
+        #expect(repaired.digest() == fork.original.digest())
+    }
+
+    /// A third replica that took the copy's branch first (it went round before anyone saw the
+    /// fork) drops it when the re-issue comes, and takes the other branch after.
+    @Test func aReplicaHoldingTheWithdrawnBranchDropsIt() throws {
+        let fork = try Self.fork()
+        let theirs = fork.original.changes(since: fork.common)
+        let (repaired, _) = try Self.repair(fork.copy, against: theirs)
+        for order in 0 ..< 3 {
+            var other = Notebook(replicaID: Self.third, wallClock: FixedWallClock(1_700_000_000_000))
+            other.apply(contentsOf: fork.copy.changes(since: VersionVector()))
+            #expect(other.body(of: fork.note)?.string.contains("typed on the copy") == true)
+            switch order {
+            case 0:
+                other.apply(contentsOf: repaired.changes(since: VersionVector()))
+            case 1:
+                // The other branch first: a fork here, refused until the re-issue comes.
+                other.apply(contentsOf: theirs)
+                other.apply(contentsOf: repaired.changes(since: VersionVector()))
+                other.apply(contentsOf: theirs)
+            default:
+                // The original's changes, which fork from what it holds until the re-issue
+                // comes, are refused the first time: the next sync brings them again.
+                other.apply(contentsOf: repaired.changes(since: VersionVector()).reversed())
+                other.apply(contentsOf: fork.copy.changes(since: VersionVector()))
+                other.apply(contentsOf: repaired.changes(since: other.versionVector))
+            }
+            #expect(other.digest() == repaired.digest(), "order \(order)")
+            #expect(other.versionVector == repaired.versionVector, "order \(order)")
+        }
+    }
+
+    /// The old identity's forked changes that come after the re-issue are duplicates.
+    @Test func theWithdrawnBranchArrivingLaterIsADuplicate() throws {
+        let fork = try Self.fork()
+        let theirs = fork.original.changes(since: fork.common)
+        let (repaired, _) = try Self.repair(fork.copy, against: theirs)
+        var other = Notebook(replicaID: Self.third, wallClock: FixedWallClock(1_700_000_000_000))
+        other.apply(contentsOf: repaired.changes(since: VersionVector()))
+        let before = other.digest()
+        for change in fork.copy.changes(since: fork.common) {
+            #expect(other.apply(change) == .duplicate)
+            // However cut.
+            for seq in change.startSeq ... change.endSeq {
+                #expect(other.apply(change.suffix(from: seq)!) == .duplicate)
+                #expect(other.apply(change.prefix(through: seq)) == .duplicate)
+            }
+        }
+        #expect(other.digest() == before)
+    }
+
+    /// A relay that held the original's seqs and then the copy's tail (a chimera: the copy sent
+    /// only what the relay lacked by its version vector) hands both out; the re-issue drops the
+    /// copy's tail wherever it was taken.
+    @Test func aChimeraOfBothBranchesIsRepaired() throws {
+        var fork = try Self.fork(copyTypes: " (the copy typed a good deal more than the original did)")
+        let theirs = fork.original.changes(since: fork.common)
+        let relayHas = fork.original.versionVector
+        #expect(fork.copy.versionVector[Self.r] > relayHas[Self.r])
+        let tail = fork.copy.changes(since: relayHas)
+        var chimera = Notebook(replicaID: Self.third, wallClock: FixedWallClock(1_700_000_000_000))
+        chimera.apply(contentsOf: fork.original.changes(since: VersionVector()))
+        // The copy's tail follows operations of the original's branch: applied or quarantined.
+        chimera.apply(contentsOf: tail)
+        #expect(chimera.versionVector[Self.r] == fork.copy.versionVector[Self.r] || chimera.quarantinedCount > 0)
+        let (repaired, _) = try Self.repair(fork.copy, against: theirs)
+        chimera.apply(contentsOf: repaired.changes(since: chimera.versionVector))
+        fork.original.apply(contentsOf: repaired.changes(since: fork.original.versionVector))
+        #expect(chimera.digest() == repaired.digest())
+        #expect(fork.original.digest() == repaired.digest())
+        #expect(chimera.versionVector[Self.r] == relayHas[Self.r])
+        #expect(chimera.quarantinedCount == 0 && chimera.pendingCount == 0)
+    }
+
+    /// Two copies that typed the same first characters at the same timestamps wrote the same
+    /// operations there: those stay the old identity's, and the fork starts after them.
+    @Test func aSharedStartStaysAndTheForkIsRepairedAfterIt() throws {
+        var fork = try Self.fork(copyTypes: " from the copy", originalTypes: " from the original")
+        let theirs = fork.original.changes(since: fork.common)
+        let (repaired, _) = try Self.repair(fork.copy, against: theirs)
+        #expect(repaired.versionVector[Self.r] > fork.common[Self.r] + 10, "\" from the \" is shared")
+        fork.original.apply(contentsOf: repaired.changes(since: fork.original.versionVector))
+        #expect(fork.original.digest() == repaired.digest())
+        let body = try #require(repaired.body(of: fork.note)?.string)
+        #expect(body.contains(" from the ") && body.contains("copy") && body.contains("original"), "\(body)")
+    }
+
+    @Test func reissuesSurviveEncodingAndSnapshots() throws {
+        let fork = try Self.fork()
+        let (repaired, reissue) = try Self.repair(fork.copy, against: fork.original.changes(since: fork.common))
+        let decoded = try ChangeCodec.decode(ChangeCodec.encode(reissue))
+        #expect(decoded == reissue)
+        for deferring in [false, true] {
+            let reopened = try Notebook(snapshot: repaired.snapshot(), deferringLog: deferring)
+            #expect(reopened.digest() == repaired.digest())
+            #expect(reopened.reissues == repaired.reissues)
+        }
+    }
+
+    /// Re-issues from outside are checked like any change: malformed ones are refused, and one
+    /// whose operations are not what this replica holds drops nothing.
+    @Test func hostileReissuesChangeNothingTheyShouldNot() throws {
+        let fork = try Self.fork()
+        var held = Notebook(replicaID: Self.third, wallClock: FixedWallClock(1_700_000_000_000))
+        held.apply(contentsOf: fork.original.changes(since: VersionVector()))
+        let before = held.digest()
+        let deps = held.versionVector
+        let start = fork.common[Self.r] + 1
+        // Past its change's end.
+        let short = Change(replica: Self.moved, startSeq: 1, timestamp: Timestamp(rawValue: 5), dependencies: deps,
+                           operations: [.reissue(of: OpIDRange(replica: Self.r, seq: start, count: 5)),
+                                        .insertText(note: fork.note, origin: nil, text: InsertedText("ab"))])
+        guard case .rejected(let e1) = held.apply(short) else { Issue.record("a short re-issue passed"); return }
+        #expect(e1.code == .malformedChange)
+        // Its own author's seqs.
+        let own = Change(replica: Self.r, startSeq: 100, timestamp: Timestamp(rawValue: 5), dependencies: deps,
+                         operations: [.reissue(of: OpIDRange(replica: Self.r, seq: 1, count: 1)),
+                                      .insertText(note: fork.note, origin: nil, text: InsertedText("a"))])
+        guard case .rejected = held.apply(own) else { Issue.record("a re-issue of its own author passed"); return }
+        // Seqs at the edge, and past it.
+        for (seq, count) in [(Change.maxSeq, 1), (Change.maxSeq, 2), (0, 1), (1, 0)] as [(UInt64, UInt64)] {
+            let edge = Change(replica: Self.moved, startSeq: 1, timestamp: Timestamp(rawValue: 5), dependencies: deps,
+                              operations: [.reissue(of: OpIDRange(replica: Self.r, seq: seq, count: count)),
+                                           .insertText(note: fork.note, origin: nil, text: InsertedText("a"))])
+            let outcome = held.apply(edge)
+            if seq == Change.maxSeq, count == 1 {
+                #expect(outcome == .applied(released: 0))
+            } else {
+                if case .rejected = outcome {} else { Issue.record("a re-issue of \(count) from \(seq) was taken: \(outcome)") }
+                #expect(throws: CRDTError.self) { try ChangeCodec.decode(ChangeCodec.encode([edge])) }
+            }
+        }
+        // A re-issue of the original's seqs that holds other operations than those: nothing dropped.
+        var liar = Notebook(replicaID: ReplicaID(Identifier128(high: 9, low: 9)), wallClock: FixedWallClock(1_700_000_000_000))
+        liar.apply(contentsOf: held.changes(since: VersionVector()))
+        let count = held.versionVector[Self.r] - fork.common[Self.r]
+        let lie = Change(replica: liar.replicaID, startSeq: 1, timestamp: Timestamp(rawValue: 1_700_000_000_000 << 16),
+                         dependencies: liar.versionVector,
+                         operations: [.reissue(of: OpIDRange(replica: Self.r, seq: start, count: count)),
+                                      .insertText(note: fork.note, origin: nil, text: InsertedText(Array(String(repeating: "x", count: Int(count)).unicodeScalars)))])
+        #expect(held.apply(lie) == .applied(released: 0))
+        #expect(held.versionVector[Self.r] == fork.original.versionVector[Self.r], "the original's seqs stay")
+        #expect(held.body(of: fork.note)?.string.contains(", then the original") == true)
+        _ = before
+    }
+}
