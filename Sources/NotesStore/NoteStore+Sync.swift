@@ -24,6 +24,11 @@ public struct ApplyReport: Hashable, Sendable {
     /// of this database writes as the same identity. The store then moved to a fresh one
     /// (`replicaID`, `identityChanges()`) before writing anything more.
     public var foreignOwnChanges: Int = 0
+    /// Identities this replica wrote as (its own, or one it left) that a copy of its database
+    /// wrote differently, found in the batch and repaired: its own branch of each was re-issued
+    /// as the identity it writes as (`reissues()`), moving first to a fresh one when its
+    /// current identity was forked, and the other branch applied.
+    public var forksRepaired: Int = 0
 }
 
 /// A change kept aside in a store's quarantine: ready to apply, but it refers to something that
@@ -125,11 +130,23 @@ extension NoteStore {
             var sawUnmade = 0  // others' changes that depend on seqs in our name we never made
             var touches = TouchedNotes()
             let own = replicaID
+            let rebuildsBefore = loaded!.notebook.rebuilds
+            // Forks of identities this replica wrote as (its own, and those it left): the first seq
+            // that differs, and the changes refused for it (applied again once it is repaired).
+            let former = try formerIdentities(db)
+            var forks: [ReplicaID: UInt64] = [:]
+            var forked: [Change] = []
+            func noteFork(_ change: Change) {
+                let made = change.replica == own ? loaded!.notebook.versionVector[own] : former[change.replica]
+                guard let made, change.startSeq <= made, let seq = loaded!.notebook.forkPoint(of: change), seq <= made else { return }
+                forks[change.replica] = min(forks[change.replica] ?? seq, seq)
+                forked.append(change)
+            }
             func report(touched: Int) -> ApplyReport {
                 ApplyReport(applied: applied, duplicates: duplicates, pending: loaded!.notebook.pendingCount, touchedNotes: touched,
                             quarantined: loaded!.notebook.quarantineAdmissions - quarantineBefore.1,
                             rejected: loaded!.notebook.quarantineRefusals - quarantineBefore.2 + skippedOwn,
-                            foreignOwnChanges: foreignOwn)
+                            foreignOwnChanges: foreignOwn, forksRepaired: forks.count)
             }
             while let changes = try next() {
                 let before = loaded!.notebook.versionVector
@@ -138,6 +155,7 @@ extension NoteStore {
                     // Seqs in our name past what we made: a copy of this database wrote them. Applying
                     // them would make our next operations repeat their seqs.
                     if change.replica == own, change.endSeq > loaded!.notebook.versionVector[own] {
+                        noteFork(change)
                         foreignOwn += 1
                         skippedOwn += 1
                         continue
@@ -157,8 +175,9 @@ extension NoteStore {
                         duplicates += 1
                     case .pending:
                         queued = true
-                    case .rejected(let error) where error.code == .equivocation && change.replica == own:
-                        foreignOwn += 1  // counted once, in `rejected` already
+                    case .rejected(let error) where error.code == .equivocation:
+                        if change.replica == own { foreignOwn += 1 }  // counted once, in `rejected` already
+                        noteFork(change)
                     case .quarantined, .rejected:
                         break
                     }
@@ -168,28 +187,41 @@ extension NoteStore {
                 if applied > appliedBefore {
                     let newChanges = loaded!.notebook.changes(since: before)
                     try log(newChanges, db)
+                    try recordReissues(of: newChanges, own: false, db)
                     noteTouches(of: newChanges, in: &touches)
                 }
                 progress(report(touched: touches.notes.count))
             }
+            if !forks.isEmpty {
+                moved = try reissueForks(forks, madeThrough: former, thenApplying: forked, db)
+            }
+            // A re-issue dropped operations held here (or this replica re-issued its own): the
+            // state was rebuilt from the log, so the log and every note are written anew.
+            let rebuilt = loaded!.notebook.rebuilds != rebuildsBefore || !forks.isEmpty
             let pendingAfter = loaded!.notebook.pendingCount
-            if queued || pendingAfter != pendingBefore {
+            if !rebuilt, queued || pendingAfter != pendingBefore {
                 try writePending(db)
             }
             let quarantineChanged = loaded!.notebook.quarantineGeneration != quarantineBefore.0
-            if quarantineChanged { try writeQuarantine(db) }
-            let touched = applied > 0 ? try materialize(touches, db) : 0
+            if !rebuilt, quarantineChanged { try writeQuarantine(db) }
+            var touched = 0
+            if rebuilt {
+                try rewriteAfterRebuild(db)
+                touched = inLoadedNotebook { $0.noteCount }
+            } else if applied > 0 {
+                touched = try materialize(touches, db)
+            }
             try extra?(db)
-            if foreignOwn > 0 {
+            if foreignOwn > 0, moved == nil {
                 moved = try NoteStore.retire(own, db, options: options, salt: "",
                                              reason: "a sync brought \(foreignOwn - sawUnmade) change(s) in this replica's name that it never made"
                                                  + (sawUnmade > 0 ? " and \(sawUnmade) made after seeing such seqs" : "") + ": another copy of this database writes as it")
             }
-            if applied > 0 || queued || quarantineChanged || moved != nil { try bumpRevision(db) } else { dirty = false }
+            if applied > 0 || queued || quarantineChanged || moved != nil || rebuilt { try bumpRevision(db) } else { dirty = false }
             return report(touched: touched)
         }
         if let moved {
-            // Loaded again as the new identity at the next use (the snapshot names the old one).
+            // Loaded again as the new identity at the next use (the snapshot may name the old one).
             identity.withLock { $0 = moved }
             loaded = nil
         }

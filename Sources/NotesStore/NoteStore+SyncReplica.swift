@@ -37,6 +37,7 @@ extension IntegrationReport {
     /// What a store's `apply` did, as a sync reports it.
     public init(_ report: ApplyReport) {
         self.init(applied: report.applied, duplicates: report.duplicates, pending: report.pending,
-                  quarantined: report.quarantined, rejected: report.rejected, foreignOwnChanges: report.foreignOwnChanges)
+                  quarantined: report.quarantined, rejected: report.rejected, foreignOwnChanges: report.foreignOwnChanges,
+                  forksRepaired: report.forksRepaired)
     }
 }

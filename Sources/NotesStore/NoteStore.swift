@@ -390,8 +390,10 @@ public final class NoteStore: @unchecked Sendable {
     /// Moves the replica to a fresh identity (in the caller's transaction) and records why; the
     /// old identity's operations stay in the log as another replica's. The new identity is drawn
     /// from the old one, the wall clock and `salt`, so a simulation replays it.
-    static func retire(_ old: ReplicaID, _ db: Database, options: StoreOptions, salt: String, reason: String) throws -> ReplicaID {
+    static func retire(_ old: ReplicaID, _ db: Database, options: StoreOptions, salt: String, reason: String,
+                       madeThrough: UInt64? = nil) throws -> ReplicaID {
         let now = options.wallClock.milliseconds()
+        let made = try madeThrough ?? heldSeq(of: old, db, options: options)
         let count = try Int.fetchOne(db, sql: "SELECT count(*) FROM replica_history") ?? 0
         // FNV-1a over what sets this move apart; SplitMix64 spreads it over the 128 bits.
         var seed: UInt64 = 0xCBF2_9CE4_8422_2325
@@ -409,8 +411,8 @@ public final class NoteStore: @unchecked Sendable {
                            arguments: [Data(fresh.raw.bytes), Data(signer.publicKey), Int64(clamping: now)])
         }
         try db.execute(sql: "UPDATE replica SET replica_id = ? WHERE id = 1", arguments: [Data(fresh.raw.bytes)])
-        try db.execute(sql: "INSERT INTO replica_history (retired_id, new_id, retired_at, reason) VALUES (?, ?, ?, ?)",
-                       arguments: [Data(old.raw.bytes), Data(fresh.raw.bytes), Int64(clamping: now), reason])
+        try db.execute(sql: "INSERT INTO replica_history (retired_id, new_id, retired_at, reason, made_through) VALUES (?, ?, ?, ?, ?)",
+                       arguments: [Data(old.raw.bytes), Data(fresh.raw.bytes), Int64(clamping: now), reason, Int64(clamping: made)])
         return fresh
     }
 

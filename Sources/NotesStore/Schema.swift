@@ -337,6 +337,24 @@ enum Schema {
                 ALTER TABLE sealed_unit ADD COLUMN signature INTEGER NOT NULL DEFAULT 1;    -- 1 verified, 0 taken on its tag, -1 does not verify
                 """)
         }
+        // Repairing an identity two copies wrote (Architecture.md, "Copied replicas"): the last
+        // seq the replica made as each identity it left, and the re-issues it made and applied.
+        migrator.registerMigration("v14-reissues") { db in
+            try db.execute(sql: """
+                ALTER TABLE replica_history ADD COLUMN made_through INTEGER;  -- the last seq made as retired_id; NULL: before this column
+                CREATE TABLE reissues (
+                    row INTEGER PRIMARY KEY,
+                    replica BLOB NOT NULL,               -- 16 bytes: the identity a copy of whose database wrote the seqs
+                    start_seq INTEGER NOT NULL,
+                    count INTEGER NOT NULL,
+                    by BLOB NOT NULL,                    -- 16 bytes: the identity that holds them again
+                    first_seq INTEGER NOT NULL,          -- its seq of the first of them
+                    own INTEGER NOT NULL,                -- 1: re-issued here
+                    applied_at INTEGER NOT NULL,         -- wall-clock ms
+                    UNIQUE (by, first_seq)
+                );
+                """)
+        }
         return migrator
     }
 }

@@ -128,10 +128,13 @@ public struct IntegrationReport: Sendable, Hashable, Codable {
     public var refused: [String] = []
     /// Sealed units' changes in this replica's own name that it never made (another copy of it).
     public var foreignOwnChanges = 0
+    /// Identities this replica wrote as that a copy of its database wrote differently, repaired
+    /// by the batch: its own branch of each re-issued as the identity it writes as now.
+    public var forksRepaired = 0
 
     /// A report of what a batch did.
     public init(applied: Int = 0, duplicates: Int = 0, pending: Int = 0, quarantined: Int = 0, rejected: Int = 0,
-                refused: [String] = [], foreignOwnChanges: Int = 0) {
+                refused: [String] = [], foreignOwnChanges: Int = 0, forksRepaired: Int = 0) {
         self.applied = applied
         self.duplicates = duplicates
         self.pending = pending
@@ -139,6 +142,7 @@ public struct IntegrationReport: Sendable, Hashable, Codable {
         self.rejected = rejected
         self.refused = refused
         self.foreignOwnChanges = foreignOwnChanges
+        self.forksRepaired = forksRepaired
     }
 
     /// Adds what a later batch did (the pending count is the later batch's: it is a state).
@@ -150,6 +154,7 @@ public struct IntegrationReport: Sendable, Hashable, Codable {
         rejected += later.rejected
         refused += later.refused
         foreignOwnChanges += later.foreignOwnChanges
+        forksRepaired += later.forksRepaired
     }
 }
 

@@ -1,0 +1,117 @@
+import Foundation
+import GRDB
+import NotesCRDT
+@testable import NotesStore
+import Testing
+
+/// Two copies of one database that both wrote as one identity (a copy no check caught, or made
+/// with a build before the checks) converge once they meet, each keeping the other's edits
+/// (issue 18, part 1: repair).
+struct ForkRepairStoreTests {
+    /// Two databases with one identity that both wrote: `second` is a copy `first` cannot tell
+    /// from itself (the same label stands for the same file identity, and no seq mark).
+    struct Copies {
+        var first: NoteStore
+        var second: NoteStore
+        var firstDatabase: InMemoryDatabase
+        var secondDatabase: InMemoryDatabase
+        var note: NoteID
+        var onlyOnSecond: NoteID
+    }
+
+    static func diverged(clock: any WallClock = FixedWallClock(1_700_000_000_000)) throws -> Copies {
+        let firstDatabase = try InMemoryDatabase(label: "notes.db")
+        let first = try NoteStore.open(firstDatabase, options: StoreOptions(wallClock: clock))
+        let note = try first.createNote(title: "shared", body: "base")
+        try first.close()
+        let secondDatabase = try InMemoryDatabase(copying: firstDatabase, label: "notes.db")
+        let a = try NoteStore.open(firstDatabase, options: StoreOptions(wallClock: FixedWallClock(1_700_000_100_000)))
+        let b = try NoteStore.open(secondDatabase, options: StoreOptions(wallClock: FixedWallClock(1_700_000_200_000)))
+        #expect(a.replicaID == b.replicaID, "the premise: a copy that kept the identity")
+        _ = try a.appendText(note, " (edited on L1)")
+        _ = try b.appendText(note, " [typed on L2]")
+        let only = try b.createNote(title: "only on L2", body: "new")
+        return Copies(first: a, second: b, firstDatabase: firstDatabase, secondDatabase: secondDatabase, note: note, onlyOnSecond: only)
+    }
+
+    /// What a shared folder does: each reads everything the other wrote.
+    static func exchange(_ from: NoteStore, into to: NoteStore) throws -> ApplyReport {
+        try to.apply(from.changes(since: VersionVector()))
+    }
+
+    @Test func copiesThatBothWroteConvergeWithBothEdits() throws {
+        let copies = try Self.diverged()
+        let old = copies.first.replicaID
+        let first = try Self.exchange(copies.first, into: copies.second)
+        #expect(first.forksRepaired == 1)
+        #expect(copies.second.replicaID != old, "the copy that found the fork writes as a new identity")
+        let second = try Self.exchange(copies.second, into: copies.first)
+        #expect(second.rejected == 0)
+        _ = try Self.exchange(copies.first, into: copies.second)
+        #expect(try copies.first.digest() == copies.second.digest())
+        let body = try #require(try copies.first.note(copies.note)?.body)
+        #expect(body.contains("(edited on L1)") && body.contains("[typed on L2]"), "\(body)")
+        #expect(try copies.first.note(copies.onlyOnSecond)?.title == "only on L2")
+        // Each says what happened.
+        let reissues = try copies.second.reissues()
+        #expect(reissues.count >= 1 && reissues.allSatisfy { $0.own && $0.replica == old && $0.by == copies.second.replicaID })
+        #expect(try copies.first.reissues().allSatisfy { !$0.own && $0.replica == old })
+        #expect(try copies.second.identityChanges().last?.reason.contains("re-issued") == true)
+    }
+
+    /// What the repair wrote is what the database holds: opened again, the same notes, digest and log.
+    @Test func theRepairIsDurable() throws {
+        let copies = try Self.diverged()
+        _ = try Self.exchange(copies.first, into: copies.second)
+        let id = copies.second.replicaID
+        let digest = try copies.second.digest()
+        let changes = try copies.second.changes(since: VersionVector())
+        let listed = try copies.second.list().map(\.title).sorted()
+        try copies.second.close()
+        let reopened = try NoteStore.open(copies.secondDatabase, options: StoreOptions(wallClock: FixedWallClock(1_700_000_300_000)))
+        #expect(reopened.replicaID == id)
+        #expect(try reopened.digest() == digest)
+        #expect(try reopened.changes(since: VersionVector()) == changes)
+        #expect(try reopened.list().map(\.title).sorted() == listed)
+        #expect(try reopened.search("typed").count == 1)
+        // It writes on as its new identity.
+        _ = try reopened.appendText(copies.note, "!")
+        #expect(try reopened.changes(since: try copies.first.versionVector).allSatisfy { $0.replica == id })
+    }
+
+    /// A copy that moved to a fresh identity when it was opened, after it had written as the old
+    /// one with a build that did not check: the fork is of an identity it left, and it re-issues
+    /// what it made there as the identity it has.
+    @Test func aForkOfAnIdentityItLeftIsRepairedWithoutMovingAgain() throws {
+        let copies = try Self.diverged()
+        let old = copies.second.replicaID
+        try copies.second.close()
+        let moved = try InMemoryDatabase(copying: copies.secondDatabase, label: "moved.db")
+        let second = try NoteStore.open(moved, options: StoreOptions(wallClock: FixedWallClock(1_700_000_400_000)))
+        #expect(second.replicaID != old)
+        let current = second.replicaID
+        let report = try Self.exchange(copies.first, into: second)
+        #expect(report.forksRepaired == 1)
+        #expect(second.replicaID == current)
+        _ = try Self.exchange(second, into: copies.first)
+        #expect(try copies.first.digest() == second.digest())
+        let body = try #require(try second.note(copies.note)?.body)
+        #expect(body.contains("(edited on L1)") && body.contains("[typed on L2]"))
+    }
+
+    /// A third store that took the copy's branch before the repair drops it when the re-issue
+    /// comes, and ends with the others.
+    @Test func aThirdStoreThatHeldTheCopysBranchConverges() throws {
+        let copies = try Self.diverged()
+        let third = try NoteStore.openInMemory(options: StoreOptions(wallClock: FixedWallClock(1_700_000_000_000)))
+        _ = try Self.exchange(copies.second, into: third)
+        #expect(try third.note(copies.onlyOnSecond) != nil)
+        _ = try Self.exchange(copies.first, into: copies.second)
+        _ = try Self.exchange(copies.second, into: third)
+        _ = try Self.exchange(copies.first, into: third)
+        _ = try Self.exchange(copies.second, into: copies.first)
+        #expect(try third.digest() == copies.second.digest())
+        #expect(try third.digest() == copies.first.digest())
+        #expect(try third.status().pendingChanges == 0 && third.quarantinedChanges().isEmpty)
+    }
+}
