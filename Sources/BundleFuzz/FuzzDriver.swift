@@ -165,8 +165,18 @@ public struct FuzzDriver {
             var applied = 0
             var skipped = 0
             var forks = 0
+            // Where a change forks from what the store made in its name (the store re-issues its
+            // own from there), and the changes refused for it (applied once that is done).
+            var forkedAt: UInt64?
+            var forked: [Change] = []
+            func noteFork(_ change: Change) {
+                guard change.startSeq <= ownMade, let seq = shadow.forkPoint(of: change), seq <= ownMade else { return }
+                forkedAt = min(forkedAt ?? seq, seq)
+                forked.append(change)
+            }
             for change in bundle.changes {
                 if change.replica == own, change.endSeq > shadow.versionVector[own] {
+                    noteFork(change)
                     skipped += 1
                     continue
                 }
@@ -174,7 +184,9 @@ public struct FuzzDriver {
                 if change.replica != own, change.dependencies[own] > shadow.versionVector[own] { forks += 1 }
                 switch shadow.apply(change) {
                 case .applied(let released): applied += 1 + released
-                case .rejected(let error) where error.code == .equivocation && change.replica == own: forks += 1
+                case .rejected(let error) where error.code == .equivocation && change.replica == own:
+                    forks += 1
+                    noteFork(change)
                 default: break
                 }
             }
@@ -183,6 +195,18 @@ public struct FuzzDriver {
             }
             // From elsewhere: whatever they hold, the store must not throw.
             let report = try store!.apply(bundle.changes)
+            guard report.forksRepaired == (forkedAt == nil ? 0 : 1) else {
+                throw fail("the store repaired \(report.forksRepaired) forks of its identity, the model \(forkedAt == nil ? 0 : 1)")
+            }
+            if let forkedAt {
+                // The repair, on the model: its own from the fork on re-issued as its new identity.
+                var repaired = shadow.replayed(as: store!.replicaID)
+                for change in repaired.reissuing(own, from: forkedAt, through: ownMade) {
+                    guard case .applied = repaired.apply(change) else { throw fail("the model's re-issue did not apply") }
+                }
+                for change in forked { repaired.apply(change) }
+                shadow = repaired
+            }
             if bundle.sender != store!.replicaID && bundle.sender != own {
                 try store!.recordPeer(bundle.sender, versionVector: bundle.senderVersion, seenAt: 1_700_000_000_000)
             }
@@ -200,7 +224,11 @@ public struct FuzzDriver {
             guard moved == (skipped + forks > 0) else {
                 throw fail(moved ? "the store moved to a fresh identity with no change in its name it never made" : "the store kept its identity after \(skipped + forks) changes in its name it never made")
             }
-            guard try store!.versionVector[own] == ownMade else { throw fail("the store's own seqs went from \(ownMade) to \(try store!.versionVector[own])") }
+            // What it made stays (in its name, or re-issued from a fork on).
+            let keeps = forkedAt.map { $0 - 1 } ?? ownMade
+            guard try store!.versionVector[own] >= keeps, try store!.versionVector[own] == shadow.versionVector[own] else {
+                throw fail("the store's own seqs went from \(ownMade) to \(try store!.versionVector[own])")
+            }
             if moved {
                 guard try store!.identityChanges().last?.retired == own else { throw fail("the store moved without recording it") }
                 casesOnStore = casesPerStore  // a new store for the next case: this one writes as another

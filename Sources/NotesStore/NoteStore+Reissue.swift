@@ -88,7 +88,7 @@ extension NoteStore {
             let fresh = try NoteStore.retire(own, db, options: options, salt: "fork \(first)",
                                              reason: "a sync brought changes a copy of this database wrote in its name, differently from seq \(first) on: this replica's own from there are re-issued as its new identity",
                                              madeThrough: notebook.versionVector[own])
-            notebook = try Notebook(snapshot: notebook.snapshot(), wallClock: options.wallClock, replicaID: fresh)
+            notebook = notebook.replayed(as: fresh)
             moved = fresh
         }
         var reissued: [Change] = []

@@ -65,8 +65,9 @@ struct CopiedReplicaStoreTests {
     }
 
     /// Changes in a store's own name that it never made (a copy that was not caught at open, as
-    /// a cloned disk keeps the inode) are refused, and the store moves to a fresh id before it
-    /// writes again; what it made stays.
+    /// a cloned disk keeps the inode) fork from what it wrote: it moves to a fresh id before it
+    /// writes again, re-issues what it made from the fork on as that id, and takes the copy's
+    /// branch, so both are kept (issue 18, repair).
     @Test func changesInItsOwnNameThatItNeverMadeMoveItToAFreshIdentity() throws {
         let database = try InMemoryDatabase()
         let a = try NoteStore.open(database, options: StoreOptions(wallClock: FixedWallClock(1_700_000_000_000)))
@@ -76,21 +77,30 @@ struct CopiedReplicaStoreTests {
         _ = try twin.insertText(note, at: twin.body(of: note)!.count, " twin")
         try a.appendText(note, " mine")
         let old = a.replicaID
+        let made = try a.versionVector[old]
         // The twin's seq 2 against ours: an equivocation; past it, seqs we never made.
         _ = try twin.insertText(note, at: twin.body(of: note)!.count, " more")
         let report = try a.apply(twin.changes(since: VersionVector()))
         #expect(report.foreignOwnChanges >= 1)
-        #expect(report.rejected >= report.foreignOwnChanges)
-        // A sync is told too (its session refuses the rest of the receive in the old name).
+        #expect(report.forksRepaired == 1)
+        // A sync is told too.
         #expect(IntegrationReport(report).foreignOwnChanges == report.foreignOwnChanges)
+        #expect(IntegrationReport(report).forksRepaired == 1)
         #expect(a.replicaID != old)
         #expect(try a.identityChanges().map(\.retired) == [old])
+        // Both branches: its own re-issued, the twin's under the old identity.
         let body = try #require(try a.note(note)?.body)
-        #expect(body == "base mine")
-        // Its next write is under the new id, from seq 1.
+        #expect(body.contains("mine") && body.contains("twin") && body.contains("more"), "\(body)")
+        #expect(try a.versionVector[old] == twin.versionVector[old])
+        let reissued = try a.versionVector[a.replicaID]
+        #expect(reissued > 0 && reissued <= made + 2)
+        // Its next write is under the new id.
         try a.appendText(note, "!")
-        #expect(try a.versionVector[a.replicaID] == 1)
-        #expect(try a.note(note)?.body == "base mine!")
+        #expect(try a.versionVector[a.replicaID] == reissued + 1)
+        #expect(try a.note(note)?.body?.hasSuffix("!") == true)
+        var check = twin
+        check.apply(contentsOf: try a.changes(since: twin.versionVector))
+        #expect(check.digest() == (try a.digest()))
     }
 }
 

@@ -117,11 +117,17 @@ struct Quarantine: Sendable {
     mutating func refuse() { refused += 1 }
 
     /// Goes on from another quarantine's counters (a state rebuilt from the log, whose changes
-    /// are tried again and counted anew).
+    /// are tried again).
     mutating func carryCounters(from other: Quarantine) {
         admitted = other.admitted
         refused = other.refused
         generation = other.generation + 1
+    }
+
+    /// Uncounts the admissions of changes `other` held already (tried again by a rebuild: only
+    /// what the rebuild newly quarantined counts).
+    mutating func uncountAdmissions(heldBy other: Quarantine) {
+        admitted -= all.filter { other.reason(for: $0.change) != nil }.count
     }
 
     /// Empties the quarantine (the counters go on).

@@ -239,19 +239,29 @@ extension Notebook {
     /// - Complexity: O(the log): a re-issue that finds its operations here is rare (a copied
     ///   database, once).
     mutating func rebuild() {
-        var fresh = Notebook(replicaID: replicaID, wallClock: wallClock, maxForwardDrift: clock.maxForwardDrift)
+        self = replayed(as: replicaID)
+    }
+
+    /// This replica's log, waiting changes and quarantine replayed into a fresh state written as
+    /// `identity` (the changes it made as its own identity are then another replica's), with its
+    /// clock, its re-issues and the quarantine's counters: what a store that moves to a fresh
+    /// identity to repair a fork of its own goes on from.
+    package func replayed(as identity: ReplicaID) -> Notebook {
+        if deferred != nil { return materialized.replayed(as: identity) }
+        var fresh = Notebook(replicaID: identity, wallClock: wallClock, maxForwardDrift: clock.maxForwardDrift)
         fresh.rebuilding = true
         fresh.reissueTable = reissueTable
         fresh.quarantine.carryCounters(from: quarantine)
         for change in history { fresh.apply(change) }
         for change in pending.all { fresh.apply(change) }
         for entry in quarantine.all { fresh.apply(entry.change) }
+        fresh.quarantine.uncountAdmissions(heldBy: quarantine)
         fresh.rebuilding = false
         fresh.clock.witnessLocal(clock.last)
         if latestTimestamp > fresh.latestTimestamp { fresh.latestTimestamp = latestTimestamp }
         fresh.logDamage = logDamage
         fresh.rebuilds = rebuilds + 1
-        self = fresh
+        return fresh
     }
 }
 
