@@ -1,3 +1,5 @@
+import Foundation
+import GRDB
 import NotesCRDT
 import NotesSync
 
@@ -30,6 +32,41 @@ extension NoteStore: SyncReplica {
     /// Records what a peer has (merged with what was known).
     public func recordPeer(_ replica: ReplicaID, version: VersionVector) throws {
         try recordPeer(replica, versionVector: version)
+    }
+
+    /// Its own identity with what it made, and each it moved away from with what it made there.
+    public func writtenIdentities() throws -> VersionVector {
+        let own = try versionVector[replicaID]
+        return try read("cannot read the replica's identities") { db in
+            var written = VersionVector()
+            for (id, made) in try formerIdentities(db) where made > 0 { written[id] = made }
+            written[replicaID] = own
+            return written
+        }
+    }
+
+    /// What was recorded for `remote`; an empty vector (everything to check) for one never met.
+    public func checkedVersion(at remote: String) throws -> VersionVector? {
+        try read("cannot read what was checked at \(remote)") { db in
+            var version = VersionVector()
+            for row in try Row.fetchAll(db, sql: "SELECT replica, seq FROM remote_checks WHERE remote = ?", arguments: [remote]) {
+                guard let id = ReplicaID(blob: [UInt8](try row.stored("replica", as: Data.self))) else {
+                    throw StoreError(.corrupt, "a checked identity is not 16 bytes")
+                }
+                version[id] = try row.storedUnsigned("seq")
+            }
+            return version
+        }
+    }
+
+    public func recordChecked(_ version: VersionVector, at remote: String) throws {
+        lock.lock(); defer { lock.unlock() }
+        try writeTransaction("cannot record what was checked at \(remote)") { db in
+            for entry in version.sortedEntries {
+                try db.execute(sql: "INSERT OR REPLACE INTO remote_checks (remote, replica, seq) VALUES (?, ?, ?)",
+                               arguments: [remote, Data(entry.replica.raw.bytes), Int64(clamping: entry.seq)])
+            }
+        }
     }
 }
 

@@ -353,6 +353,14 @@ enum Schema {
                     applied_at INTEGER NOT NULL,         -- wall-clock ms
                     UNIQUE (by, first_seq)
                 );
+                -- Per other side of a sync (a folder, a relay's space), how far it was found to
+                -- hold each identity this replica wrote as, as the replica made it.
+                CREATE TABLE remote_checks (
+                    remote TEXT NOT NULL,                -- SyncTransport.checkKey
+                    replica BLOB NOT NULL,               -- 16 bytes
+                    seq INTEGER NOT NULL,
+                    PRIMARY KEY (remote, replica)
+                ) WITHOUT ROWID;
                 """)
         }
         return migrator

@@ -40,6 +40,9 @@ public struct FolderTransport: SyncTransport {
     public static let defaultMaxFileBytes = SyncBundle.maxBytes
 
     /// A transport over `folder` in `fileSystem`.
+    /// The folder, by its path: what a replica found there of its own is remembered under it.
+    public var checkKey: String? { "folder:" + folder }
+
     public init(folder: String, fileSystem: any FileSystem = LocalFileSystem(), maxFileBytes: Int = FolderTransport.defaultMaxFileBytes) {
         self.folder = folder
         self.fileSystem = fileSystem
@@ -192,7 +195,9 @@ public struct FolderTransport: SyncTransport {
     public func receive(for local: ReplicaID, version: VersionVector, each: (ReceivedBundle) async throws -> Void) async throws -> [SkippedInput] {
         var skipped: [SkippedInput] = []
         var readFrom: Set<ReplicaID> = []
-        let all = try entries().filter { $0.writer != local }
+        // Our own subfolder too: what it holds past `version` was written by a copy of this
+        // replica's database (or is what a check takes back, `SyncEngine`).
+        let all = try entries()
         for entry in all.sorted(by: { ($0.author, $0.first, $0.path) < ($1.author, $1.first, $1.path) })
         where entry.last > version[entry.author] {
             switch read(entry) {
@@ -204,7 +209,8 @@ public struct FolderTransport: SyncTransport {
             }
         }
         // For writers nothing was read from, the newest file's header says what they have.
-        for (writer, files) in Dictionary(grouping: all, by: \.writer).sorted(by: { $0.key < $1.key }) where !readFrom.contains(writer) {
+        for (writer, files) in Dictionary(grouping: all, by: \.writer).sorted(by: { $0.key < $1.key })
+        where writer != local && !readFrom.contains(writer) {
             guard let newest = files.max(by: { ($0.attributes.modifiedMilliseconds, $0.path) < ($1.attributes.modifiedMilliseconds, $1.path) }),
                   case .success(let header) = readHeader(newest) else { continue }
             try await each(ReceivedBundle(bundle: SyncBundle(sender: header.sender, senderVersion: header.senderVersion, changes: []),

@@ -57,6 +57,9 @@ public struct RelayTransport: SyncTransport {
 
     var spaceURL: String { baseURL + "/v1/spaces/" + space }
 
+    /// The relay's space, by its URL: what a replica found there of its own is remembered under it.
+    public var checkKey: String? { "relay:" + spaceURL }
+
     // MARK: SyncTransport
 
     /// The space's version vector, from `GET .../status` in its binary form (an empty bundle).
@@ -133,7 +136,7 @@ public struct RelayTransport: SyncTransport {
             } else {
                 let decoded = try decoded(reply)
                 page = decoded
-                covered = RelayTransport.coverage(of: decoded)
+                covered = decoded.coverage
             }
             var advanced = cursor
             advanced.merge(covered)
@@ -176,13 +179,6 @@ public struct RelayTransport: SyncTransport {
         }
     }
 
-    /// Per author, the last seq a page's changes or units reach.
-    static func coverage(of bundle: SyncBundle) -> VersionVector {
-        var covered = VersionVector()
-        for change in bundle.changes where change.endSeq > covered[change.replica] { covered[change.replica] = change.endSeq }
-        for unit in bundle.sealedUnits where unit.endSeq > covered[unit.author] { covered[unit.author] = unit.endSeq }
-        return covered
-    }
 
     // MARK: Requests
 

@@ -320,3 +320,13 @@ public struct SyncBundle: Hashable, Sendable {
         }
     }
 }
+
+extension SyncBundle {
+    /// Per author, the last seq the bundle's changes or sealed units reach.
+    var coverage: VersionVector {
+        var covered = VersionVector()
+        for change in changes where change.endSeq > covered[change.replica] { covered[change.replica] = change.endSeq }
+        for unit in sealedUnits where unit.endSeq > covered[unit.author] { covered[unit.author] = unit.endSeq }
+        return covered
+    }
+}

@@ -67,25 +67,119 @@ public struct SyncEngine: Sendable {
     /// fails part way changes nothing), or committed every `changesPerTransaction` changes (it
     /// keeps what it applied, and the next one asks only for the rest). Docs/Sync.md, "How a
     /// receive is applied".
+    ///
+    /// Before anything is sent, what the other side holds of the replica's own identities past
+    /// what it was found to hold as the replica made it is taken back and applied, so that a
+    /// copy of the replica's database that wrote the same seqs is found before either side's
+    /// version vector hides it, and repaired; a sync that repaired a fork runs one more round,
+    /// which sends the re-issue and takes what was refused for it (Docs/Sync.md, "Checking the
+    /// other side's copy of our own").
     public func sync(_ replica: any SyncReplica, over transport: any SyncTransport) async throws -> SyncReport {
+        let key = transport.checkKey
+        var checked = try key.flatMap { try replica.checkedVersion(at: $0) }
+        var report = SyncReport()
+        if let key, let known = checked {
+            let check = try await checkOwnIdentities(replica, over: transport, checked: known)
+            report.add(check.report)
+            if let found = check.found, found != known {
+                try replica.recordChecked(found, at: key)
+                checked = found
+            }
+        }
+        var round = try await run(replica, over: transport)
+        try recordSent(round, replica, at: key, checked: &checked)
+        if round.report.forksRepaired > 0 {
+            report.add(round.report)
+            round = try await run(replica, over: transport)
+            try recordSent(round, replica, at: key, checked: &checked)
+        }
+        report.add(round.report)
+        return report
+    }
+
+    /// What a round sent of the replica's own identity is what the other side holds of it, when
+    /// it held nothing unchecked of it as the round began: recorded as checked.
+    private func recordSent(_ round: Round, _ replica: any SyncReplica, at key: String?, checked: inout VersionVector?) throws {
+        guard let key, let known = checked, let remote = round.remote else { return }
+        let own = replica.replicaID
+        guard remote[own] <= known[own], round.sent[own] > known[own] else { return }
+        var found = known
+        found[own] = round.sent[own]
+        try replica.recordChecked(found, at: key)
+        checked = found
+    }
+
+    /// Takes back what the other side holds of the replica's written identities past `checked`
+    /// (and whatever else the replica lacks), and applies it.
+    ///
+    /// - Returns: the report, and how far the other side was found to hold the identities as
+    ///   they were made (nil when nothing was to check).
+    private func checkOwnIdentities(_ replica: any SyncReplica, over transport: any SyncTransport,
+                                    checked: VersionVector) async throws -> (report: SyncReport, found: VersionVector?) {
         let local = replica.replicaID
         let sealing = replica as? any SealedSyncReplica
         let sealed = try sealing?.isInEncryptedSpace() ?? false
         let inOneTransaction = changesPerTransaction == nil && !sealed
-        var session = SyncSession(local: local, version: try replica.currentVersion(), sealed: sealed,
+        let version = try replica.currentVersion()
+        var session = SyncSession(local: local, version: version, sealed: sealed,
                                   batchSize: inOneTransaction ? 1 : changesPerTransaction ?? SyncSession.defaultBatchSize)
-        var action = try session.start()
+        let remote = try await withRetry(&session) { try await transport.remoteVersion(for: local) }
+        var from = version
+        var found = checked
+        var needed = false
+        for entry in try replica.writtenIdentities().sortedEntries {
+            let there = min(remote[entry.replica], entry.seq)
+            guard there > checked[entry.replica] else { continue }
+            from[entry.replica] = min(from[entry.replica], checked[entry.replica])
+            found[entry.replica] = there
+            needed = true
+        }
+        guard needed else { return (SyncReport(), nil) }
+        let outcome = try await perform(try session.startReceiving(from: from), &session, replica, transport)
+        var report = outcome.report
+        report.checkedChanges = report.receivedChanges
+        return (report, found)
+    }
+
+    /// One round: what the other side lacks is sent, what the replica lacks received.
+    private func run(_ replica: any SyncReplica, over transport: any SyncTransport) async throws -> Round {
+        let sealing = replica as? any SealedSyncReplica
+        let sealed = try sealing?.isInEncryptedSpace() ?? false
+        let inOneTransaction = changesPerTransaction == nil && !sealed
+        var session = SyncSession(local: replica.replicaID, version: try replica.currentVersion(), sealed: sealed,
+                                  batchSize: inOneTransaction ? 1 : changesPerTransaction ?? SyncSession.defaultBatchSize)
+        return try await perform(try session.start(), &session, replica, transport)
+    }
+
+    /// What a round did: its report, what the other side had when it began, what was sent.
+    private struct Round {
+        var report: SyncReport
+        var remote: VersionVector?
+        var sent = VersionVector()
+    }
+
+    /// Performs the session's actions from `first` until it finishes.
+    private func perform(_ first: SyncSession.Action, _ session: inout SyncSession, _ replica: any SyncReplica,
+                         _ transport: any SyncTransport) async throws -> Round {
+        let local = replica.replicaID
+        let sealing = replica as? any SealedSyncReplica
+        let inOneTransaction = changesPerTransaction == nil && !session.sealed
+        var remote: VersionVector?
+        var sent = VersionVector()
+        var action = first
         while true {
             switch action {
             case .fetchRemoteVersion:
-                let remote = try await withRetry(&session) { try await transport.remoteVersion(for: local) }
-                action = try session.remoteVersionReceived(remote)
+                let version = try await withRetry(&session) { try await transport.remoteVersion(for: local) }
+                remote = version
+                action = try session.remoteVersionReceived(version)
             case .loadChanges(let since):
                 action = try session.changesLoaded(try replica.changes(since: since))
             case .send(let bundle):
                 let complete = try await streaming(&session, replica, sealing, inOneTransaction: inOneTransaction) { _, each in
                     try await transport.send(bundle, each: each)
                 }
+                sent = bundle.coverage
                 action = try session.sentAll(complete: complete)
             case .receive(let version):
                 let skipped = try await streaming(&session, replica, sealing, inOneTransaction: inOneTransaction) { received, each in
@@ -105,10 +199,11 @@ public struct SyncEngine: Sendable {
                 for peer in peers { try replica.recordPeer(peer.replica, version: peer.version) }
                 action = try session.peersRecorded()
             case .finish(let report):
-                return report
+                return Round(report: report, remote: remote, sent: sent)
             }
         }
     }
+
 
     private func withRetry<T>(_ session: inout SyncSession, _ body: () async throws -> T) async throws -> T {
         try await withRetries(&session, { _, _ in try await body() }, { _, _ in })

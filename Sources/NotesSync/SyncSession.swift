@@ -80,6 +80,9 @@ public struct SyncSession: Sendable {
     private var arrivedRanges: [ReplicaID: SeqRanges] = [:]
     /// Streaming: batches applied.
     private var batches = 0
+    /// Where a session that only receives asked from (`startReceiving(from:)`): a retry asks
+    /// from there on too.
+    private var receiveBase: VersionVector?
     /// Streaming: operations (seqs) of the changes received once each.
     private var receivedOperations: UInt64 = 0
     /// Streaming: own-identity changes the replica counted (it then moved to a new identity),
@@ -111,6 +114,17 @@ public struct SyncSession: Sendable {
         try expect(.idle)
         state = .awaitingRemoteVersion
         return .fetchRemoteVersion
+    }
+
+    /// The first action of a session that only receives, from `version` on rather than from
+    /// what this replica has: what the other side holds of this replica's own written identities
+    /// past what it was found to hold as they were made is taken back, with whatever else this
+    /// replica lacks, and applied, where a copy's fork of them shows (`SyncEngine`).
+    public mutating func startReceiving(from version: VersionVector) throws -> Action {
+        try expect(.idle)
+        state = .awaitingBundles
+        receiveBase = version
+        return .receive(version: version)
     }
 
     /// The other side has `remote`: load what it lacks, or go straight to receiving.
@@ -318,6 +332,7 @@ public struct SyncSession: Sendable {
         report.quarantined += outcome.quarantined
         report.rejected += outcome.rejected
         report.refused += outcome.refused
+        report.forksRepaired += outcome.forksRepaired
         foreignOwnApplied += outcome.foreignOwnChanges
     }
 
@@ -349,9 +364,10 @@ public struct SyncSession: Sendable {
     /// What this replica had, with what the session received since that follows on from it:
     /// where a retried receive starts.
     public var receivedVersion: VersionVector {
-        var version = localVersion
+        let base = receiveBase ?? localVersion
+        var version = base
         for (author, ranges) in arrivedRanges {
-            let end = ranges.contiguousEnd(after: localVersion[author])
+            let end = ranges.contiguousEnd(after: base[author])
             if end > version[author] { version[author] = end }
         }
         return version
@@ -451,6 +467,12 @@ public struct SyncReport: Sendable, Codable, Equatable {
     public var rejected = 0
     /// Received changes in this replica's own name that it never made (another copy of it).
     public var foreignOwnChanges = 0
+    /// Identities this replica wrote as that a copy of its database wrote differently, repaired
+    /// (its own branch re-issued as the identity it writes as: `NoteStore.reissues()`).
+    public var forksRepaired = 0
+    /// Changes of this replica's own written identities taken back from the other side to
+    /// compare with what it made (a check, before sending).
+    public var checkedChanges = 0
     /// Why received sealed units were refused (forged, altered, sealed under another key), one
     /// line each; empty in a plain space.
     public var refused: [String] = []
@@ -463,6 +485,26 @@ public struct SyncReport: Sendable, Codable, Equatable {
 
     /// An empty report: nothing done yet.
     public init() {}
+
+    /// Adds what a later round of the same sync did (the pending count is the later one's).
+    package mutating func add(_ later: SyncReport) {
+        sentChanges += later.sentChanges
+        sentOperations += later.sentOperations
+        receivedBundles += later.receivedBundles
+        receivedChanges += later.receivedChanges
+        applied += later.applied
+        duplicates += later.duplicates
+        pending = later.pending
+        quarantined += later.quarantined
+        rejected += later.rejected
+        foreignOwnChanges += later.foreignOwnChanges
+        forksRepaired += later.forksRepaired
+        checkedChanges += later.checkedChanges
+        refused += later.refused
+        skipped += later.skipped
+        retries += later.retries
+        for peer in later.peers where !peers.contains(peer) { peers.append(peer) }
+    }
 }
 
 /// A canonical causal order of changes: what a session sends and applies.

@@ -92,10 +92,15 @@ public protocol SyncTransport: Sendable {
     ///
     /// - Returns: what could not be used this time.
     func receive(for local: ReplicaID, version: VersionVector, each: (ReceivedBundle) async throws -> Void) async throws -> [SkippedInput]
+    /// What names the other side (a folder's path, a relay's space) for as long as it holds the
+    /// same changes, so that a replica can remember which of its own operations it has found
+    /// there as it made them (`SyncReplica.checkedVersion(at:)`); nil (the default): none.
+    var checkKey: String? { get }
 }
 
 extension SyncTransport {
     public var checksEachSealedUnit: Bool { false }
+    public var checkKey: String? { nil }
 
     /// Collects the replies with `send(_:)`, then hands them over one by one.
     public func send(_ bundle: SyncBundle, each: (ReceivedBundle) async throws -> Void) async throws -> Bool {
@@ -201,6 +206,29 @@ public protocol SyncReplica: AnyObject, Sendable {
     func integrationFinished() throws
     /// Records what a peer has (merged with what was known).
     func recordPeer(_ replica: ReplicaID, version: VersionVector) throws
+    /// The identities this replica wrote as, each with the last seq it made as it: its own, and
+    /// those it moved away from. A copy of its database may have written the same seqs
+    /// differently, so a sync takes what the other side holds of them back to compare
+    /// (Docs/Sync.md, "Checking the other side's copy of our own").
+    func writtenIdentities() throws -> VersionVector
+    /// How far the other side named `remote` (`SyncTransport.checkKey`) was found to hold this
+    /// replica's written identities as it made them; nil (the default): the replica does not
+    /// check, and a sync takes nothing back.
+    func checkedVersion(at remote: String) throws -> VersionVector?
+    /// Records how far `remote` was found to hold the written identities as they were made.
+    func recordChecked(_ version: VersionVector, at remote: String) throws
+}
+
+extension SyncReplica {
+    public func writtenIdentities() throws -> VersionVector {
+        var written = VersionVector()
+        written[replicaID] = try currentVersion()[replicaID]
+        return written
+    }
+
+    public func checkedVersion(at remote: String) throws -> VersionVector? { nil }
+
+    public func recordChecked(_ version: VersionVector, at remote: String) throws {}
 }
 
 extension SealedSyncReplica {
