@@ -21,6 +21,9 @@ final class AuditedReplica: SealedSyncReplica, @unchecked Sendable {
     func changes(since version: VersionVector) throws -> [Change] { try store.changes(since: version) }
     func integrationFinished() throws { try store.integrationFinished() }
     func recordPeer(_ replica: ReplicaID, version: VersionVector) throws { try store.recordPeer(replica, version: version) }
+    func writtenIdentities() throws -> VersionVector { try store.writtenIdentities() }
+    func checkedVersion(at remote: String) throws -> VersionVector? { try store.checkedVersion(at: remote) }
+    func recordChecked(_ version: VersionVector, at remote: String) throws { try store.recordChecked(version, at: remote) }
     func isInEncryptedSpace() throws -> Bool { try store.isInEncryptedSpace() }
     func sealedUnits(since version: VersionVector) throws -> [SealedUnit] { try store.sealedUnits(since: version) }
     func sealedUnits(since version: VersionVector, checkingTaggedUnits: Bool) throws -> [SealedUnit] {
@@ -60,8 +63,9 @@ final class AuditedReplica: SealedSyncReplica, @unchecked Sendable {
     }
 
     private func audit(_ report: IntegrationReport, of changes: [Change], before: Notebook, id: ReplicaID) {
-        // Changes in its own name that it never made move the store to a new identity: not counted here.
-        guard store.replicaID == id, let after = try? store.versionVector else { return }
+        // Changes in its own name that it never made move the store to a new identity, and a fork
+        // of an identity it wrote as is repaired by re-issuing: not counted here.
+        guard store.replicaID == id, report.forksRepaired == 0, let after = try? store.versionVector else { return }
         let started = SealingTime.cpuNanoseconds()
         defer { auditNanoseconds &+= SealingTime.cpuNanoseconds() &- started }
         if let problem = Simulation.integrationMiscount(report, of: changes, before: before, after: after) { problems.append(problem) }

@@ -56,6 +56,15 @@ struct ReferenceModel {
         changes[change.replica, default: []].append(change)
     }
 
+    /// Takes out the operations of `replica` recorded from seq `first` on: a copy of its
+    /// database wrote those seqs too, and the device re-issued its own as its new identity
+    /// (recorded apart), so the seqs hold the copy's operations.
+    mutating func withdraw(_ replica: ReplicaID, from first: UInt64) {
+        changes[replica] = changes[replica]?.compactMap { change in
+            change.startSeq >= first ? nil : change.endSeq >= first ? change.prefix(through: first - 1) : change
+        }
+    }
+
     /// Forgets every operation of `replica` whose seq is not in `ranges` (a device reinstalled
     /// from nothing: what it had not passed on anywhere is gone).
     mutating func forget(replica: ReplicaID, keeping ranges: [ClosedRange<UInt64>]) {

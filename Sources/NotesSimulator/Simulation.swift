@@ -64,6 +64,20 @@ struct UndoLog {
         if replica != current { self = UndoLog(replica: current) }
         edits.append(seqs)
     }
+
+    /// The store re-issued its own edits of `old` as `new`'s: each edit inside one re-issued
+    /// range follows it to its new seqs, the rest stay `old`'s (no longer undoable).
+    mutating func follow(_ reissues: [ReissueRecord], from old: ReplicaID, to new: ReplicaID) {
+        guard replica == old else { return }
+        var moved: [ClosedRange<UInt64>] = []
+        for edit in edits {
+            guard let piece = reissues.first(where: { $0.replica == old && $0.by == new && edit.lowerBound >= $0.startSeq
+                                                         && edit.upperBound <= $0.startSeq + $0.count - 1 }) else { continue }
+            let shift = piece.firstSeq &- piece.startSeq
+            moved.append(edit.lowerBound &+ shift ... edit.upperBound &+ shift)
+        }
+        self = UndoLog(replica: new, edits: moved, known: known)
+    }
 }
 
 /// A note as an editor was given it: the text with its characters' identities, and what the
@@ -147,6 +161,8 @@ public struct RunStats: Codable, Sendable, Hashable {
     /// Clones of a device's disk that typed on beside it, and how many of their forks only the
     /// typed characters tell apart (the same seqs at the same timestamps).
     public var clones = 0
+    /// Forks of a device's identity (a clone's) repaired by re-issuing the device's own branch.
+    public var forksRepaired = 0
     public var characterForks = 0
     /// Syncs after which other changes waited than before (a restart's pending table is then
     /// checked), and those after which as many waited as before.
@@ -1149,13 +1165,26 @@ public final class Simulation: @unchecked Sendable {
             let report = try AuditedReplica(device.store).integrate(forked)
             if device.store.replicaID == me {
                 violation("device \(d): a change in its own name that a clone wrote differently at the same seqs (\"\(theirs)\" for \"\(mine)\") was taken in (\(report.applied) applied, \(report.duplicates) duplicate): the fork went unseen")
+            } else if report.forksRepaired != 1 {
+                violation("device \(d): a clone's fork of its identity was seen but not repaired (\(report))")
             } else {
+                // Repaired: the clone's word is an edit that stays, under the old identity; the
+                // device's own from the fork on are its new identity's (the re-issue).
+                let reissued = try device.store.reissues().filter { $0.own && $0.replica == me }
+                guard let from = reissued.map(\.startSeq).min() else { return violation("device \(d): a repaired fork left no re-issue record") }
+                reference.withdraw(me, from: from)
+                for change in forked { reference.record(change) }
+                let now = device.store.replicaID
+                let made = try device.store.changes(since: VersionVector()).filter { $0.replica == now }
+                for change in made { reference.record(change) }
+                device.undoLog.follow(reissued, from: me, to: now)
+                stats.forksRepaired += 1
                 device.retired.append(me)
-                device.lastOwnSeq = nil
+                device.lastOwnSeq = made.last?.endSeq
                 device.notes = nil
             }
             noteStateChange()
-            try checkAfterStep(device, notes: [note.id])
+            try checkAfterStep(device, notes: [note.id], all: report.forksRepaired > 0)
         } catch {
             device.notes = nil
             violation("device \(d): typing on beside a clone failed: \(error)")
@@ -1592,7 +1621,15 @@ public final class Simulation: @unchecked Sendable {
         let notebook = try device.store.notebook
         let version = notebook.versionVector
         if !device.lastVersion.isCovered(by: version) {
-            violation("device \(device.index): the version vector went back from \(device.lastVersion) to \(version)")
+            // Only where a re-issue took seqs back (two copies wrote them: one copy's went to its new identity).
+            let reissues = notebook.reissues
+            for entry in device.lastVersion.sortedEntries where version[entry.replica] < entry.seq {
+                let next = version[entry.replica] + 1
+                if !reissues.contains(where: { $0.original.replica == entry.replica && $0.original.seq <= next && next < $0.original.seq + $0.original.count }) {
+                    violation("device \(device.index): the version vector went back from \(device.lastVersion) to \(version)")
+                    break
+                }
+            }
         }
         device.lastVersion = version
         var notes = touched

@@ -105,6 +105,14 @@ extension NoteStore {
         for change in refused { notebook.apply(change) }
         loaded!.notebook = notebook
         try recordReissues(of: reissued, own: true, db)
+        // What it can undo follows its edits to the seqs they now have.
+        for change in reissued {
+            guard case .reissue(let range) = change.operations.first else { continue }
+            let shift = Int64(change.startSeq + 1) - Int64(range.seq)
+            try db.execute(sql: "UPDATE undo_stack SET replica = ?, start_seq = start_seq + ?, end_seq = end_seq + ? WHERE replica = ? AND start_seq >= ? AND end_seq <= ?",
+                           arguments: [Data(change.replica.raw.bytes), shift, shift, Data(range.replica.raw.bytes),
+                                       Int64(range.seq), Int64(range.seq + range.count - 1)])
+        }
         return moved
     }
 

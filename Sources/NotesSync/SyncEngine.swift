@@ -78,19 +78,22 @@ public struct SyncEngine: Sendable {
         let key = transport.checkKey
         var checked = try key.flatMap { try replica.checkedVersion(at: $0) }
         var report = SyncReport()
+        // The other side's version, fetched once for the check and the round after it.
+        var remote: VersionVector?
         if let key, let known = checked {
             let check = try await checkOwnIdentities(replica, over: transport, checked: known)
             report.add(check.report)
+            remote = check.remote
             if let found = check.found, found != known {
                 try replica.recordChecked(found, at: key)
                 checked = found
             }
         }
-        var round = try await run(replica, over: transport)
+        var round = try await run(replica, over: transport, remote: remote)
         try recordSent(round, replica, at: key, checked: &checked)
         if round.report.forksRepaired > 0 {
             report.add(round.report)
-            round = try await run(replica, over: transport)
+            round = try await run(replica, over: transport, remote: nil)
             try recordSent(round, replica, at: key, checked: &checked)
         }
         report.add(round.report)
@@ -112,10 +115,10 @@ public struct SyncEngine: Sendable {
     /// Takes back what the other side holds of the replica's written identities past `checked`
     /// (and whatever else the replica lacks), and applies it.
     ///
-    /// - Returns: the report, and how far the other side was found to hold the identities as
-    ///   they were made (nil when nothing was to check).
+    /// - Returns: the report, how far the other side was found to hold the identities as they
+    ///   were made (nil when nothing was to check), and what it had.
     private func checkOwnIdentities(_ replica: any SyncReplica, over transport: any SyncTransport,
-                                    checked: VersionVector) async throws -> (report: SyncReport, found: VersionVector?) {
+                                    checked: VersionVector) async throws -> (report: SyncReport, found: VersionVector?, remote: VersionVector) {
         let local = replica.replicaID
         let sealing = replica as? any SealedSyncReplica
         let sealed = try sealing?.isInEncryptedSpace() ?? false
@@ -134,21 +137,21 @@ public struct SyncEngine: Sendable {
             found[entry.replica] = there
             needed = true
         }
-        guard needed else { return (SyncReport(), nil) }
-        let outcome = try await perform(try session.startReceiving(from: from), &session, replica, transport)
+        guard needed else { return (session.progress.report, nil, remote) }
+        let outcome = try await perform(try session.startReceiving(from: from), &session, replica, transport, remote: nil)
         var report = outcome.report
         report.checkedChanges = report.receivedChanges
-        return (report, found)
+        return (report, found, remote)
     }
 
     /// One round: what the other side lacks is sent, what the replica lacks received.
-    private func run(_ replica: any SyncReplica, over transport: any SyncTransport) async throws -> Round {
+    private func run(_ replica: any SyncReplica, over transport: any SyncTransport, remote: VersionVector?) async throws -> Round {
         let sealing = replica as? any SealedSyncReplica
         let sealed = try sealing?.isInEncryptedSpace() ?? false
         let inOneTransaction = changesPerTransaction == nil && !sealed
         var session = SyncSession(local: replica.replicaID, version: try replica.currentVersion(), sealed: sealed,
                                   batchSize: inOneTransaction ? 1 : changesPerTransaction ?? SyncSession.defaultBatchSize)
-        return try await perform(try session.start(), &session, replica, transport)
+        return try await perform(try session.start(), &session, replica, transport, remote: remote)
     }
 
     /// What a round did: its report, what the other side had when it began, what was sent.
@@ -158,9 +161,10 @@ public struct SyncEngine: Sendable {
         var sent = VersionVector()
     }
 
-    /// Performs the session's actions from `first` until it finishes.
+    /// Performs the session's actions from `first` until it finishes (`known`: what the other
+    /// side has, fetched already).
     private func perform(_ first: SyncSession.Action, _ session: inout SyncSession, _ replica: any SyncReplica,
-                         _ transport: any SyncTransport) async throws -> Round {
+                         _ transport: any SyncTransport, remote known: VersionVector?) async throws -> Round {
         let local = replica.replicaID
         let sealing = replica as? any SealedSyncReplica
         let inOneTransaction = changesPerTransaction == nil && !session.sealed
@@ -170,7 +174,8 @@ public struct SyncEngine: Sendable {
         while true {
             switch action {
             case .fetchRemoteVersion:
-                let version = try await withRetry(&session) { try await transport.remoteVersion(for: local) }
+                var version: VersionVector
+                if let known { version = known } else { version = try await withRetry(&session) { try await transport.remoteVersion(for: local) } }
                 remote = version
                 action = try session.remoteVersionReceived(version)
             case .loadChanges(let since):

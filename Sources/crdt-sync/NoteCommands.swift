@@ -521,6 +521,12 @@ struct StatusCommand: ParsableCommand {
         file that is a copy of another (cp, a restored backup) takes a fresh id when it is first \
         opened, and so does one that receives changes in its own name that it never made, so the \
         two copies never hand out the same sequence numbers. Everything written before stays.
+
+        Re-issues repair two copies that both wrote as one identity (copied with a build before \
+        these checks, or a cloned disk): the copy that finds the fork makes what it wrote from \
+        there again as the identity it writes as now, and every replica drops those operations \
+        under the old identity and keeps the other copy's there, so both copies' edits stay. \
+        `status` lists the re-issues this replica made and those it applied.
         """)
     @OptionGroup var replica: ReplicaOptions
     @Flag(help: "Print JSON.") var json = false
@@ -549,9 +555,21 @@ struct StatusCommand: ParsableCommand {
         var reason: String
     }
 
+    struct ReissueJSON: Encodable {
+        var replica: String
+        var startSeq: UInt64
+        var endSeq: UInt64
+        var reissuedAs: String
+        var firstSeq: UInt64
+        /// Whether this replica re-issued them (its own branch), or applied another's re-issue.
+        var own: Bool
+        var appliedAt: String
+    }
+
     struct StatusJSON: Encodable {
         var replica: String
         var previousIdentities: [IdentityJSON]
+        var reissues: [ReissueJSON]
         var path: String?
         var versionVector: [String: UInt64]
         var notes: Int
@@ -569,11 +587,16 @@ struct StatusCommand: ParsableCommand {
             let status = try store.status()
             let quarantined = try store.quarantinedChanges()
             let moves = try store.identityChanges()
+            let reissues = try store.reissues()
             let names = try store.deviceNames()
             if json {
                 return try printJSON(StatusJSON(
                     replica: status.replica.description,
                     previousIdentities: moves.map { IdentityJSON(retired: $0.retired.description, new: $0.new.description, at: isoDate($0.at), reason: $0.reason) },
+                    reissues: reissues.map {
+                        ReissueJSON(replica: $0.replica.description, startSeq: $0.startSeq, endSeq: $0.startSeq + $0.count - 1,
+                                    reissuedAs: $0.by.description, firstSeq: $0.firstSeq, own: $0.own, appliedAt: isoDate($0.appliedAt))
+                    },
                     path: status.path, versionVector: status.versionVector.jsonObject,
                     notes: status.notes, pendingChanges: status.pendingChanges,
                     quarantinedChanges: quarantined.map {
@@ -588,6 +611,14 @@ struct StatusCommand: ParsableCommand {
             print("replica:         \(status.replica)\(names[status.replica].map { "  (\(TerminalText.escaped($0)))" } ?? "")")
             for move in moves {
                 print("    was \(move.retired) until \(shownDate(move.at)): \(move.reason)")
+            }
+            if !reissues.isEmpty {
+                print("re-issues:       two copies of one database wrote the same seqs; one copy's are held again as its new identity's")
+                for entry in reissues.prefix(20) {
+                    let seqs = entry.count == 1 ? "seq \(entry.startSeq)" : "seqs \(entry.startSeq)-\(entry.startSeq + entry.count - 1)"
+                    print("    \(entry.own ? "re-issued here" : "applied"), \(shownDate(entry.appliedAt)): \(entry.replica) \(seqs) as \(entry.by) from seq \(entry.firstSeq)")
+                }
+                if reissues.count > 20 { print("    ... and \(reissues.count - 20) more (`status --json` lists them all)") }
             }
             print("database:        \(status.path ?? "(in memory)")")
             print("notes:           \(status.notes)")

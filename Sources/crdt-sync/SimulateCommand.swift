@@ -179,7 +179,7 @@ struct SimulateCommand: AsyncParsableCommand {
         let t = s.stats
         print("  \(t.edits) edits, \(t.syncs) syncs (\(t.failedSyncs) failed), \(t.crashes) crashes, \(t.reinstalls) reinstalls, \(t.copies) copies, \(t.restores) restores, "
             + "\(t.corruptInjected) damaged bundles (\(t.corruptRejected) rejected)")
-        if t.clones > 0 { print("  \(t.clones) clones typed on beside their device (\(t.characterForks) forks that only the characters tell apart)") }
+        if t.clones > 0 { print("  \(t.clones) clones typed on beside their device (\(t.characterForks) forks that only the characters tell apart; \(t.forksRepaired) repaired, both words kept)") }
         if s.sealingSeconds > 0 {
             print("  \(String(format: "%.3f", s.syncSeconds)) s in syncs, \(String(format: "%.3f", s.sealingSeconds)) s of it sealing and opening (\(String(format: "%.1f", 100 * s.sealingSeconds / max(s.syncSeconds, 1e-9)))%)")
         }

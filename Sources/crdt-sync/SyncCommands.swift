@@ -488,4 +488,5 @@ func setAside(_ report: SyncReport) -> String {
     (report.quarantined > 0 ? ", \(report.quarantined) quarantined (see `crdt-sync status`)" : "")
         + (report.rejected > 0 ? ", \(report.rejected) refused (malformed, or no room left in the quarantine)" : "")
         + (report.foreignOwnChanges > 0 ? "; \(report.foreignOwnChanges) change(s) in this replica's name that it never made (a copy of this database is writing elsewhere)" : "")
+        + (report.forksRepaired > 0 ? "; repaired: a copy of this database wrote \(report.forksRepaired == 1 ? "an identity" : "\(report.forksRepaired) identities") of this replica differently, and what this replica wrote there is re-issued as its new identity, both kept (see `crdt-sync status`)" : "")
 }
