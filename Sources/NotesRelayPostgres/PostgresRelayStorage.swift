@@ -341,7 +341,7 @@ public final class PostgresRelayStorage: RelayStorage {
         let stored: [Int] = try await withStorageErrors {
             do {
                 var indexes: [Int] = []
-                for try await row in try await self.client.execute(statement, logger: self.logger) { indexes = row.map(Int.init) }
+                try await self.client.each(statement, logger: self.logger) { indexes = $0.map(Int.init) }
                 return indexes
             } catch let error as PSQLError {
                 if let refusal = Self.refusal(error, records) { throw refusal }
@@ -379,7 +379,7 @@ public final class PostgresRelayStorage: RelayStorage {
         let builder: PageBuilder = try await withStorageErrors {
             do {
                 var builder = PageBuilder()
-                for try await row in try await self.client.execute(statement, logger: self.logger) {
+                try await self.client.each(statement, logger: self.logger) { row in
                     try builder.add(row.0, row.1, row.2, row.3, row.4, row.5, needsPayload: needsPayload)
                 }
                 return builder
@@ -399,7 +399,7 @@ public final class PostgresRelayStorage: RelayStorage {
     public func status(space: String) async throws -> RelaySpaceStatus {
         try await withStorageErrors {
             var status = RelaySpaceStatus(space: space, version: VersionVector(), authors: 0, changes: 0, operations: 0, bytes: 0)
-            for try await (key, seq, changes, bytes) in try await self.client.execute(StatusStatement(space: space), logger: self.logger) {
+            try await self.client.each(StatusStatement(space: space), logger: self.logger) { key, seq, changes, bytes in
                 let stored = UInt64(bitPattern: seq)
                 status.version[try Self.replica(key)] = stored
                 status.authors += 1
@@ -415,13 +415,17 @@ public final class PostgresRelayStorage: RelayStorage {
     /// Spaces, changes and payload bytes in all, from the per-author summary rows (for metrics).
     public func totals() async throws -> RelayTotals? {
         try await withStorageErrors {
-            let rows = try await self.client.query(
-                "SELECT count(DISTINCT space), coalesce(sum(changes), 0)::bigint, coalesce(sum(bytes), 0)::bigint FROM relay_author",
-                logger: self.logger)
-            for try await (spaces, changes, bytes) in rows.decode((Int64, Int64, Int64).self) {
-                return RelayTotals(spaces: Int(spaces), changes: Int(changes), bytes: Int(bytes))
+            // Leased here, not by `client.query` (see `PostgresClient.each`).
+            try await self.client.withConnection { connection in
+                let rows = try await connection.query(
+                    "SELECT count(DISTINCT space), coalesce(sum(changes), 0)::bigint, coalesce(sum(bytes), 0)::bigint FROM relay_author",
+                    logger: self.logger)
+                var totals = RelayTotals(spaces: 0, changes: 0, bytes: 0)
+                for try await (spaces, changes, bytes) in rows.decode((Int64, Int64, Int64).self) {
+                    totals = RelayTotals(spaces: Int(spaces), changes: Int(changes), bytes: Int(bytes))
+                }
+                return totals
             }
-            return RelayTotals(spaces: 0, changes: 0, bytes: 0)
         }
     }
 
@@ -479,7 +483,7 @@ public final class PostgresRelayStorage: RelayStorage {
         let statement = PageStatement(space: space, authors: authors, haves: haves,
                                       maxChanges: Int64(limits.maxChanges), maxBytes: Int64(limits.maxBytes))
         var builder = PageBuilder()
-        for try await row in try await client.execute(statement, logger: logger) {
+        try await client.each(statement, logger: logger) { row in
             try builder.add(row.0, row.1, row.2, row.3, row.4, row.5, needsPayload: needsPayload)
         }
         return builder.page(after: clientVersion)
@@ -667,6 +671,18 @@ public final class PostgresRelayStorage: RelayStorage {
     }
 }
 
+extension PostgresClient {
+    /// Every row of `statement`, on a pooled connection handed back however the statement ends.
+    /// Not `PostgresClient.execute`/`query`: when a statement's error arrives before its rows are
+    /// taken (a refused append, now and then) they never give the connection back (postgres-nio 1.33.2).
+    func each<Statement: PostgresPreparedStatement>(_ statement: Statement, logger: Logger,
+                                                    _ body: (Statement.Row) throws -> Void) async throws {
+        try await withConnection { connection in
+            for try await row in try await connection.execute(statement, logger: logger) { try body(row) }
+        }
+    }
+}
+
 extension PostgresConnection {
     /// Runs a statement to its end: its error comes with its last row, so a statement whose rows
     /// are not read could fail unseen (and the COMMIT after it silently roll back).
@@ -712,9 +728,11 @@ final class Notifier: Sendable {
             }
             if spaces.isEmpty { return }
             do {
-                let rows = try await client.query(
-                    "SELECT pg_notify(\(PostgresRelayStorage.channel), space) FROM unnest(\(spaces)::text[]) AS space", logger: logger)
-                for try await _ in rows {}
+                // Leased here, not by `client.query` (see `PostgresClient.each`).
+                try await client.withConnection { connection in
+                    try await connection.run(
+                        "SELECT pg_notify(\(PostgresRelayStorage.channel), space) FROM unnest(\(spaces)::text[]) AS space", logger: logger)
+                }
             } catch {
                 logger.warning("PostgreSQL NOTIFY failed; other instances' waiters will look again when their wait runs out",
                                metadata: ["error": "\(PostgresRelayStorage.describe(error))", "spaces": "\(spaces.count)"])

@@ -4,6 +4,7 @@ import NotesRelay
 @testable import NotesRelayPostgres
 import NotesSync
 import PostgresNIO
+import Synchronization
 import Testing
 
 /// Several relay instances (each a `PostgresRelayStorage`, with its own pool and LISTEN
@@ -196,6 +197,89 @@ struct PostgresRelayStorageTests {
         await reader.close()
     }
 
+    /// Appends refused by the database (a gap, the wrong kind, another signing key), far more than
+    /// the pool has connections, through `append` and `appendThenPage` (a sync request's path):
+    /// each is refused with its kind, and then a valid append and a page still answer. A refused
+    /// statement could keep its pooled connection, so crafted uploads hung the relay for everyone.
+    @Test(arguments: [1, 4])
+    func refusedAppendsHandTheirConnectionsBack(poolSize: Int) async throws {
+        let storage = try await PostgresRelayStorage.connect(try PostgresLocation(url: RelayBackend.postgresURL ?? ""), maxConnections: poolSize)
+        let plain = uniqueSpace("refused-plain")
+        let sealed = uniqueSpace("refused-sealed")
+        let author = ReplicaID.random()
+        #expect(try await storage.append(space: plain, records: [RelayRecord(author: author, startSeq: 1, endSeq: 1, payload: [1])]) == [0])
+        #expect(try await storage.append(space: sealed, records: [SealedRelayStorageTests.sealed(author, 1, 1, key: SealedRelayStorageTests.key(1))]) == [0])
+        // Each passes the range check before the database, so crdt_relay_append itself refuses it.
+        let refusals: [(space: String, records: [RelayRecord], kind: RelayStorageError.Kind)] = [
+            (plain, [RelayRecord(author: author, startSeq: 3, endSeq: 3, payload: [3])], .gap),
+            (plain, [SealedRelayStorageTests.sealed(author, 2, 2)], .encryption),
+            (sealed, [SealedRelayStorageTests.sealed(author, 2, 2, key: SealedRelayStorageTests.key(2))], .encryption),
+        ]
+        // One at a time: the pool's event loop is then idle, which is when a refusal's error
+        // could arrive before its rows were taken (a pool kept busy hid the leak).
+        var refused = 0
+        for round in 0 ..< 1500 {
+            let refusal = refusals[round % refusals.count]
+            // Each call bounded (not the whole run), so a slow machine is not taken for a hang.
+            let answer = try await Self.answering(within: .seconds(30), "refused append \(round)") { () -> RelayStorageError? in
+                do {
+                    if round % 2 == 0 {
+                        _ = try await storage.append(space: refusal.space, records: refusal.records)
+                    } else {
+                        _ = try await storage.appendThenPage(space: refusal.space, records: refusal.records, after: VersionVector(),
+                                                             limits: RelayPageLimits(maxChanges: 10), needsPayload: { _ in true })
+                    }
+                    return nil
+                } catch let error as RelayStorageError {
+                    return error
+                }
+            }
+            // No answer (recorded): with the pool stuck, every later call would only wait too.
+            guard let answer else { break }
+            guard let error = answer else {
+                Issue.record("round \(round): an append the rules refuse was taken")
+                break
+            }
+            #expect(error.kind == refusal.kind, "round \(round): \(error.message)")
+            refused += 1
+        }
+        #expect(refused == 1500)
+        if refused == 1500 {
+            let answered = try await Self.answering(within: .seconds(30), "an append and a page after the refusals") {
+                let stored = try await storage.append(space: plain, records: [RelayRecord(author: author, startSeq: 2, endSeq: 2, payload: [2])])
+                let page = try await storage.page(space: plain, after: VersionVector(), limits: RelayPageLimits(maxChanges: 10))
+                return (stored, page.records.map(\.record.endSeq))
+            }
+            #expect(answered?.0 == [0] && answered?.1 == [1, 2])
+        }
+        await storage.close()
+    }
+
+    /// `body`'s result, or nil (recorded as an issue) when it has not answered within `limit`, so a
+    /// hang fails the test instead of stalling the run; `body` is then left running.
+    static func answering<T: Sendable>(within limit: Duration, _ what: String,
+                                       _ body: @escaping @Sendable () async throws -> T) async throws -> T? {
+        let first = FirstOutcome<T>()
+        let outcome = await withCheckedContinuation { continuation in
+            first.wait(continuation)
+            let timer = Task {
+                do { try await Task.sleep(for: limit) } catch { return }
+                first.resolve(nil)
+            }
+            Task {
+                let result: Result<T, any Error>
+                do { result = .success(try await body()) } catch { result = .failure(error) }
+                timer.cancel()
+                first.resolve(result)
+            }
+        }
+        guard let outcome else {
+            Issue.record("\(what): no answer within \(limit)")
+            return nil
+        }
+        return try outcome.get()
+    }
+
     /// An append through instance A wakes B's listeners (NOTIFY, LISTEN).
     @Test func anAppendThroughOneInstanceSignalsTheOther() async throws {
         let a = try await Self.instance()
@@ -217,6 +301,15 @@ struct PostgresRelayStorageTests {
         await a.close()
         await b.close()
     }
+}
+
+/// Whichever outcome comes first resumes the waiter; later ones are dropped.
+final class FirstOutcome<T: Sendable>: Sendable {
+    private let waiter = Mutex<CheckedContinuation<Result<T, any Error>?, Never>?>(nil)
+
+    func wait(_ continuation: CheckedContinuation<Result<T, any Error>?, Never>) { waiter.withLock { $0 = continuation } }
+
+    func resolve(_ outcome: Result<T, any Error>?) { waiter.withLock { $0.take() }?.resume(returning: outcome) }
 }
 
 /// What needs no server: URLs, and a server that is not there.

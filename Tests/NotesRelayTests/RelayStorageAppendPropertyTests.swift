@@ -87,10 +87,7 @@ struct RelayStorageAppendPropertyTests {
         return (records, version)
     }
 
-    // SQLite only for now: against PostgreSQL this run hangs (every task waits, the database's
-    // connections idle), which looks like refused appends not handing their connection back to
-    // the pool of 4. Left for the next session to find in PostgresRelayStorage.
-    @Test(arguments: RelayBackend.available.filter { $0 != .postgres }, [1, 2, 3] as [UInt64])
+    @Test(arguments: RelayBackend.available, [1, 2, 3] as [UInt64])
     func appendsKeepThePagesInvariants(backend: RelayBackend, seed: UInt64) async throws {
         try await backend.with { storage in
             var rng = SplitMix64(seed: seed)
