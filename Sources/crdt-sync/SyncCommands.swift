@@ -199,14 +199,19 @@ struct ImportBundles: AsyncParsableCommand {
             if json {
                 struct Out: Encodable {
                     var files: Int; var changes: Int; var applied: Int; var duplicates: Int; var pending: Int
-                    var quarantined: Int; var rejected: Int
+                    var quarantined: Int; var rejected: Int; var forksRepaired: Int
                 }
                 try printJSON(Out(files: files.count, changes: changeCount, applied: report.applied, duplicates: report.duplicates,
-                                  pending: report.pending, quarantined: report.quarantined, rejected: report.rejected))
+                                  pending: report.pending, quarantined: report.quarantined, rejected: report.rejected,
+                                  forksRepaired: report.forksRepaired))
             } else {
+                var summary = SyncReport()
+                summary.quarantined = report.quarantined
+                summary.rejected = report.rejected
+                summary.foreignOwnChanges = report.foreignOwnChanges
+                summary.forksRepaired = report.forksRepaired
                 print("imported \(files.count) file(s): \(report.applied) change(s) applied, \(report.duplicates) already here, \(report.pending) waiting for earlier changes"
-                    + (report.quarantined > 0 ? ", \(report.quarantined) quarantined (see `crdt-sync status`)" : "")
-                    + (report.rejected > 0 ? ", \(report.rejected) refused (malformed, or no room left in the quarantine)" : ""))
+                    + setAside(summary))
             }
             try store.closeForExit()
         }
