@@ -92,6 +92,7 @@ extension NoteStore {
             moved = fresh
         }
         var reissued: [Change] = []
+        notebook.beginBatch()
         for (replica, first) in forks.sorted(by: { $0.key < $1.key }) {
             let made = replica == own ? loaded!.notebook.versionVector[own] : madeThrough[replica] ?? 0
             let changes = notebook.reissuing(replica, from: first, through: made)
@@ -103,6 +104,7 @@ extension NoteStore {
             reissued += changes
         }
         for change in refused { notebook.apply(change) }
+        notebook.endBatch()
         loaded!.notebook = notebook
         try recordReissues(of: reissued, own: true, db)
         // What it can undo follows its edits to the seqs they now have.

@@ -148,6 +148,9 @@ extension NoteStore {
                             rejected: loaded!.notebook.quarantineRefusals - quarantineBefore.2 + skippedOwn,
                             foreignOwnChanges: foreignOwn, forksRepaired: forks.count)
             }
+            // Rebuilds that re-issues call for are made once, at the end of the batches (or
+            // before a change of the re-issued replica), not at every re-issue.
+            loaded!.notebook.beginBatch()
             while let changes = try next() {
                 let before = loaded!.notebook.versionVector
                 let appliedBefore = applied
@@ -192,6 +195,7 @@ extension NoteStore {
                 }
                 progress(report(touched: touches.notes.count))
             }
+            loaded!.notebook.endBatch()
             if !forks.isEmpty {
                 moved = try reissueForks(forks, madeThrough: former, thenApplying: forked, db)
             }

@@ -218,3 +218,54 @@ struct ReissueTests {
         _ = before
     }
 }
+
+/// What re-issues cost a replica that holds what they withdraw: the log is replayed once per
+/// batch, however many re-issues the batch holds, and a batch crafted to call for more replays
+/// (re-issues between changes of the withdrawn identity) makes a bounded number of them.
+struct ReissueCostTests {
+    /// A copy's branch of many log entries (a minute between edits, so none join).
+    static func manyEntryFork(entries: Int) throws -> (original: Notebook, copy: Notebook, note: NoteID) {
+        var original = Notebook(replicaID: ReissueTests.r, wallClock: FixedWallClock(1_700_000_000_000))
+        let (note, _) = original.createNote(title: "shared", body: "base")
+        var copy = try Notebook(snapshot: original.snapshot(), wallClock: FixedWallClock(1_700_000_000_000))
+        _ = try original.setTitle(note, "the original's")
+        for i in 0 ..< entries {
+            copy.wallClock = FixedWallClock(1_700_000_000_000 + UInt64(i + 1) * 60_000)
+            _ = try copy.insertText(note, at: 0, "\(i) ")
+        }
+        return (original, copy, note)
+    }
+
+    @Test func aBatchOfReissuesReplaysTheLogOnce() throws {
+        let fork = try Self.manyEntryFork(entries: 40)
+        let (repaired, reissue) = try ReissueTests.repair(fork.copy, against: fork.original.changes(since: VersionVector()))
+        #expect(reissue.count >= 40)
+        var holder = Notebook(replicaID: ReissueTests.third, wallClock: FixedWallClock(1_700_000_000_000))
+        holder.apply(contentsOf: fork.copy.changes(since: VersionVector()))
+        let before = holder.rebuilds
+        holder.apply(contentsOf: reissue)
+        #expect(holder.rebuilds == before + 1)
+        holder.apply(contentsOf: repaired.changes(since: holder.versionVector))
+        #expect(holder.digest() == repaired.digest())
+    }
+
+    @Test func craftedBatchesMakeABoundedNumberOfReplays() throws {
+        let fork = try Self.manyEntryFork(entries: 30)
+        let (repaired, reissue) = try ReissueTests.repair(fork.copy, against: fork.original.changes(since: VersionVector()))
+        let branch = fork.copy.changes(since: VersionVector())
+        var holder = Notebook(replicaID: ReissueTests.third, wallClock: FixedWallClock(1_700_000_000_000))
+        holder.apply(contentsOf: branch)
+        // Each re-issue followed by a change of the identity it withdraws from: each change asks
+        // for the replay the re-issue before it called for.
+        var crafted: [Change] = []
+        for piece in reissue { crafted.append(piece); crafted += branch }
+        let before = holder.rebuilds
+        let outcome = holder.apply(contentsOf: crafted)
+        #expect(holder.rebuilds - before <= Notebook.maxRebuildsPerBatch + 1)
+        #expect(outcome.rejected > 0, "past the bound, changes of the withdrawn identity wait for the next batch")
+        // What was refused comes again: the replicas end equal.
+        holder.apply(contentsOf: repaired.changes(since: VersionVector()))
+        holder.apply(contentsOf: repaired.changes(since: VersionVector()))
+        #expect(holder.digest() == repaired.digest())
+    }
+}

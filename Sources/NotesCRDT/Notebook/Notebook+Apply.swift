@@ -37,6 +37,10 @@ extension Notebook {
             preconditionFailure("checkShape throws CRDTError only")
         }
         materialize()
+        guard rebuildIfDue(for: change.replica) else {
+            quarantine.refuse()
+            return .rejected(CRDTError(.limitExceeded, "a batch dropped re-issued operations \(Notebook.maxRebuildsPerBatch) times already; a change of \(change.replica) at seqs \(change.startSeq)-\(change.endSeq) is not applied now (it comes again with the next sync)"))
+        }
         if let parts = withoutReissued(change) {
             // The seqs a re-issue holds again are its copy's withdrawn branch: duplicates here.
             var outcome = ApplyOutcome.duplicate
@@ -86,6 +90,8 @@ extension Notebook {
         var applied = 0
         var duplicates = 0
         let (admitted, refused) = (quarantine.admitted, quarantine.refused)
+        beginBatch()
+        defer { endBatch() }
         for change in changes {
             switch apply(change) {
             case .applied(let released): applied += 1 + released
@@ -642,6 +648,10 @@ extension Notebook {
         var work = [replica]
         /// Applies `change` if it is ready now, files it again if not.
         func examine(_ change: Change) {
+            guard rebuildIfDue(for: change.replica) else {
+                quarantine.refuse()
+                return
+            }
             if let parts = withoutReissued(change) {
                 for part in parts { examine(part) }
                 return

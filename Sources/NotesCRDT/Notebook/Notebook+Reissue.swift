@@ -119,10 +119,48 @@ extension Notebook {
             seq &+= op.seqCount
         }
         guard !rebuilding, !replicas.isEmpty else { return }
-        for replica in replicas where holdsReissued(replica) {
+        let held = replicas.filter(holdsReissued)
+        guard !held.isEmpty else { return }
+        if rebuildDue != nil {
+            rebuildDue!.formUnion(held)
+        } else {
             rebuild()
-            return
         }
+    }
+
+    /// The most rebuilds a batch makes before its end: past it, a change of a replica whose
+    /// re-issued operations are still held here is refused (it comes again with the next sync),
+    /// so a batch of crafted re-issues and changes costs a bounded number of replays of the log.
+    package static let maxRebuildsPerBatch = 8
+
+    /// Starts a batch: rebuilds that re-issues call for wait for `endBatch()`, or for a change of
+    /// a replica whose re-issued operations are still held (`beforeApplying`).
+    package mutating func beginBatch() {
+        if rebuildDue == nil {
+            rebuildDue = []
+            rebuildsInBatch = 0
+        }
+    }
+
+    /// Ends a batch: the rebuild it called for, if any.
+    package mutating func endBatch() {
+        guard let due = rebuildDue else { return }
+        rebuildDue = nil
+        if !due.isEmpty { rebuild() }
+    }
+
+    /// Before a change of `replica` is applied in a batch: the rebuild its re-issued operations
+    /// call for, so that it meets the state without them. False when the batch made its most
+    /// rebuilds already (the change is then refused).
+    mutating func rebuildIfDue(for replica: ReplicaID) -> Bool {
+        guard let due = rebuildDue, due.contains(replica) else { return true }
+        guard rebuildsInBatch < Notebook.maxRebuildsPerBatch else { return false }
+        let made = rebuildsInBatch + 1
+        rebuildDue = nil
+        rebuild()
+        rebuildDue = []
+        rebuildsInBatch = made
+        return true
     }
 
     /// Whether a log entry of `replica` holds operations a re-issue holds again, or a waiting or

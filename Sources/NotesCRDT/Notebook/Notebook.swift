@@ -60,6 +60,11 @@ public struct Notebook: Sendable {
     /// How many times the state was rebuilt from the log to drop re-issued operations (a store
     /// compares it before and after a batch: every note may have changed).
     package internal(set) var rebuilds = 0
+    /// In a batch (`beginBatch()`): the replicas whose re-issued operations are still held here,
+    /// dropped by one rebuild at the batch's end or before a change of one of them is applied.
+    var rebuildDue: Set<ReplicaID>?
+    /// Rebuilds a batch made before its end.
+    var rebuildsInBatch = 0
 
     /// Creates an empty replica.
     public init(replicaID: ReplicaID, wallClock: any WallClock = SystemWallClock(),
