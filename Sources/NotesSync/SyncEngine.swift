@@ -129,19 +129,17 @@ public struct SyncEngine: Sendable {
         let remote = try await withRetry(&session) { try await transport.remoteVersion(for: local) }
         var from = version
         var found = checked
-        var needed = false
+        var checking: Set<ReplicaID> = []
         for entry in try replica.writtenIdentities().sortedEntries {
             let there = min(remote[entry.replica], entry.seq)
             guard there > checked[entry.replica] else { continue }
             from[entry.replica] = min(from[entry.replica], checked[entry.replica])
             found[entry.replica] = there
-            needed = true
+            checking.insert(entry.replica)
         }
-        guard needed else { return (session.progress.report, nil, remote) }
-        let outcome = try await perform(try session.startReceiving(from: from), &session, replica, transport, remote: nil)
-        var report = outcome.report
-        report.checkedChanges = report.receivedChanges
-        return (report, found, remote)
+        guard !checking.isEmpty else { return (session.progress.report, nil, remote) }
+        let outcome = try await perform(try session.startReceiving(from: from, checking: checking), &session, replica, transport, remote: nil)
+        return (outcome.report, found, remote)
     }
 
     /// One round: what the other side lacks is sent, what the replica lacks received.

@@ -83,6 +83,8 @@ public struct SyncSession: Sendable {
     /// Where a session that only receives asked from (`startReceiving(from:)`): a retry asks
     /// from there on too.
     private var receiveBase: VersionVector?
+    /// The identities whose changes a check takes back (`SyncReport.checkedChanges` counts them).
+    private var checking: Set<ReplicaID> = []
     /// Streaming: operations (seqs) of the changes received once each.
     private var receivedOperations: UInt64 = 0
     /// Streaming: own-identity changes the replica counted (it then moved to a new identity),
@@ -120,10 +122,11 @@ public struct SyncSession: Sendable {
     /// what this replica has: what the other side holds of this replica's own written identities
     /// past what it was found to hold as they were made is taken back, with whatever else this
     /// replica lacks, and applied, where a copy's fork of them shows (`SyncEngine`).
-    public mutating func startReceiving(from version: VersionVector) throws -> Action {
+    public mutating func startReceiving(from version: VersionVector, checking identities: Set<ReplicaID> = []) throws -> Action {
         try expect(.idle)
         state = .awaitingBundles
         receiveBase = version
+        checking = identities
         return .receive(version: version)
     }
 
@@ -274,6 +277,7 @@ public struct SyncSession: Sendable {
             // bytes, and a copy that does not open must not hide one that does.
             for unit in item.bundle.sealedUnits where firstArrival(unit.author, unit.startSeq, unit.endSeq) {
                 report.receivedChanges += 1
+                if checking.contains(unit.author) { report.checkedChanges += 1 }
             }
             gatheredUnits += item.bundle.sealedUnits
             guard gatheredUnits.count >= batchSize else { return nil }
@@ -286,6 +290,7 @@ public struct SyncSession: Sendable {
         if !item.continuesPage { report.receivedBundles += 1 }
         for change in item.bundle.changes where firstArrival(change.replica, change.startSeq, change.endSeq) {
             report.receivedChanges += 1
+            if checking.contains(change.replica) { report.checkedChanges += 1 }
             if change.replica == local, localVersion[change.replica] < change.endSeq {
                 // Our own identity, operations we never made: another copy of this replica.
                 report.foreignOwnChanges += 1

@@ -166,7 +166,7 @@ struct HTTPTransportTests {
             // only repeat.)
             let report = try await engine.sync(b, over: transport)
             #expect(report.sentChanges == 0)
-            #expect(report.checkedChanges == 1 && report.duplicates == 1)
+            #expect(report.checkedChanges == 1 && report.duplicates == 1, "\(report)")
             #expect(report.pending == 0)
             _ = try await engine.sync(a, over: transport)
             #expect(try b.digest() == a.digest())
