@@ -77,8 +77,15 @@ struct RGATree: Sendable {
     var rootIsLeaf = true
     /// Per agent, its pages of the ID index sorted by page number.
     var pageTables: [[PageEntry]] = []
-    /// The pages' contents: leaf numbers, -1 where no character of this text has that identity.
+    /// The pages' contents: leaf numbers; -1 where no character of this text has that identity;
+    /// -2 - *r* for a character of the list form's run *r* (see `RGABulkList`), whose leaf is
+    /// `leafOfRun[r]`.
     var leafMap: [Int32] = []
+    /// The leaf of each run of the list form that built the tree, for the entries that name one:
+    /// the list form leaves each character's entry as it was written, so that building the tree
+    /// does not rewrite the whole index. (A leaf split writes the leaf of the characters it moves;
+    /// nothing else moves a character to another leaf.)
+    var leafOfRun: [Int32] = []
     /// How much of `leafMap` the pages take; past it, empty pages made ahead (all -1).
     var leafMapUsed = 0
     var totalCharacters = 0
@@ -201,8 +208,9 @@ struct RGATree: Sendable {
     func leafHolding(agent: Int32, seq: UInt64) -> Int32? {
         let (slot, found) = pageSlot(agent: agent, page: seq >> RGATree.pageShift)
         guard found else { return nil }
-        let leaf = leafMap[Int(pageTables[Int(agent)][slot].start) + Int(seq & UInt64(RGATree.pageSize - 1))]
-        return leaf < 0 ? nil : leaf
+        let entry = leafMap[Int(pageTables[Int(agent)][slot].start) + Int(seq & UInt64(RGATree.pageSize - 1))]
+        if entry >= 0 { return entry }
+        return entry == -1 ? nil : leafOfRun[Int(-2 - entry)]
     }
 
     /// The position of the character `(agent, seq)`, or nil when it is not in the text.
@@ -647,6 +655,28 @@ struct RGATree: Sendable {
             pageTables[Int(agent)].insert(PageEntry(page: page, start: start), at: slot)
         }
         return start
+    }
+
+    /// Allocates, empty, the ID index pages `first ... last` of `agent` that come after its last
+    /// page (the pages of a large batch's new characters, made at once instead of one by one).
+    mutating func addPages(agent: Int32, from first: UInt64, through last: UInt64) {
+        var first = first
+        if let end = pageTables[Int(agent)].last?.page { first = max(first, end + 1) }
+        guard first <= last else { return }
+        let count = Int(last - first + 1)
+        let used = leafMapUsed + count << RGATree.pageShift
+        precondition(used <= Int(Int32.max), "an ID index past 2^31 entries")
+        if used > leafMap.count { leafMap.append(contentsOf: repeatElement(-1, count: used - leafMap.count)) }
+        let start = leafMapUsed
+        // Filled in a buffer, then appended in one copy (an append each checks the table's uniqueness).
+        let pages = [PageEntry](unsafeUninitializedCapacity: count) { buffer, initialized in
+            for k in 0 ..< count {
+                (buffer.baseAddress! + k).initialize(to: PageEntry(page: first + UInt64(k), start: Int32(truncatingIfNeeded: start + k << RGATree.pageShift)))
+            }
+            initialized = count
+        }
+        pageTables[Int(agent)].append(contentsOf: pages)
+        leafMapUsed = used
     }
 
     private mutating func recountLeaf(_ leaf: Int32) {
