@@ -244,7 +244,11 @@ struct RGABulkList {
         }
         if offset > 0 { before = split(candidate, at: offset).head }
         let contentStart = tree.arena.count
-        tree.appendToArena(scalars)
+        if contentStart == 0, let view = scalars as? InsertedText {
+            tree.arena = view  // the decoded text as it is: the next inserts continue it in its buffer
+        } else {
+            tree.appendToArena(scalars)
+        }
         tree.totalCharacters += length
         if before >= 0 {
             let prev = runs[Int(before)]

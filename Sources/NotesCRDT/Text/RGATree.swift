@@ -70,7 +70,10 @@ struct RGATree: Sendable {
     var agents: [ReplicaID] = []
     /// Agent numbers by replica, kept once there are more than 8 agents (a scan finds fewer).
     var agentIndex: [ReplicaID: Int32] = [:]
-    var arena: [Unicode.Scalar] = []
+    /// The inserted scalars, in the order inserted. A view like an insert's text: a text built
+    /// from a decoded history in the list form is a view of the decoder's buffer, which the log's
+    /// inserts share, and it is copied only when the text is next written to.
+    var arena = InsertedText()
     var leaves: [Leaf] = [Leaf()]
     var inners: [Inner] = []
     var root: Int32 = 0
@@ -101,7 +104,8 @@ struct RGATree: Sendable {
     /// Makes room in the arena and the ID index for `characters` more characters whose identities
     /// span `seqSpan` sequence numbers of one replica.
     mutating func reserve(characters: Int, seqSpan: UInt64) {
-        arena.reserveCapacity(arena.count + characters)
+        // (Not into an empty arena: the list form may take the decoded text as it is.)
+        if !arena.isEmpty { arena.reserveCapacity(arena.count + characters) }
         let pages = Int(min(seqSpan, UInt64(Int32.max)) >> RGATree.pageShift) + 2
         leafMap.reserveCapacity(leafMap.count + pages * RGATree.pageSize)
     }
@@ -110,6 +114,9 @@ struct RGATree: Sendable {
     /// decoded insert's view), which the generic append would read one checked index at a time.
     @inline(__always)
     mutating func appendToArena(_ scalars: some Collection<Unicode.Scalar>) {
+        // A view that continues the arena's in its buffer (a decoded insert after the one before
+        // it) only widens it.
+        if let view = scalars as? InsertedText { return arena.append(contentsOf: view) }
         if scalars.count == 1, let only = scalars.first { return arena.append(only) }  // a keystroke: no copy call
         if scalars.withContiguousStorageIfAvailable({ arena.append(contentsOf: $0) }) == nil {
             arena.append(contentsOf: scalars)
@@ -462,17 +469,6 @@ struct RGATree: Sendable {
 
     // MARK: Reading
 
-    /// Calls `body` with each visible run's scalars, in document order.
-    func forEachVisibleSlice(_ body: (ArraySlice<Unicode.Scalar>) -> Void) {
-        var leaf: Int32 = 0
-        while leaf >= 0 {
-            for run in leaves[Int(leaf)].runs where !run.deleted {
-                body(arena[run.content ..< run.content + Int(run.length)])
-            }
-            leaf = leaves[Int(leaf)].next
-        }
-    }
-
     /// Whether the visible text is `string` scalar for scalar: its UTF-8 compared with the
     /// scalars' as they are walked, without building the text.
     func spells(_ string: String) -> Bool {
@@ -480,9 +476,9 @@ struct RGATree: Sendable {
         return string.withUTF8 { bytes in
             var at = 0
             var same = true
-            forEachVisibleSlice { slice in
+            forEachVisibleBuffer { scalars in
                 guard same else { return }
-                same = slice.withUnsafeBufferPointer { scalars in
+                same = {
                     for scalar in scalars {
                         let value = scalar.value
                         // The scalar's UTF-8 (at most four bytes), written out as the string stores it.
@@ -507,7 +503,7 @@ struct RGATree: Sendable {
                         at += length
                     }
                     return true
-                }
+                }()
             }
             return same && at == bytes.count
         }
@@ -530,7 +526,7 @@ struct RGATree: Sendable {
 
     /// Calls `body` with each visible run's scalars in place, in document order: the arena and
     /// each leaf's runs are read through one buffer each, not retained as slices run by run.
-    private func forEachVisibleBuffer(_ body: (UnsafeBufferPointer<Unicode.Scalar>) -> Void) {
+    func forEachVisibleBuffer(_ body: (UnsafeBufferPointer<Unicode.Scalar>) -> Void) {
         arena.withUnsafeBufferPointer { arena in
             leaves.withUnsafeBufferPointer { leaves in
                 var leaf: Int32 = 0
