@@ -51,11 +51,13 @@ struct RGABulkList {
     /// Recent ID index pages, (agent, page) → where the page starts in `tree.leafMap`: edits
     /// come back to the characters just typed or deleted, and a page, once made, stays where it is
     /// in `leafMap`, so most lookups skip the search of the agent's page table.
-    private var pageCache = [CachedPage](repeating: CachedPage(agent: -1, start: 0, page: 0), count: RGABulkList.pageCacheSize)
+    private var pageCache = [CachedPage](repeating: CachedPage(agent: -1, start: 0, slot: 0, page: 0), count: RGABulkList.pageCacheSize)
 
     struct CachedPage {
         var agent: Int32
         var start: Int32
+        /// Where the page was in its agent's table (pages made later may have moved it).
+        var slot: Int32
         var page: UInt64
     }
 
@@ -93,7 +95,10 @@ struct RGABulkList {
     private mutating func pageStart(agent: Int32, page: UInt64, creating: Bool) -> Int32? {
         let slot = Int((page ^ UInt64(truncatingIfNeeded: agent) &* 0x9E37_79B9) & UInt64(RGABulkList.pageCacheSize - 1))
         let cached = pageCache[slot]
-        if cached.page == page, cached.agent == agent { return cached.start }
+        if cached.page == page, cached.agent == agent {
+            lastSearched = (agent, page, Int(cached.slot))
+            return cached.start
+        }
         // New characters come in seq order: their page is often the one after the page searched
         // for last, at the next slot of the table (no search).
         if agent == lastSearched.agent, page == lastSearched.page &+ 1 {
@@ -103,7 +108,7 @@ struct RGABulkList {
             }
             if let found {
                 lastSearched = (agent, page, next)
-                pageCache[slot] = CachedPage(agent: agent, start: found, page: page)
+                pageCache[slot] = CachedPage(agent: agent, start: found, slot: Int32(truncatingIfNeeded: next), page: page)
                 return found
             }
         }
@@ -115,12 +120,13 @@ struct RGABulkList {
             guard creating else { return nil }
             start = tree.addPage(agent: agent, page: page, at: index)
         }
-        pageCache[slot] = CachedPage(agent: agent, start: start, page: page)
+        pageCache[slot] = CachedPage(agent: agent, start: start, slot: Int32(truncatingIfNeeded: index), page: page)
         lastSearched = (agent, page, index)
         return start
     }
 
-    /// The page found last by a search of its agent's table, and its slot there.
+    /// The page looked up last, and its slot in its agent's table (when it moved since, a check
+    /// of the slot fails and the table is searched).
     private var lastSearched: (agent: Int32, page: UInt64, slot: Int) = (-1, 0, 0)
 
     /// Points the ID index entries of `agent`'s seqs `from ..< to` at run `run`.
@@ -130,9 +136,24 @@ struct RGABulkList {
         while seq < to {
             let page = seq >> RGATree.pageShift
             let base = Int(pageStart(agent: agent, page: page, creating: true)!)
-            let end = min(to, (page + 1) << RGATree.pageShift)
+            var end = min(to, (page + 1) << RGATree.pageShift)
             let lo = base + Int(seq & UInt64(RGATree.pageSize - 1))
-            let hi = lo + Int(end - seq)
+            var hi = lo + Int(end - seq)
+            // The pages after it that lie right after it in `leafMap` (made together) are filled in
+            // the same pass, without looking each up.
+            if end < to, lastSearched.agent == agent, lastSearched.page == page {
+                var slot = lastSearched.slot
+                tree.pageTables[Int(agent)].withUnsafeBufferPointer { table in
+                    while end < to, slot + 1 < table.count, table[slot + 1].page == end >> RGATree.pageShift,
+                          Int(table[slot + 1].start) == hi {
+                        slot += 1
+                        let next = min(to, end + UInt64(RGATree.pageSize))
+                        hi += Int(next - end)
+                        end = next
+                    }
+                }
+                lastSearched = (agent, (end - 1) >> RGATree.pageShift, slot)
+            }
             tree.leafMap.withUnsafeMutableBufferPointer { map in
                 for i in lo ..< hi { map[i] = run }
             }
