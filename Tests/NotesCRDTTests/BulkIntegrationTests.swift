@@ -135,6 +135,47 @@ struct BulkIntegrationTests {
         #expect(long.digest() == a.digest())
     }
 
+    /// A pasted block cut into many pieces by the same batch (more than a lookup walks through,
+    /// so its entries are pointed at each piece), its pieces spread over many leaves, then edited
+    /// further one by one in the built tree (whose entries name the list's runs): the same text as
+    /// the author's, and every character found by its identity, deleted ones included.
+    @Test(arguments: [5, 6, 7] as [UInt64])
+    func aPasteCutIntoManyPiecesGivesTheSameText(seed: UInt64) throws {
+        var rng = SplitMix64(seed: seed)
+        var a = makeNotebook(1)
+        let (id, _) = a.createNote(title: "t", body: "")
+        /// Inserts and deletes all over the text.
+        func scatter(_ body: inout BodyEditor, _ count: Int) throws {
+            for _ in 0 ..< count {
+                let at = rng.int(0 ..< body.count)
+                if rng.chance(0.5) {
+                    try body.delete(at ..< min(at + rng.int(1 ... 3), body.count))
+                } else {
+                    try body.insert(randomText(rng.int(1 ... 4), using: &rng), at: at)
+                }
+            }
+        }
+        try a.editBody(id) { body in
+            try body.insert(randomText(3_000, using: &rng), at: 0)
+            try scatter(&body, 400)
+        }
+        let middle = a.versionVector
+        let history = a.changes(since: VersionVector())
+        #expect(history.last!.operations.count >= Notebook.bulkOperations, "large enough for the list form")
+        var bulk = RGAText()
+        bulk.withBulkList { list in Self.feed(history, note: id, to: &list) }
+        #expect(bulk.invariantViolation() == nil, "seed \(seed)")
+        #expect(bulk.structureDifference(from: a.body(of: id)!) == nil, "seed \(seed)")
+        for character in a.body(of: id)!.characters() {
+            #expect(bulk.contains(character.id), "seed \(seed): \(character.id)")
+        }
+        try a.editBody(id) { body in try scatter(&body, 100) }
+        Self.feed(a.changes(since: middle), note: id, to: &bulk)
+        #expect(bulk.invariantViolation() == nil, "seed \(seed)")
+        #expect(bulk.structureDifference(from: a.body(of: id)!) == nil, "seed \(seed)")
+        #expect(bulk.string == a.body(of: id)!.string)
+    }
+
     /// What is wrong with the bad operation in `aLargeBatchWithAMissingReferenceThrowsAndChangesNothing`.
     enum BadReference: CaseIterable {
         case unknownOrigin, originInAnotherNote, deleteOfUnknownCharacters, deleteOfALaterInsert, deletePartlyThere

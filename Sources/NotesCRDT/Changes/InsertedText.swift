@@ -179,6 +179,12 @@ public struct InsertedText: RandomAccessCollection, Hashable, Sendable, Expressi
         count += more.count
     }
 
+    /// Makes room for `capacity` scalars in all, in a buffer only this value holds, with nothing
+    /// written after the view (a text's arena, before a large change is integrated).
+    mutating func reserveCapacity(_ capacity: Int) {
+        if capacity > count { reserve(capacity - count) }
+    }
+
     /// Makes room for `extra` more scalars after the view, in a buffer only this value holds, that
     /// has nothing written after the view (copying the view into a new buffer, grown geometrically,
     /// otherwise).

@@ -381,7 +381,7 @@ extension Notebook {
                 if count >= Notebook.bulkOperations, count * 16 >= text.totalCharacters {
                     // A large batch (a whole history, a replayed log): in list form, the tree built once.
                     text.withBulkList { list in
-                        list.reserve(characters: characters(), seqSpan: change.endSeq - seq + 1)
+                        list.reserve(characters: characters(), replica: change.replica, seqs: seq, span: change.endSeq - seq + 1)
                         Notebook.applyOperations(operations, from: &index, seq: &seq, of: change, on: note, to: &record, text: &list)
                     }
                 } else {
@@ -421,8 +421,11 @@ extension Notebook {
             var index = 0
             var seq = change.startSeq
             missing = text.withCheckedBulkList { list in
-                // Room for at most as many characters as the change has seqs.
-                list.reserve(characters: Int(min(change.seqCount, UInt64(Int32.max))), seqSpan: change.seqCount)
+                var characters = 0
+                for i in operations.indices {
+                    if case .insertText(_, _, let text) = operations[i] { characters += text.count }
+                }
+                list.reserve(characters: characters, replica: change.replica, seqs: change.startSeq, span: change.seqCount)
                 Notebook.applyOperations(operations, from: &index, seq: &seq, of: change, on: note, to: &record, text: &list)
             }
         }

@@ -161,7 +161,7 @@ extension Notebook {
             guard !overflow else { throw CRDTError(.malformedEncoding, "a body is too long") }
             content = sum
         }
-        tree.arena = Array(try reader.string().unicodeScalars)
+        tree.arena.append(scalarsOf: try reader.string())
         guard tree.arena.count == content else {
             throw CRDTError(.malformedEncoding, "a body's text does not have the length its runs give")
         }

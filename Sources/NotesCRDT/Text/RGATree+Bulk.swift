@@ -8,8 +8,15 @@
 /// items that sort before the new run, from just after its origin), so both give the same
 /// characters, keys, origins and tombstones; only where runs are cut may differ.
 ///
-/// The ID index (`tree.pageTables` / `tree.leafMap`) maps a character to its run here, and to its
-/// leaf again once the tree is rebuilt.
+/// The ID index (`tree.pageTables` / `tree.leafMap`) maps a character to a run here (entry
+/// -2 - *r* for run *r*), and the rebuilt tree resolves such an entry through the leaf of that run
+/// (`RGATree.leafOfRun`). Each entry is written once, when its character is inserted, and names
+/// the insert's first piece; a split of a run makes a new piece without writing any entry, and a
+/// lookup walks from the first piece to the one that holds the character. An insert cut into more
+/// than `maxPieces` pieces has its entries pointed at its pieces (one write per character, once),
+/// and from then on each split points the entries of its shorter part at it, so a lookup is never
+/// more than `maxPieces` steps and the rewrites stay O(*n* log *n*) in all. Building the tree then
+/// writes only the entries of pieces that end up in another leaf than their insert's first piece.
 struct RGABulkList {
     /// The agents, the arena and the ID index of the text; its nodes are rebuilt by `finish()`.
     fileprivate var tree: RGATree
@@ -21,7 +28,19 @@ struct RGABulkList {
     struct Link {
         var next: Int32
         var previous: Int32
+        /// The run's insert's next piece in seq order (-1: none), while the insert's entries name
+        /// its first piece.
+        var nextPiece: Int32
+        /// The first piece of the run's insert, while the insert's entries name it; -1 when the
+        /// entries of the run's characters name the run itself.
+        var firstPiece: Int32
+        /// In a first piece: how many pieces its insert has.
+        var pieces: Int32
     }
+
+    /// The most pieces an insert is cut into before its entries are pointed at each piece: the
+    /// longest walk a lookup takes.
+    static let maxPieces: Int32 = 8
     private var head: Int32 = -1
     /// Whether the batch's references are checked as it is integrated (see
     /// `RGAText.withCheckedBulkList`), instead of by `Notebook.validate` before.
@@ -32,11 +51,13 @@ struct RGABulkList {
     /// Recent ID index pages, (agent, page) → where the page starts in `tree.leafMap`: edits
     /// come back to the characters just typed or deleted, and a page, once made, stays where it is
     /// in `leafMap`, so most lookups skip the search of the agent's page table.
-    private var pageCache = [CachedPage](repeating: CachedPage(agent: -1, start: 0, page: 0), count: RGABulkList.pageCacheSize)
+    private var pageCache = [CachedPage](repeating: CachedPage(agent: -1, start: 0, slot: 0, page: 0), count: RGABulkList.pageCacheSize)
 
     struct CachedPage {
         var agent: Int32
         var start: Int32
+        /// Where the page was in its agent's table (pages made later may have moved it).
+        var slot: Int32
         var page: UInt64
     }
 
@@ -53,12 +74,13 @@ struct RGABulkList {
         self.checksReferences = checkingReferences
         var leaf: Int32 = 0
         while leaf >= 0 {
-            for run in self.tree.leaves[Int(leaf)].runs { link(run, after: runs.isEmpty ? -1 : Int32(runs.count - 1)) }
+            for run in self.tree.leaves[Int(leaf)].runs { link(run, after: runs.isEmpty ? -1 : Int32(runs.count - 1), firstPiece: -1) }
             leaf = self.tree.leaves[Int(leaf)].next
         }
         for index in runs.indices { pointIndex(at: Int32(index)) }
         self.tree.leaves = []
         self.tree.inners = []
+        self.tree.leafOfRun = []
     }
 
     /// Points the ID index entries of every character of run `index` at it.
@@ -73,7 +95,23 @@ struct RGABulkList {
     private mutating func pageStart(agent: Int32, page: UInt64, creating: Bool) -> Int32? {
         let slot = Int((page ^ UInt64(truncatingIfNeeded: agent) &* 0x9E37_79B9) & UInt64(RGABulkList.pageCacheSize - 1))
         let cached = pageCache[slot]
-        if cached.page == page, cached.agent == agent { return cached.start }
+        if cached.page == page, cached.agent == agent {
+            lastSearched = (agent, page, Int(cached.slot))
+            return cached.start
+        }
+        // New characters come in seq order: their page is often the one after the page searched
+        // for last, at the next slot of the table (no search).
+        if agent == lastSearched.agent, page == lastSearched.page &+ 1 {
+            let next = lastSearched.slot + 1
+            let found: Int32? = tree.pageTables[Int(agent)].withUnsafeBufferPointer { table in
+                next < table.count && table[next].page == page ? table[next].start : nil
+            }
+            if let found {
+                lastSearched = (agent, page, next)
+                pageCache[slot] = CachedPage(agent: agent, start: found, slot: Int32(truncatingIfNeeded: next), page: page)
+                return found
+            }
+        }
         let (index, found) = tree.pageSlot(agent: agent, page: page)
         let start: Int32
         if found {
@@ -82,19 +120,40 @@ struct RGABulkList {
             guard creating else { return nil }
             start = tree.addPage(agent: agent, page: page, at: index)
         }
-        pageCache[slot] = CachedPage(agent: agent, start: start, page: page)
+        pageCache[slot] = CachedPage(agent: agent, start: start, slot: Int32(truncatingIfNeeded: index), page: page)
+        lastSearched = (agent, page, index)
         return start
     }
 
+    /// The page looked up last, and its slot in its agent's table (when it moved since, a check
+    /// of the slot fails and the table is searched).
+    private var lastSearched: (agent: Int32, page: UInt64, slot: Int) = (-1, 0, 0)
+
     /// Points the ID index entries of `agent`'s seqs `from ..< to` at run `run`.
     private mutating func assignIndex(agent: Int32, from: UInt64, to: UInt64, run: Int32) {
+        let run = -2 - run
         var seq = from
         while seq < to {
             let page = seq >> RGATree.pageShift
             let base = Int(pageStart(agent: agent, page: page, creating: true)!)
-            let end = min(to, (page + 1) << RGATree.pageShift)
+            var end = min(to, (page + 1) << RGATree.pageShift)
             let lo = base + Int(seq & UInt64(RGATree.pageSize - 1))
-            let hi = lo + Int(end - seq)
+            var hi = lo + Int(end - seq)
+            // The pages after it that lie right after it in `leafMap` (made together) are filled in
+            // the same pass, without looking each up.
+            if end < to, lastSearched.agent == agent, lastSearched.page == page {
+                var slot = lastSearched.slot
+                tree.pageTables[Int(agent)].withUnsafeBufferPointer { table in
+                    while end < to, slot + 1 < table.count, table[slot + 1].page == end >> RGATree.pageShift,
+                          Int(table[slot + 1].start) == hi {
+                        slot += 1
+                        let next = min(to, end + UInt64(RGATree.pageSize))
+                        hi += Int(next - end)
+                        end = next
+                    }
+                }
+                lastSearched = (agent, (end - 1) >> RGATree.pageShift, slot)
+            }
             tree.leafMap.withUnsafeMutableBufferPointer { map in
                 for i in lo ..< hi { map[i] = run }
             }
@@ -103,39 +162,78 @@ struct RGABulkList {
     }
 
     /// Appends `run` to the list after `after` (-1: at the head) and returns its index.
+    ///
+    /// - Parameter firstPiece: the first piece of the run's insert when its entries name that
+    ///   (the run's own index, to come, when it is the first: `newInsert`); -1 when they name the run.
     @discardableResult
-    private mutating func link(_ run: RGATree.Run, after: Int32) -> Int32 {
+    private mutating func link(_ run: RGATree.Run, after: Int32, firstPiece: Int32, nextPiece: Int32 = -1) -> Int32 {
         let index = Int32(runs.count)
         runs.append(run)
         let following = after < 0 ? head : links[Int(after)].next
-        links.append(Link(next: following, previous: after))
+        links.append(Link(next: following, previous: after, nextPiece: nextPiece,
+                          firstPiece: firstPiece == RGABulkList.newInsert ? index : firstPiece, pieces: 1))
         if after < 0 { head = index } else { links[Int(after)].next = index }
         if following >= 0 { links[Int(following)].previous = index }
         return index
     }
 
+    /// `link`'s `firstPiece` for the first piece of an insert.
+    private static let newInsert: Int32 = -2
+
     /// The run holding `(agent, seq)` and the offset in it, or nil when the text does not hold it.
     private mutating func find(agent: Int32, seq: UInt64) -> (run: Int32, offset: Int)? {
         guard let start = pageStart(agent: agent, page: seq >> RGATree.pageShift, creating: false) else { return nil }
-        let index = tree.leafMap[Int(start) + Int(seq & UInt64(RGATree.pageSize - 1))]
-        guard index >= 0 else { return nil }
+        let entry = tree.leafMap[Int(start) + Int(seq & UInt64(RGATree.pageSize - 1))]
+        guard entry <= -2 else { return nil }
+        var index = -2 - entry
+        // An insert's first piece: on to the piece that holds the seq (at most `maxPieces` steps).
+        if links[Int(index)].firstPiece >= 0 {
+            while seq - runs[Int(index)].seq >= UInt64(runs[Int(index)].length) {
+                index = links[Int(index)].nextPiece
+                guard index >= 0 else { return nil }
+            }
+        }
         return (index, Int(seq - runs[Int(index)].seq))
     }
 
     /// Cuts run `index` before `offset` (0 < offset < length) into two runs, and returns both.
-    /// The shorter part gets the new index, so the ID index rewrites are O(*n* log *n*) in all.
+    ///
+    /// A piece of an insert whose entries name its first piece keeps its index for its first part
+    /// (so the first piece stays first), and no entry is written. Otherwise the shorter part gets
+    /// the new index and its entries are pointed at it, so the rewrites are O(*n* log *n*) in all.
     private mutating func split(_ index: Int32, at offset: Int) -> (head: Int32, tail: Int32) {
         let (first, second) = runs[Int(index)].split(at: offset)
+        let firstPiece = links[Int(index)].firstPiece
+        if firstPiece >= 0 {
+            runs[Int(index)] = first
+            let new = link(second, after: index, firstPiece: firstPiece, nextPiece: links[Int(index)].nextPiece)
+            links[Int(index)].nextPiece = new
+            links[Int(firstPiece)].pieces += 1
+            if links[Int(firstPiece)].pieces > RGABulkList.maxPieces { pointPieces(from: firstPiece) }
+            return (index, new)
+        }
         if first.length <= second.length {
             runs[Int(index)] = second
-            let new = link(first, after: links[Int(index)].previous)
+            let new = link(first, after: links[Int(index)].previous, firstPiece: -1)
             pointIndex(at: new)
             return (new, index)
         }
         runs[Int(index)] = first
-        let new = link(second, after: index)
+        let new = link(second, after: index, firstPiece: -1)
         pointIndex(at: new)
         return (index, new)
+    }
+
+    /// Points the entries of every piece of the insert whose first piece is `first` at that piece.
+    private mutating func pointPieces(from first: Int32) {
+        var piece = first
+        while piece >= 0 {
+            let next = links[Int(piece)].nextPiece
+            links[Int(piece)].firstPiece = -1
+            links[Int(piece)].nextPiece = -1
+            if piece != first { pointIndex(at: piece) }
+            piece = next
+        }
     }
 
     /// `RGATree.integrate` on the list: places new characters after their origin, skipping the
@@ -167,21 +265,29 @@ struct RGABulkList {
         }
         if offset > 0 { before = split(candidate, at: offset).head }
         let contentStart = tree.arena.count
-        tree.appendToArena(scalars)
+        if contentStart == 0, let view = scalars as? InsertedText {
+            tree.arena = view  // the decoded text as it is: the next inserts continue it in its buffer
+        } else {
+            tree.appendToArena(scalars)
+        }
         tree.totalCharacters += length
         if before >= 0 {
             let prev = runs[Int(before)]
             let prevLength = UInt64(prev.length)
             if prev.agent == agent, !prev.deleted, prev.seq + prevLength == seq, prev.key + prevLength == key,
-               prev.content + Int(prev.length) == contentStart,
+               prev.content + Int(prev.length) == contentStart, links[Int(before)].nextPiece < 0,
                originAgent == agent, originSeq == seq - 1, Int(prev.length) + length < Int(Int32.max) {
+                // The new characters continue the run (the last piece of its insert: no other
+                // has later seqs), and their entries name what the run's characters' do.
                 runs[Int(before)].length += Int32(length)
-                assignIndex(agent: agent, from: seq, to: seq + UInt64(length), run: before)
+                let firstPiece = links[Int(before)].firstPiece
+                assignIndex(agent: agent, from: seq, to: seq + UInt64(length), run: firstPiece >= 0 ? firstPiece : before)
                 return true
             }
         }
         let new = link(RGATree.Run(seq: seq, key: key, originSeq: originSeq, content: contentStart, agent: agent,
-                                   originAgent: originAgent, length: Int32(length), deleted: false), after: before)
+                                   originAgent: originAgent, length: Int32(length), deleted: false), after: before,
+                       firstPiece: RGABulkList.newInsert)
         assignIndex(agent: agent, from: seq, to: seq + UInt64(length), run: new)
         return true
     }
@@ -208,11 +314,17 @@ struct RGABulkList {
     }
 
 
-    /// Makes room for `characters` more characters spanning `seqSpan` seqs (see `RGAText.reserve`).
-    mutating func reserve(characters: Int, seqSpan: UInt64) {
+    /// Makes room for `characters` more characters that `replica` inserts with seqs among the
+    /// `seqSpan` from `firstSeq` on (see `RGAText.reserve`). When they fill most of those seqs
+    /// (at most half are other operations), their ID index pages are made at once: one at a time,
+    /// each page cost about five instructions per character it would hold.
+    mutating func reserve(characters: Int, replica: ReplicaID, seqs firstSeq: UInt64, span seqSpan: UInt64) {
         tree.reserve(characters: characters, seqSpan: seqSpan)
         runs.reserveCapacity(runs.count + characters / 8)
         links.reserveCapacity(runs.count + characters / 8)
+        guard characters > 0, seqSpan > 0, seqSpan <= 2 * UInt64(characters) + UInt64(RGATree.pageSize) else { return }
+        tree.addPages(agent: tree.agent(for: replica), from: firstSeq >> RGATree.pageShift,
+                      through: (firstSeq + seqSpan - 1) >> RGATree.pageShift)
     }
 
     /// The tree again: the runs in document order packed into leaves three quarters full, the
@@ -247,36 +359,21 @@ struct RGABulkList {
             leafOfRun[Int(index)] = Int32(tree.leaves.count)
             index = links[Int(index)].next
         }
-        // Each page of the index holds consecutive seqs of one agent, so an entry's seq follows from
-        // its page, and each run's entries in a page are filled at once (looking up each entry's
-        // leaf cost five instructions a character, most of `finish`).
-        let used = tree.leafMapUsed
-        let pageSize = RGATree.pageSize
-        var pageOfBlock = [UInt64](repeating: 0, count: used / pageSize)
-        for table in tree.pageTables {
-            for entry in table { pageOfBlock[Int(entry.start) / pageSize] = entry.page }
-        }
-        runs.withUnsafeBufferPointer { runs in
-            leafOfRun.withUnsafeBufferPointer { leafOfRun in
-                tree.leafMap.withUnsafeMutableBufferPointer { map in
-                    var i = 0
-                    while i < used {
-                        let index = map[i]
-                        guard index >= 0 else {
-                            i += 1
-                            continue
-                        }
-                        let run = runs[Int(index)]
-                        let within = i & (pageSize - 1)
-                        let seq = pageOfBlock[i / pageSize] << RGATree.pageShift | UInt64(within)
-                        let count = min(Int(run.seq + UInt64(run.length) - seq), pageSize - within)
-                        let leaf = leafOfRun[Int(index)]
-                        for k in i ..< i + count { map[k] = leaf }
-                        i += count
-                    }
+        // Entries name runs, resolved through `leafOfRun`; only the pieces of an insert that are in
+        // another leaf than its first piece (whose leaf its entries give) get theirs written.
+        for index in runs.indices where links[index].firstPiece == Int32(index) {
+            let leaf = leafOfRun[index]
+            var piece = links[index].nextPiece
+            while piece >= 0 {
+                let pieceLeaf = leafOfRun[Int(piece)]
+                if pieceLeaf != leaf {
+                    let run = runs[Int(piece)]
+                    tree.assignIndex(agent: run.agent, from: run.seq, to: run.seq + UInt64(run.length), leaf: pieceLeaf)
                 }
+                piece = links[Int(piece)].nextPiece
             }
         }
+        tree.leafOfRun = leafOfRun
         // The inner levels, bottom up.
         tree.inners = []
         var level = Array(0 ..< Int32(tree.leaves.count))

@@ -70,15 +70,25 @@ struct RGATree: Sendable {
     var agents: [ReplicaID] = []
     /// Agent numbers by replica, kept once there are more than 8 agents (a scan finds fewer).
     var agentIndex: [ReplicaID: Int32] = [:]
-    var arena: [Unicode.Scalar] = []
+    /// The inserted scalars, in the order inserted. A view like an insert's text: a text built
+    /// from a decoded history in the list form is a view of the decoder's buffer, which the log's
+    /// inserts share, and it is copied only when the text is next written to.
+    var arena = InsertedText()
     var leaves: [Leaf] = [Leaf()]
     var inners: [Inner] = []
     var root: Int32 = 0
     var rootIsLeaf = true
     /// Per agent, its pages of the ID index sorted by page number.
     var pageTables: [[PageEntry]] = []
-    /// The pages' contents: leaf numbers, -1 where no character of this text has that identity.
+    /// The pages' contents: leaf numbers; -1 where no character of this text has that identity;
+    /// -2 - *r* for a character of the list form's run *r* (see `RGABulkList`), whose leaf is
+    /// `leafOfRun[r]`.
     var leafMap: [Int32] = []
+    /// The leaf of each run of the list form that built the tree, for the entries that name one:
+    /// the list form leaves each character's entry as it was written, so that building the tree
+    /// does not rewrite the whole index. (A leaf split writes the leaf of the characters it moves;
+    /// nothing else moves a character to another leaf.)
+    var leafOfRun: [Int32] = []
     /// How much of `leafMap` the pages take; past it, empty pages made ahead (all -1).
     var leafMapUsed = 0
     var totalCharacters = 0
@@ -94,7 +104,8 @@ struct RGATree: Sendable {
     /// Makes room in the arena and the ID index for `characters` more characters whose identities
     /// span `seqSpan` sequence numbers of one replica.
     mutating func reserve(characters: Int, seqSpan: UInt64) {
-        arena.reserveCapacity(arena.count + characters)
+        // (Not into an empty arena: the list form may take the decoded text as it is.)
+        if !arena.isEmpty { arena.reserveCapacity(arena.count + characters) }
         let pages = Int(min(seqSpan, UInt64(Int32.max)) >> RGATree.pageShift) + 2
         leafMap.reserveCapacity(leafMap.count + pages * RGATree.pageSize)
     }
@@ -103,6 +114,9 @@ struct RGATree: Sendable {
     /// decoded insert's view), which the generic append would read one checked index at a time.
     @inline(__always)
     mutating func appendToArena(_ scalars: some Collection<Unicode.Scalar>) {
+        // A view that continues the arena's in its buffer (a decoded insert after the one before
+        // it) only widens it.
+        if let view = scalars as? InsertedText { return arena.append(contentsOf: view) }
         if scalars.count == 1, let only = scalars.first { return arena.append(only) }  // a keystroke: no copy call
         if scalars.withContiguousStorageIfAvailable({ arena.append(contentsOf: $0) }) == nil {
             arena.append(contentsOf: scalars)
@@ -201,8 +215,9 @@ struct RGATree: Sendable {
     func leafHolding(agent: Int32, seq: UInt64) -> Int32? {
         let (slot, found) = pageSlot(agent: agent, page: seq >> RGATree.pageShift)
         guard found else { return nil }
-        let leaf = leafMap[Int(pageTables[Int(agent)][slot].start) + Int(seq & UInt64(RGATree.pageSize - 1))]
-        return leaf < 0 ? nil : leaf
+        let entry = leafMap[Int(pageTables[Int(agent)][slot].start) + Int(seq & UInt64(RGATree.pageSize - 1))]
+        if entry >= 0 { return entry }
+        return entry == -1 ? nil : leafOfRun[Int(-2 - entry)]
     }
 
     /// The position of the character `(agent, seq)`, or nil when it is not in the text.
@@ -454,17 +469,6 @@ struct RGATree: Sendable {
 
     // MARK: Reading
 
-    /// Calls `body` with each visible run's scalars, in document order.
-    func forEachVisibleSlice(_ body: (ArraySlice<Unicode.Scalar>) -> Void) {
-        var leaf: Int32 = 0
-        while leaf >= 0 {
-            for run in leaves[Int(leaf)].runs where !run.deleted {
-                body(arena[run.content ..< run.content + Int(run.length)])
-            }
-            leaf = leaves[Int(leaf)].next
-        }
-    }
-
     /// Whether the visible text is `string` scalar for scalar: its UTF-8 compared with the
     /// scalars' as they are walked, without building the text.
     func spells(_ string: String) -> Bool {
@@ -472,9 +476,9 @@ struct RGATree: Sendable {
         return string.withUTF8 { bytes in
             var at = 0
             var same = true
-            forEachVisibleSlice { slice in
+            forEachVisibleBuffer { scalars in
                 guard same else { return }
-                same = slice.withUnsafeBufferPointer { scalars in
+                same = {
                     for scalar in scalars {
                         let value = scalar.value
                         // The scalar's UTF-8 (at most four bytes), written out as the string stores it.
@@ -499,7 +503,7 @@ struct RGATree: Sendable {
                         at += length
                     }
                     return true
-                }
+                }()
             }
             return same && at == bytes.count
         }
@@ -522,7 +526,7 @@ struct RGATree: Sendable {
 
     /// Calls `body` with each visible run's scalars in place, in document order: the arena and
     /// each leaf's runs are read through one buffer each, not retained as slices run by run.
-    private func forEachVisibleBuffer(_ body: (UnsafeBufferPointer<Unicode.Scalar>) -> Void) {
+    func forEachVisibleBuffer(_ body: (UnsafeBufferPointer<Unicode.Scalar>) -> Void) {
         arena.withUnsafeBufferPointer { arena in
             leaves.withUnsafeBufferPointer { leaves in
                 var leaf: Int32 = 0
@@ -647,6 +651,28 @@ struct RGATree: Sendable {
             pageTables[Int(agent)].insert(PageEntry(page: page, start: start), at: slot)
         }
         return start
+    }
+
+    /// Allocates, empty, the ID index pages `first ... last` of `agent` that come after its last
+    /// page (the pages of a large batch's new characters, made at once instead of one by one).
+    mutating func addPages(agent: Int32, from first: UInt64, through last: UInt64) {
+        var first = first
+        if let end = pageTables[Int(agent)].last?.page { first = max(first, end + 1) }
+        guard first <= last else { return }
+        let count = Int(last - first + 1)
+        let used = leafMapUsed + count << RGATree.pageShift
+        precondition(used <= Int(Int32.max), "an ID index past 2^31 entries")
+        if used > leafMap.count { leafMap.append(contentsOf: repeatElement(-1, count: used - leafMap.count)) }
+        let start = leafMapUsed
+        // Filled in a buffer, then appended in one copy (an append each checks the table's uniqueness).
+        let pages = [PageEntry](unsafeUninitializedCapacity: count) { buffer, initialized in
+            for k in 0 ..< count {
+                (buffer.baseAddress! + k).initialize(to: PageEntry(page: first + UInt64(k), start: Int32(truncatingIfNeeded: start + k << RGATree.pageShift)))
+            }
+            initialized = count
+        }
+        pageTables[Int(agent)].append(contentsOf: pages)
+        leafMapUsed = used
     }
 
     private mutating func recountLeaf(_ leaf: Int32) {
