@@ -57,7 +57,7 @@ extension NoteStore {
     /// Records the re-issues `changes` hold (when applied here).
     func recordReissues(of changes: [Change], own: Bool, _ db: Database) throws {
         let now = Int64(clamping: options.wallClock.milliseconds())
-        for change in changes where change.operations.contains(where: { if case .reissue = $0 { true } else { false } }) {
+        for change in changes where change.containsReissue {
             var seq = change.startSeq
             for op in change.operations {
                 if case .reissue(let range) = op {

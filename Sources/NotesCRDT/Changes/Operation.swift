@@ -88,6 +88,9 @@ public struct Change: Hashable, Sendable {
     /// end by `Notebook.checkShape`, once the change is whole.
     private(set) var reissueEnd: UInt64 = 0
 
+    /// Whether the change holds a re-issue (`Operation.reissue`).
+    package var containsReissue: Bool { reissueEnd > 0 }
+
     /// Creates a change. The operations must not be empty.
     public init(replica: ReplicaID, startSeq: UInt64, timestamp: Timestamp, dependencies: VersionVector,
                 operations: [Operation]) {
