@@ -44,47 +44,94 @@ struct ReferenceModel {
         var field: TagField
     }
 
-    /// Every change recorded, by author.
-    private(set) var changes: [ReplicaID: [Change]] = [:]
-    /// Operations of forgotten replicas that survive: per replica, the seqs kept.
-    private var kept: [ReplicaID: [ClosedRange<UInt64>]] = [:]
+    /// Who wrote a recorded change: its replica identity, and which of the databases that wrote
+    /// as it (a branch: 0 unless a copy kept the identity, `faults.forks`). Two databases that
+    /// write as one identity hand out the same seqs for different operations; their changes are
+    /// kept apart until one of them re-issues its own (`withdraw`).
+    struct Author: Hashable {
+        var replica: ReplicaID
+        var branch: Int
+    }
+
+    /// Every change recorded, by author and branch.
+    private(set) var changes: [Author: [Change]] = [:]
+    /// Operations of forgotten replicas that survive: per author and branch, the seqs kept.
+    private var kept: [Author: [ClosedRange<UInt64>]] = [:]
 
     var changeCount: Int { changes.values.reduce(0) { $0 + $1.count } }
 
-    /// Records a change a device made.
-    mutating func record(_ change: Change) {
-        changes[change.replica, default: []].append(change)
+    /// Records a change a device made (on branch `branch` of its identity).
+    mutating func record(_ change: Change, branch: Int = 0) {
+        changes[Author(replica: change.replica, branch: branch), default: []].append(change)
     }
 
-    /// Takes out the operations of `replica` recorded from seq `first` on: a copy of its
-    /// database wrote those seqs too, and the device re-issued its own as its new identity
-    /// (recorded apart), so the seqs hold the copy's operations.
-    mutating func withdraw(_ replica: ReplicaID, from first: UInt64) {
-        changes[replica] = changes[replica]?.compactMap { change in
+    /// Takes out the operations of `replica` recorded on `branch` from seq `first` on: a copy of
+    /// its database wrote those seqs too, and the device re-issued its own as the identity it
+    /// writes as (recorded apart), so the seqs hold the copy's operations.
+    mutating func withdraw(_ replica: ReplicaID, branch: Int = 0, from first: UInt64) {
+        let author = Author(replica: replica, branch: branch)
+        changes[author] = changes[author]?.compactMap { change in
             change.startSeq >= first ? nil : change.endSeq >= first ? change.prefix(through: first - 1) : change
         }
     }
 
-    /// Forgets every operation of `replica` whose seq is not in `ranges` (a device reinstalled
-    /// from nothing: what it had not passed on anywhere is gone).
-    mutating func forget(replica: ReplicaID, keeping ranges: [ClosedRange<UInt64>]) {
-        kept[replica] = ranges
+    /// Forgets every operation of `replica` (on `branch`) whose seq is not in `ranges` (a device
+    /// reinstalled from nothing: what it had not passed on anywhere is gone).
+    mutating func forget(replica: ReplicaID, branch: Int = 0, keeping ranges: [ClosedRange<UInt64>]) {
+        kept[Author(replica: replica, branch: branch)] = ranges
+    }
+
+    /// The seqs of `replica` that `branch` recorded and another branch recorded too, with other
+    /// operations: a fork not repaired yet (empty when there is none).
+    func contestedSeqs(of replica: ReplicaID, branch: Int) -> [ClosedRange<UInt64>] {
+        guard let mine = changes[Author(replica: replica, branch: branch)], !mine.isEmpty else { return [] }
+        var result: [ClosedRange<UInt64>] = []
+        for (author, theirs) in changes where author.replica == replica && author.branch != branch {
+            for a in mine {
+                for b in theirs where a.startSeq <= b.endSeq && b.startSeq <= a.endSeq {
+                    let low = max(a.startSeq, b.startSeq), high = min(a.endSeq, b.endSeq)
+                    for seq in low ... high where !ReferenceModel.sameOperation(a, b, at: seq) {
+                        if let last = result.last, last.upperBound + 1 == seq { result[result.count - 1] = last.lowerBound ... seq } else { result.append(seq ... seq) }
+                    }
+                }
+            }
+        }
+        return result
+    }
+
+    /// Whether some branch of the change's author records the operation the change holds at
+    /// `seq` (not withdrawn).
+    func records(_ change: Change, at seq: UInt64) -> Bool {
+        for (author, list) in changes where author.replica == change.replica {
+            for recorded in list where recorded.startSeq <= seq && seq <= recorded.endSeq {
+                if ReferenceModel.sameOperation(recorded, change, at: seq) { return true }
+            }
+        }
+        return false
+    }
+
+    /// Whether two changes of one replica hold the same operation at `seq` (the same timestamp,
+    /// the same operation cut to that seq).
+    static func sameOperation(_ a: Change, _ b: Change, at seq: UInt64) -> Bool {
+        guard a.timestamp(ofSeq: seq) == b.timestamp(ofSeq: seq),
+              let x = a.suffix(from: seq)?.prefix(through: seq), let y = b.suffix(from: seq)?.prefix(through: seq) else { return false }
+        return x.operations == y.operations
     }
 
     /// How many recorded operations were forgotten.
     var forgottenOperations: Int {
         var count = 0
-        for (replica, list) in changes {
-            guard kept[replica] != nil else { continue }
+        for (author, list) in changes {
+            guard kept[author] != nil else { continue }
             for change in list {
-                for seq in change.startSeq ... change.endSeq where !survives(replica, seq) { count += 1 }
+                for seq in change.startSeq ... change.endSeq where !survives(author, seq) { count += 1 }
             }
         }
         return count
     }
 
-    private func survives(_ replica: ReplicaID, _ seq: UInt64) -> Bool {
-        guard let ranges = kept[replica] else { return true }
+    private func survives(_ author: Author, _ seq: UInt64) -> Bool {
+        guard let ranges = kept[author] else { return true }
         return ranges.contains { $0.contains(seq) }
     }
 
@@ -124,14 +171,15 @@ struct ReferenceModel {
         var deleted: [NoteID: Set<OpID>] = [:]
         var writes: [FieldKey: [Write]] = [:]
         var resolves: [NoteID: [Write]] = [:]
-        for (replica, list) in changes {
+        for (author, list) in changes {
+            let replica = author.replica
             for change in list {
                 var seq = change.startSeq
                 for op in change.operations {
                     defer { seq += op.seqCount }
                     switch op {
                     case .setNoteField(let note, let field, let value):
-                        guard survives(replica, seq) else { continue }
+                        guard survives(author, seq) else { continue }
                         result.notes.insert(note)
                         if field != .state, !field.isReserved { result.edits[note, default: [:]][replica] = max(result.edits[note]?[replica] ?? 0, seq) }
                         let write = Write(timestamp: change.timestamp(ofSeq: seq), replica: replica, seq: seq, value: value,
@@ -142,20 +190,20 @@ struct ReferenceModel {
                         if let current = result.fields[key], !write.beats(current) { continue }
                         result.fields[key] = write
                     case .setTagField(let tag, let field, let value):
-                        guard survives(replica, seq) else { continue }
+                        guard survives(author, seq) else { continue }
                         result.tags.insert(tag)
                         let write = Write(timestamp: change.timestamp(ofSeq: seq), replica: replica, seq: seq, value: value)
                         let key = TagKey(tag: tag, field: field)
                         if let current = result.tagFields[key], !write.beats(current) { continue }
                         result.tagFields[key] = write
                     case .insertText(let note, _, let text):
-                        for (i, scalar) in text.enumerated() where survives(replica, seq + UInt64(i)) {
+                        for (i, scalar) in text.enumerated() where survives(author, seq + UInt64(i)) {
                             result.notes.insert(note)
                             inserted[note, default: [:]][OpID(replica: replica, seq: seq + UInt64(i))] = scalar
                             result.edits[note, default: [:]][replica] = max(result.edits[note]?[replica] ?? 0, seq + UInt64(i))
                         }
                     case .deleteText(let note, let targets):
-                        guard survives(replica, seq) else { continue }
+                        guard survives(author, seq) else { continue }
                         result.notes.insert(note)
                         result.edits[note, default: [:]][replica] = max(result.edits[note]?[replica] ?? 0, seq)
                         for target in targets {
@@ -164,7 +212,7 @@ struct ReferenceModel {
                             }
                         }
                     case .deleteEach(let note, let runs):  // one delete per target, each with its own seq
-                        for (i, target) in runs.flatMap(\.targets).enumerated() where survives(replica, seq + UInt64(i)) {
+                        for (i, target) in runs.flatMap(\.targets).enumerated() where survives(author, seq + UInt64(i)) {
                             result.notes.insert(note)
                             result.edits[note, default: [:]][replica] = max(result.edits[note]?[replica] ?? 0, seq + UInt64(i))
                             for s in target.seq ..< target.seq + target.count {

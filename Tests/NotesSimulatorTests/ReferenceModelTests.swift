@@ -45,4 +45,78 @@ struct ReferenceModelTests {
         #expect(lost.count == 1)
         #expect(ReferenceModel.differences(a, expected, device: "a", verdicts: &verdicts) == [])
     }
+
+    /// Two databases that write as one identity (a copy that kept it) hand out the same seqs for
+    /// different operations: the model keeps each one's changes on its own branch, sees the seqs
+    /// they wrote differently as contested, and once one re-issues its own branch (the store's
+    /// repair, done here as the store does it) takes that branch back and records the re-issue.
+    /// A device that ends with the other branch and the re-issue matches; one that kept the
+    /// withdrawn branch instead of the re-issue does not.
+    @Test func twoBranchesOfOneIdentityAreKeptApartUntilOneIsWithdrawn() throws {
+        var rng = SplitMix64(seed: 9)
+        let identity = ReplicaID.random(using: &rng)
+        var original = Notebook(replicaID: identity, wallClock: FixedWallClock(1_700_000_000_000))
+        let note = original.createNote(id: NoteID.random(using: &rng), title: "t", body: "hello").id
+        var model = ReferenceModel()
+        for change in original.changes(since: VersionVector()) { model.record(change) }
+        let base = original.versionVector
+        var copy = original
+        try original.insertText(note, at: 5, " world")
+        try copy.insertText(note, at: 0, "Oh, ")
+        let mine = original.changes(since: base)
+        let theirs = copy.changes(since: base)
+        for change in mine { model.record(change, branch: 0) }
+        for change in theirs { model.record(change, branch: 1) }
+        let first = base[identity] + 1
+        #expect(model.contestedSeqs(of: identity, branch: 1).first?.lowerBound == first)
+        #expect(model.contestedSeqs(of: identity, branch: 0).first?.lowerBound == first)
+
+        // The copy finds the original's operations at its seqs: it moves, re-issues its own
+        // branch as its new identity and takes the original's.
+        let fresh = ReplicaID.random(using: &rng)
+        var repaired = copy.replayed(as: fresh)
+        let reissue = repaired.reissuing(identity, from: first, through: copy.versionVector[identity])
+        #expect(!reissue.isEmpty)
+        repaired.apply(contentsOf: reissue)
+        repaired.apply(contentsOf: mine)
+        model.withdraw(identity, branch: 1, from: first)
+        for change in reissue { model.record(change, branch: 1) }
+        #expect(model.contestedSeqs(of: identity, branch: 1).isEmpty)
+        #expect(model.records(mine[0], at: first))
+        #expect(!model.records(theirs[0], at: first), "the withdrawn operation is no longer recorded")
+
+        // The original takes the re-issue: both edits, the same state.
+        original.apply(contentsOf: reissue)
+        let expected = model.expected()
+        #expect(ReferenceModel.differences(original, expected, device: "original") == [])
+        #expect(ReferenceModel.differences(repaired, expected, device: "copy") == [])
+        #expect(original.body(of: note)?.string == "Oh, hello world")
+        #expect(repaired.digest() == original.digest())
+
+        // A device that kept the copy's branch under the old identity, without the re-issue: the
+        // re-issued characters are missing (and the old identity's seqs spell other text).
+        var stale = Notebook(replicaID: ReplicaID.random(using: &rng))
+        stale.apply(contentsOf: copy.changes(since: VersionVector()))
+        let lines = ReferenceModel.differences(stale, expected, device: "stale")
+        #expect(lines.contains { $0.contains("typed characters are missing") }, "\(lines)")
+    }
+
+    /// A branch forgotten (its device replaced) leaves the other branch of the identity alone.
+    @Test func forgettingOneBranchKeepsTheOther() throws {
+        var rng = SplitMix64(seed: 11)
+        let identity = ReplicaID.random(using: &rng)
+        var a = Notebook(replicaID: identity, wallClock: FixedWallClock(1_700_000_000_000))
+        let note = a.createNote(id: NoteID.random(using: &rng), title: "t", body: "x").id
+        var model = ReferenceModel()
+        for change in a.changes(since: VersionVector()) { model.record(change) }
+        let base = a.versionVector
+        var b = a
+        try a.insertText(note, at: 1, "A")
+        try b.insertText(note, at: 1, "B")
+        for change in a.changes(since: base) { model.record(change, branch: 0) }
+        for change in b.changes(since: base) { model.record(change, branch: 1) }
+        model.forget(replica: identity, branch: 1, keeping: base[identity] > 0 ? [1 ... base[identity]] : [])
+        #expect(model.forgottenOperations == 1)
+        #expect(ReferenceModel.differences(a, model.expected(), device: "a") == [])
+    }
 }
