@@ -70,6 +70,8 @@ public enum HTMLReport {
                 svg += "<text x='\(cx - 5)' y='\(cy + 26)' class='reinstall'>⟲<title>\(when) reinstalled from nothing (a new replica id)</title></text>"
             case .copy:
                 svg += "<text x='\(cx - 5)' y='\(cy + 26)' class='reinstall'>⧉<title>\(when) its database replaced by a copy of device \(entry.a)'s (it takes a new replica id)</title></text>"
+            case .fork where entry.a >= 0:
+                svg += "<text x='\(cx - 5)' y='\(cy + 26)' class='reinstall'>⑂<title>\(when) its database replaced by a copy of device \(entry.a)'s that keeps its identity (both write as one replica until one re-issues its own)</title></text>"
             case .restore:
                 svg += "<text x='\(cx - 5)' y='\(cy + 26)' class='reinstall'>⎌<title>\(when) a backup copied back over its database (its identity's seqs had reached \(entry.b), the backup holds \(entry.a))</title></text>"
             case .clockJump:

@@ -164,8 +164,28 @@ extension Simulation {
 
     /// A sync with a relay that succeeded must leave the device with everything the relay held
     /// when it began (every page of it applied): nil when it does.
-    static func syncShortfall(relayHeld: VersionVector, device: VersionVector) -> String? {
-        relayHeld.isCovered(by: device) ? nil : "the relay held \(relayHeld) when it began, the device has \(device)"
+    ///
+    /// Seqs a re-issue the device holds covers (`withdrawn`) are not owed: a relay keeps what a
+    /// copy of a database wrote before it re-issued them (it never learns of re-issues), and the
+    /// device takes those operations for duplicates of the re-issue.
+    static func syncShortfall(relayHeld: VersionVector, device: VersionVector, withdrawn: [OpIDRange] = []) -> String? {
+        for entry in relayHeld.sortedEntries where entry.seq > device[entry.replica] {
+            if !covers(withdrawn, entry.replica, from: device[entry.replica] + 1, through: entry.seq) {
+                return "the relay held \(relayHeld) when it began, the device has \(device)"
+            }
+        }
+        return nil
+    }
+
+    /// Whether `ranges` hold every seq of `replica` from `first` through `last`.
+    static func covers(_ ranges: [OpIDRange], _ replica: ReplicaID, from first: UInt64, through last: UInt64) -> Bool {
+        var next = first
+        for range in ranges.filter({ $0.replica == replica && $0.count > 0 }).sorted(by: { $0.seq < $1.seq }) {
+            if range.seq > next { break }
+            next = max(next, range.seq + range.count)
+            if next > last { return true }
+        }
+        return next > last
     }
 
     /// What differs between the waiting changes a store holds and those a restart loads from its

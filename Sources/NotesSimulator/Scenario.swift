@@ -187,6 +187,16 @@ public struct Scenario: Codable, Sendable, Hashable {
         /// device, which must refuse it as a fork and move to a fresh identity. The clone is then
         /// thrown away.
         public var clones: Int = 0
+        /// Random forks: a device's database is copied onto another device keeping its file
+        /// identity (a copy an older build made, or one no check at open can see), so both write
+        /// as one replica identity; both go on editing and syncing through their hubs, so each
+        /// branch reaches relays, folders and other devices before anyone sees the fork. The
+        /// copy that finds the other's operations at its seqs must re-issue its own branch; every
+        /// edit of both copies must survive.
+        public var forks: Int = 0
+        /// With forks: devices edit even while they hold operations of a fork that a re-issue may
+        /// still take back (off by default: such edits wait for good, see `mayEditBesideForks`).
+        public var editOnUnsettledForks = false
         /// Random out-of-order deliveries: a peer's changes that a device lacks reach it shuffled,
         /// one to three at a time (as a folder's files arrive in any order), so that some wait and
         /// a later batch releases some and queues others; what a restart would load of the waiting
@@ -294,7 +304,10 @@ public struct Scenario: Codable, Sendable, Hashable {
         guard workload.editsPerDevice >= 0, sync.syncsPerDevice >= 0, sync.maxAttempts >= 1, sync.pageSize >= 1 else {
             throw SimulationError("\(name): counts must not be negative (maxAttempts and pageSize at least 1)")
         }
-        guard faults.clones >= 0, faults.outOfOrder >= 0 else { throw SimulationError("\(name): faults.clones and faults.outOfOrder must not be negative") }
+        guard faults.clones >= 0, faults.outOfOrder >= 0, faults.forks >= 0 else {
+            throw SimulationError("\(name): faults.clones, faults.forks and faults.outOfOrder must not be negative")
+        }
+        if faults.forks > 0, devices < 2 { throw SimulationError("\(name): faults.forks needs at least 2 devices") }
         for hub in hubs {
             for d in hub.devices ?? [] where d < 0 || d >= devices {
                 throw SimulationError("\(name): hub \(hub.name) names device \(d), but there are \(devices)")
@@ -523,7 +536,7 @@ extension Scenario.Partition {
 
 extension Scenario.Faults {
     enum CodingKeys: String, CodingKey {
-        case crashes, reinstalls, reinstallAt, crashAt, reinstallsDuringSync, copies, clones, outOfOrder, restores, deaths, forgeries, intrusions, memberForgeries
+        case crashes, reinstalls, reinstallAt, crashAt, reinstallsDuringSync, copies, clones, forks, editOnUnsettledForks, outOfOrder, restores, deaths, forgeries, intrusions, memberForgeries
         case randomPartitions, maxPartitionSeconds, oneWay
     }
     /// Decodes faults, taking the default (none) for every field left out.
@@ -537,6 +550,8 @@ extension Scenario.Faults {
         reinstallsDuringSync = try c.decodeIfPresent(Int.self, forKey: .reinstallsDuringSync) ?? reinstallsDuringSync
         copies = try c.decodeIfPresent(Int.self, forKey: .copies) ?? copies
         clones = try c.decodeIfPresent(Int.self, forKey: .clones) ?? clones
+        forks = try c.decodeIfPresent(Int.self, forKey: .forks) ?? forks
+        editOnUnsettledForks = try c.decodeIfPresent(Bool.self, forKey: .editOnUnsettledForks) ?? editOnUnsettledForks
         outOfOrder = try c.decodeIfPresent(Int.self, forKey: .outOfOrder) ?? outOfOrder
         restores = try c.decodeIfPresent(Int.self, forKey: .restores) ?? restores
         deaths = try c.decodeIfPresent([Scenario.DeviceTime].self, forKey: .deaths) ?? deaths

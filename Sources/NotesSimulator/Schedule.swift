@@ -59,6 +59,9 @@ public struct SimEvent: Codable, Hashable, Sendable {
         case clone
         /// A peer's changes reach the device in a shuffled order, a few at a time.
         case outOfOrder
+        /// The database of another device (picked by the payload) is copied onto the device
+        /// keeping its file identity: both write as one replica identity from then on.
+        case fork
     }
 
     /// Milliseconds since the start of the run.
@@ -239,6 +242,11 @@ public enum ScheduleGenerator {
 
         for _ in 0 ..< scenario.faults.outOfOrder {
             events.append(SimEvent(time: at(), kind: .outOfOrder, device: rng.below(devices), payload: rng.next()))
+        }
+
+        // Last, so that the schedules of scenarios without forks stay as they were.
+        for _ in 0 ..< scenario.faults.forks {
+            events.append(SimEvent(time: at(), kind: .fork, device: rng.below(devices), payload: rng.next()))
         }
 
         // Stable sort by time: events at the same millisecond keep their generation order.

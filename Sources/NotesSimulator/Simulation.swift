@@ -36,6 +36,13 @@ final class SimDevice {
     var undoLog = UndoLog()
     /// A note open in an editor since an `editLater` event, saved at the device's next one.
     var editor: OpenEditor?
+    /// Which database of its identity it is, for the reference model (`ReferenceModel.Author`):
+    /// 0, or a number of its own when its database is a copy that kept another device's identity
+    /// (`faults.forks`). Its edits, under every identity it writes as, are recorded on it.
+    var branch = 0
+    /// How many re-issues of its own its store had recorded (`reissues()`, `own`) when the
+    /// simulator last looked: more afterwards is a fork it repaired.
+    var ownReissues = 0
 
     init(index: Int, database: InMemoryDatabase, store: NoteStore) {
         self.index = index
@@ -161,8 +168,20 @@ public struct RunStats: Codable, Sendable, Hashable {
     /// Clones of a device's disk that typed on beside it, and how many of their forks only the
     /// typed characters tell apart (the same seqs at the same timestamps).
     public var clones = 0
-    /// Forks of a device's identity (a clone's) repaired by re-issuing the device's own branch.
+    /// Forks of an identity a device wrote as (a clone's, or a copy's that kept the identity)
+    /// repaired by re-issuing the device's own branch, and how many operations were re-issued.
     public var forksRepaired = 0
+    public var reissuedOperations = 0
+    /// Databases copied onto another device keeping their identity (`faults.forks`), and how many
+    /// of those forks both copies repaired (each re-issued its own branch).
+    public var forks = 0
+    public var forksRepairedTwice = 0
+    /// Reinstalls, copies, restores, deaths and forks not made because the device was in a fork
+    /// not repaired yet (the reference could not tell which of two operations at a seq it lost).
+    public var replacementsSkipped = 0
+    /// Edits not made because the device held operations of a fork that a re-issue could still
+    /// take back (`Simulation.mayEditBesideForks`).
+    public var editsHeldBackByForks = 0
     public var characterForks = 0
     /// Syncs after which other changes waited than before (a restart's pending table is then
     /// checked), and those after which as many waited as before.
@@ -266,7 +285,7 @@ public final class Simulation: @unchecked Sendable {
     /// Every note digest seen, with the state it stood for (`DigestLedger`).
     var digestLedger = DigestLedger()
     /// What has happened so far, step by step.
-    public private(set) var trace = Trace()
+    public internal(set) var trace = Trace()
     /// Requests to relays in flight (delayed), delivered at their time.
     private var inFlight: [(deliverAt: UInt64, order: Int, device: Int, hub: Int, request: RelayRequest, damaged: Bool)] = []
     private var inFlightOrder = 0
@@ -277,6 +296,9 @@ public final class Simulation: @unchecked Sendable {
     private var damagedRequestThisSync = false
     /// Devices that stopped for good.
     private(set) var dead: Set<Int> = []
+    /// The forks the `fork` fault made, and the next branch number it gives a copy.
+    var forkRecords: [ForkRecord] = []
+    var nextBranch = 1
 
     /// The devices still running.
     var liveDevices: [SimDevice] { devices.filter { !dead.contains($0.index) } }
@@ -412,17 +434,23 @@ public final class Simulation: @unchecked Sendable {
             if let hub = hubs(of: d, event.hub).first { await sync(d, hub: hub, crash: true) }
             crash(d)
         case .reinstall:
+            guard !inUnrepairedFork(d) else { return skipReplacement(d) }
             await reinstall(d)
         case .copy:
+            guard !inUnrepairedFork(d) else { return skipReplacement(d) }
             let others = devices.indices.filter { $0 != d }
             if !others.isEmpty { await copyReplica(d, from: others[Int(event.payload % UInt64(others.count))]) }
         case .clone:
             cloneTypesOn(d, payload: event.payload)
         case .outOfOrder:
             deliverOutOfOrder(d, payload: event.payload)
+        case .fork:
+            let others = devices.indices.filter { $0 != d }
+            if !others.isEmpty { await forkReplica(d, from: others[Int(event.payload % UInt64(others.count))]) }
         case .backup:
             takeBackup(d)
         case .restore:
+            guard !inUnrepairedFork(d) else { return skipReplacement(d) }
             // Half the time the backup is of a moment ago, one write back: the smallest loss a
             // restore makes, which the seq mark must still see.
             var choice = SimRandom(seed: event.payload, salt: 5)
@@ -433,8 +461,10 @@ public final class Simulation: @unchecked Sendable {
             await restoreBackup(d)
         case .reinstallDuringSync:
             if let hub = hubs(of: d, event.hub).first { await sync(d, hub: hub, crash: true) }
+            guard !inUnrepairedFork(d) else { return skipReplacement(d) }
             await reinstall(d)
         case .death:
+            guard !inUnrepairedFork(d) else { return skipReplacement(d) }
             await die(d)
         case .forgery:
             forge(hub: event.hub, payload: event.payload)
@@ -465,6 +495,12 @@ public final class Simulation: @unchecked Sendable {
     func edit(_ d: Int, _ kind: EditKind, payload: UInt64) {
         let device = devices[d]
         do {
+            // Not on top of a branch of a forked identity that may still be withdrawn.
+            guard try mayEditBesideForks(d) else {
+                stats.editsHeldBackByForks += 1
+                trace.add(elapsed, d, .editSkipped, Int64(Trace.code(kind)), -1)
+                return
+            }
             let before = try device.store.versionVector
             let notebookBefore = try device.store.notebook
             let clockBefore = notebookBefore.clock.last
@@ -825,6 +861,7 @@ public final class Simulation: @unchecked Sendable {
     /// the device stops after a few of its writes or requests (perhaps none), and restarts.
     func sync(_ d: Int, hub: Int, crash: Bool) async {
         let device = devices[d]
+        let identity = device.replicaID
         let engine = SyncEngine(
             retry: RetryPolicy(maxAttempts: scenario.sync.maxAttempts, baseDelayMilliseconds: 200, maxDelayMilliseconds: 5_000),
             sleep: { [self] milliseconds in self.clocks.now += milliseconds },
@@ -873,9 +910,23 @@ public final class Simulation: @unchecked Sendable {
             }
             stats.retries += report.retries
             stats.skippedFiles += report.skipped.count
-            if report.quarantined > 0 { violation("device \(d): \(report.quarantined) change(s) quarantined in a run with no hostile peer") }
-            if let relayHeld, let shortfall = Self.syncShortfall(relayHeld: relayHeld, device: try device.store.versionVector) {
-                violation("device \(d): a sync over \(scenario.hubs[hub].name) succeeded but did not bring everything: \(shortfall)")
+            if report.quarantined > 0 {
+                // Only a change made on top of a forked identity's operations may refer to an
+                // operation this device holds differently (the other branch's): it waits there
+                // until the re-issue comes (checked empty at the end).
+                let unexplained = try device.store.notebook.quarantinedChanges.filter { !madeOnAForkedIdentity($0.change) }
+                if !unexplained.isEmpty { violation("device \(d): \(unexplained.count) change(s) quarantined in a run with no hostile peer (\(unexplained[0].reason.message))") }
+            }
+            if let relayHeld {
+                let notebook = try device.store.notebook
+                // Not owed either: a forked identity's seqs it holds quarantined, or waiting behind
+                // those (the relay's are another branch's than those before them here).
+                let quarantined = (notebook.quarantinedChanges.map(\.change) + notebook.pendingChanges).filter(madeOnAForkedIdentity)
+                    .map { OpIDRange(replica: $0.replica, seq: $0.startSeq, count: $0.endSeq - $0.startSeq + 1) }
+                if let shortfall = Self.syncShortfall(relayHeld: relayHeld, device: notebook.versionVector,
+                                                      withdrawn: notebook.reissues.map(\.original) + quarantined) {
+                    violation("device \(d): a sync over \(scenario.hubs[hub].name) succeeded but did not bring everything: \(shortfall)")
+                }
             }
             trace.add(elapsed, d, .sync, Int64(hub), Int64(report.sentChanges), Int64(report.applied), Int64(report.pending))
             if Simulation.printsSteps { print("t=\(elapsed) d\(d) hub\(hub) \(report) vv=\((try? device.store.versionVector).map { "\($0)" } ?? "?")") }
@@ -896,6 +947,9 @@ public final class Simulation: @unchecked Sendable {
             violation("device \(d): sync over \(scenario.hubs[hub].name) failed: \(error)")
         }
         do {
+            // A fork of an identity it wrote as, found and repaired (committed even when the sync
+            // then failed): the reference follows the re-issue.
+            try followIdentity(device, before: identity)
             let notebook = try device.store.notebook
             // The changes the sync applied, in the order applied: each after what it depends on.
             let changes = notebook.versionVector != before ? notebook.changes(since: before) : []
@@ -1137,6 +1191,10 @@ public final class Simulation: @unchecked Sendable {
         let device = devices[d]
         var rng = SimRandom(seed: payload)
         do {
+            guard try mayEditBesideForks(d) else {
+                stats.editsHeldBackByForks += 1
+                return
+            }
             let notes = try currentNotes(device)
             guard !notes.isEmpty else { return }
             let note = notes[rng.below(notes.count)]
@@ -1170,18 +1228,9 @@ public final class Simulation: @unchecked Sendable {
             } else {
                 // Repaired: the clone's word is an edit that stays, under the old identity; the
                 // device's own from the fork on are its new identity's (the re-issue).
-                let reissued = try device.store.reissues().filter { $0.own && $0.replica == me }
-                guard let from = reissued.map(\.startSeq).min() else { return violation("device \(d): a repaired fork left no re-issue record") }
-                reference.withdraw(me, from: from)
-                for change in forked { reference.record(change) }
-                let now = device.store.replicaID
-                let made = try device.store.changes(since: VersionVector()).filter { $0.replica == now }
-                for change in made { reference.record(change) }
-                device.undoLog.follow(reissued, from: me, to: now)
-                stats.forksRepaired += 1
-                device.retired.append(me)
-                device.lastOwnSeq = made.last?.endSeq
-                device.notes = nil
+                let reissued = try followIdentity(device, before: me)
+                guard reissued.contains(where: { $0.replica == me }) else { return violation("device \(d): a repaired fork left no re-issue record") }
+                for change in forked { reference.record(change, branch: device.branch) }
             }
             noteStateChange()
             try checkAfterStep(device, notes: [note.id], all: report.forksRepaired > 0)
@@ -1213,6 +1262,7 @@ public final class Simulation: @unchecked Sendable {
         let peers = liveDevices.filter { $0.index != d }
         guard !peers.isEmpty else { return }
         let peer = peers[rng.below(peers.count)]
+        let identity = device.replicaID
         do {
             let before = try device.store.versionVector
             var changes = try peer.store.changes(since: before).filter { $0.replica != device.replicaID }
@@ -1229,6 +1279,7 @@ public final class Simulation: @unchecked Sendable {
             }
             try audited.integrationFinished()
             for problem in audited.problems { violation("device \(d): \(problem)") }
+            try followIdentity(device, before: identity)
             stats.outOfOrder += 1
             let notebook = try device.store.notebook
             let applied = notebook.changes(since: before)
@@ -1246,13 +1297,17 @@ public final class Simulation: @unchecked Sendable {
     private func writeOnce(_ d: Int) {
         let device = devices[d]
         do {
+            guard try mayEditBesideForks(d) else {
+                stats.editsHeldBackByForks += 1
+                return
+            }
             guard let note = try currentNotes(device).first else { return }
             let before = try device.store.versionVector
             try device.store.setPinned(note.id, !note.pinned)
             let produced = try device.store.changes(since: before)
             for change in produced where change.replica == device.replicaID {
                 device.lastOwnSeq = change.endSeq
-                reference.record(change)
+                reference.record(change, branch: device.branch)
             }
             try pushUndo(device, from: before)
             stats.edits += 1
@@ -1286,7 +1341,7 @@ public final class Simulation: @unchecked Sendable {
                 violation("device \(device.index): a new change starts at seq \(change.startSeq), not right after its last one (\(last))")
             }
             device.lastOwnSeq = change.endSeq
-            reference.record(change)
+            reference.record(change, branch: device.branch)
         }
     }
 
@@ -1364,9 +1419,9 @@ public final class Simulation: @unchecked Sendable {
     }
 
     /// Tells the reference that `replica`'s operations outside `kept` are legitimately gone.
-    private func forget(_ replica: ReplicaID, keeping kept: [ClosedRange<UInt64>]) {
+    private func forget(_ replica: ReplicaID, branch: Int, keeping kept: [ClosedRange<UInt64>]) {
         let forgottenBefore = reference.forgottenOperations
-        reference.forget(replica: replica, keeping: kept)
+        reference.forget(replica: replica, branch: branch, keeping: kept)
         stats.forgottenOperations += reference.forgottenOperations - forgottenBefore
     }
 
@@ -1374,7 +1429,9 @@ public final class Simulation: @unchecked Sendable {
     /// place of its own (its folder views and transports start over).
     /// - Parameter alsoKeeping: seqs of the old identity the new store holds itself; nil when the
     ///   store goes on as the same identity with everything it made (nothing is forgotten).
-    private func replaceStore(of d: Int, alsoKeeping: [ClosedRange<UInt64>]? = [], _ open: (SimDevice) throws -> NoteStore) async {
+    /// - Parameter branch: which database of its identity the new store is (0 unless it is a
+    ///   copy that kept another device's identity).
+    func replaceStore(of d: Int, alsoKeeping: [ClosedRange<UInt64>]? = [], branch: Int = 0, _ open: (SimDevice) throws -> NoteStore) async {
         let device = devices[d]
         let old = device.replicaID
         do {
@@ -1382,10 +1439,10 @@ public final class Simulation: @unchecked Sendable {
             for folder in folders.values { carried += folder.everyBundleBytes(excluding: d) }
             let kept = try await seqsHeld(of: old, by: devices.filter { $0.index != d }, carried: carried)
             if let alsoKeeping {
-                forget(old, keeping: kept + alsoKeeping)
+                forget(old, branch: device.branch, keeping: kept + alsoKeeping)
                 // What it wrote as identities it moved away from at a sync went nowhere else either.
                 for retired in device.retired {
-                    forget(retired, keeping: try await seqsHeld(of: retired, by: devices.filter { $0.index != d }, carried: carried))
+                    forget(retired, branch: device.branch, keeping: try await seqsHeld(of: retired, by: devices.filter { $0.index != d }, carried: carried))
                 }
             }
             device.retired = []
@@ -1407,6 +1464,8 @@ public final class Simulation: @unchecked Sendable {
             let fresh = device.replicaID != old && !devices.contains { $0 !== device && $0.replicaID == device.replicaID }
             device.undoLog = UndoLog(replica: device.replicaID, known: fresh)
             device.editor = nil
+            device.branch = branch
+            device.ownReissues = try device.store.reissues().filter(\.own).count
             noteStateChange()
         } catch {
             violation("device \(d): replacing its database failed: \(error)")
@@ -1426,9 +1485,9 @@ public final class Simulation: @unchecked Sendable {
         } catch {
             violation("device \(d): cannot account for its edits at its death: \(error)")
         }
-        forget(replica, keeping: kept)
+        forget(replica, branch: device.branch, keeping: kept)
         for retired in device.retired {
-            forget(retired, keeping: (try? await seqsHeld(of: retired, by: liveDevices.filter { $0.index != d }, carried: inFlight.map(\.request.body))) ?? [])
+            forget(retired, branch: device.branch, keeping: (try? await seqsHeld(of: retired, by: liveDevices.filter { $0.index != d }, carried: inFlight.map(\.request.body))) ?? [])
         }
         dead.insert(d)
         stats.deaths += 1
@@ -1831,19 +1890,38 @@ public final class Simulation: @unchecked Sendable {
                 violation("relay \(scenario.hubs[hub].name): cannot read its status")
                 continue
             }
-            if !dead.isEmpty ? !union.isCovered(by: held) : held != union {
+            // Past what the devices have, a relay may hold only seqs that every device holds a
+            // re-issue of (what a copy wrote before it re-issued it: the relay never learns).
+            var beyond = false
+            for entry in held.sortedEntries where entry.seq > union[entry.replica] {
+                if !withdrawnEverywhere(entry.replica, from: union[entry.replica] + 1, through: entry.seq) { beyond = true }
+            }
+            if !union.isCovered(by: held) || (dead.isEmpty && beyond) {
                 violation("relay \(scenario.hubs[hub].name) holds \(held), but its devices have \(union)")
             }
             known[relay.service.relayReplica(for: SimRelayHub.space)] = held
         }
+        // What a peer re-issued or dropped as re-issued (its version went back there) may stay in
+        // a record of it: what it holds again under other identities.
+        var withdrawnBy: [ReplicaID: [OpIDRange]] = [:]
+        for device in liveDevices { withdrawnBy[device.replicaID] = (try? device.store.notebook.reissues.map(\.original)) ?? [] }
         for device in liveDevices {
             guard let peers = try? device.store.peers() else { continue }
             for peer in peers {
                 guard let actual = known[peer.replica] else { continue }
-                if !peer.versionVector.isCovered(by: actual) {
+                if !peer.versionVector.sortedEntries.allSatisfy({ $0.seq <= actual[$0.replica]
+                        || Self.covers(withdrawnBy[peer.replica] ?? [], $0.replica, from: actual[$0.replica] + 1, through: $0.seq) }) {
                     violation("device \(device.index) recorded that peer \(peer.replica) has \(peer.versionVector), more than its \(actual)")
                 }
             }
+        }
+    }
+
+    /// Whether every live device holds a re-issue of `replica`'s seqs `first ... last`.
+    func withdrawnEverywhere(_ replica: ReplicaID, from first: UInt64, through last: UInt64) -> Bool {
+        liveDevices.allSatisfy { device in
+            guard let reissues = try? device.store.notebook.reissues else { return false }
+            return Self.covers(reissues.map(\.original), replica, from: first, through: last)
         }
     }
 
@@ -1861,6 +1939,11 @@ public final class Simulation: @unchecked Sendable {
                 pending += notebook.pendingCount
                 if notebook.pendingCount > 0 {
                     problems.append("device \(device.index): \(notebook.pendingCount) changes still wait for their dependencies")
+                }
+                // A change quarantined on a fork's account leaves once the re-issue it waits for comes.
+                if notebook.quarantinedCount > 0 {
+                    pending += notebook.quarantinedCount
+                    problems.append("device \(device.index): \(notebook.quarantinedCount) changes are still quarantined (first \(notebook.quarantinedChanges[0].change.replica):\(notebook.quarantinedChanges[0].change.startSeq): \(notebook.quarantinedChanges[0].reason.message))")
                 }
                 let differences = ReferenceModel.differences(notebook, expected, device: "device \(device.index)", verdicts: &verdicts)
                 lost += differences.count

@@ -116,7 +116,7 @@ public enum Simulator {
             stats.failedSyncs += s.failedSyncs; stats.retries += s.retries; stats.lost += s.lost
             stats.duplicated += s.duplicated; stats.reordered += s.reordered; stats.delayed += s.delayed
             stats.corruptInjected += s.corruptInjected; stats.corruptRejected += s.corruptRejected
-            stats.crashes += s.crashes; stats.reinstalls += s.reinstalls; stats.copies += s.copies; stats.rebasedSaves += s.rebasedSaves; stats.clones += s.clones; stats.forksRepaired += s.forksRepaired; stats.characterForks += s.characterForks; stats.waitingChanged += s.waitingChanged; stats.waitingSwapped += s.waitingSwapped; stats.outOfOrder += s.outOfOrder; stats.restores += s.restores; stats.clockJumps += s.clockJumps
+            stats.crashes += s.crashes; stats.reinstalls += s.reinstalls; stats.copies += s.copies; stats.rebasedSaves += s.rebasedSaves; stats.clones += s.clones; stats.forksRepaired += s.forksRepaired; stats.reissuedOperations += s.reissuedOperations; stats.forks += s.forks; stats.forksRepairedTwice += s.forksRepairedTwice; stats.replacementsSkipped += s.replacementsSkipped; stats.editsHeldBackByForks += s.editsHeldBackByForks; stats.characterForks += s.characterForks; stats.waitingChanged += s.waitingChanged; stats.waitingSwapped += s.waitingSwapped; stats.outOfOrder += s.outOfOrder; stats.restores += s.restores; stats.clockJumps += s.clockJumps
             stats.partitions += s.partitions; stats.forgottenOperations += s.forgottenOperations
             stats.healRounds = max(stats.healRounds, s.healRounds)
             stats.forgeries += s.forgeries; stats.intrusions += s.intrusions

@@ -11,7 +11,7 @@ public struct Trace: Sendable {
     /// a copy of a database. (The final digests are kept in `digests`, not as entries.)
     public enum Kind: UInt8, Sendable, CaseIterable {
         case edit = 1, editSkipped, sync, syncFailed, relayStored, partition, heal, crash, reinstall, clockJump
-        case healAll, violation, digest, death, forgery, intrusion, copy, restore, clone, outOfOrder
+        case healAll, violation, digest, death, forgery, intrusion, copy, restore, clone, outOfOrder, fork
     }
 
     /// One step of a run. `a` to `d` (0 when unused) depend on `kind`: for an edit, the edit kind's

@@ -195,6 +195,14 @@ struct SafetyCheckTests {
         let held = VersionVector([a: 5, b: 2])
         #expect(Simulation.syncShortfall(relayHeld: held, device: VersionVector([a: 5, b: 3])) == nil)
         #expect(Simulation.syncShortfall(relayHeld: held, device: VersionVector([a: 4, b: 9])) != nil)
+        // Seqs the device holds a re-issue of are not owed (the relay keeps a withdrawn branch),
+        // but only those.
+        #expect(Simulation.syncShortfall(relayHeld: held, device: VersionVector([a: 3, b: 2]),
+                                         withdrawn: [OpIDRange(replica: a, seq: 4, count: 1), OpIDRange(replica: a, seq: 5, count: 3)]) == nil)
+        #expect(Simulation.syncShortfall(relayHeld: held, device: VersionVector([a: 3, b: 2]),
+                                         withdrawn: [OpIDRange(replica: a, seq: 5, count: 1)]) != nil)
+        #expect(Simulation.syncShortfall(relayHeld: held, device: VersionVector([a: 3, b: 2]),
+                                         withdrawn: [OpIDRange(replica: b, seq: 4, count: 2)]) != nil)
     }
 
     /// A restart loads the waiting changes the store holds: after a batch that releases one

@@ -74,6 +74,17 @@ import Testing
 }
 
 @Suite struct FaultTests {
+    /// The forks fault copies a database onto another device keeping its identity, both publish
+    /// their branches, and a copy re-issues its own: in a few seeds of `forked-replica.json`
+    /// forks are made and repaired (whether every run then passes is what the scenario test says).
+    @Test func forksArePublishedAndRepaired() async throws {
+        let scenario = try SimulatorTestSupport.scenario("forked-replica.json")
+        let results = try await Simulator.runMany(scenario, seed: 1, runs: 3)
+        #expect(results.reduce(0) { $0 + $1.stats.forks } >= 3)
+        #expect(results.reduce(0) { $0 + $1.stats.forksRepaired } >= 3)
+        #expect(results.reduce(0) { $0 + $1.stats.reissuedOperations } > 0)
+    }
+
     @Test func damagedBundlesAreAlwaysRejected() async throws {
         let scenario = try SimulatorTestSupport.scenario("flaky-relay.json")
         let results = try await Simulator.runMany(scenario, seed: 1, runs: 20)
