@@ -188,6 +188,26 @@ extension Simulation {
         return next > last
     }
 
+    /// A change that waited before a step and neither was applied nor waits (or is quarantined)
+    /// after it, unless a re-issue the notebook holds covers its seqs (a withdrawn branch's change
+    /// is dropped as a duplicate, rightly): nil when there is none. A store that lost a waiting
+    /// change (a rebuild that forgot them) gets it again only if a peer sends it again.
+    static func droppedWaitingChange(before: Set<Change>, _ notebook: Notebook) -> String? {
+        guard !before.isEmpty else { return nil }
+        let held = notebook.pendingChanges + notebook.quarantinedChanges.map(\.change)
+        let withdrawn = notebook.reissues.map(\.original)
+        for change in before.sorted(by: { ($0.replica, $0.startSeq) < ($1.replica, $1.startSeq) }) {
+            let applied = notebook.versionVector[change.replica]
+            if applied >= change.endSeq { continue }
+            // What is not applied of it must still be held, or withdrawn.
+            let rest = max(change.startSeq, applied + 1)
+            if held.contains(where: { $0.replica == change.replica && $0.startSeq <= rest && $0.endSeq >= change.endSeq }) { continue }
+            if covers(withdrawn, change.replica, from: rest, through: change.endSeq) { continue }
+            return "a change of \(change.replica) at seqs \(change.startSeq)-\(change.endSeq) waited, and is now neither applied (through \(applied)) nor waiting"
+        }
+        return nil
+    }
+
     /// What differs between the waiting changes a store holds and those a restart loads from its
     /// database: nil when they are the same.
     static func waitingDifference(stored: Set<Change>, held: Set<Change>) -> String? {

@@ -961,6 +961,8 @@ public final class Simulation: @unchecked Sendable {
             // Which changes wait changed: a restart must find the same ones (what a reader opening
             // the database loads), or a change that came stays lost or one applied comes back.
             try checkWaitingStored(device, before: waitingBefore, now: Set(notebook.pendingChanges))
+            // And none that waited was dropped: each is applied, still waits, or is a withdrawn branch's.
+            if let problem = Self.droppedWaitingChange(before: waitingBefore, notebook) { violation("device \(d): \(problem)") }
             let peers = try device.store.peers()
             if let problem = Self.peerRecordShrank(from: device.peerRecords, to: peers) { violation("device \(d): \(problem)") }
             device.peerRecords = Dictionary(peers.map { ($0.replica, $0.versionVector) }, uniquingKeysWith: { $1 })
@@ -1276,6 +1278,7 @@ public final class Simulation: @unchecked Sendable {
                 let waitingBefore = Set(try device.store.pendingChanges)
                 _ = try audited.integrate(batch: batch)
                 try checkWaitingStored(device, before: waitingBefore, now: Set(try device.store.pendingChanges))
+                if let problem = Self.droppedWaitingChange(before: waitingBefore, try device.store.notebook) { violation("device \(d): \(problem)") }
             }
             try audited.integrationFinished()
             for problem in audited.problems { violation("device \(d): \(problem)") }

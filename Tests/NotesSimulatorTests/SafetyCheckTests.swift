@@ -205,6 +205,26 @@ struct SafetyCheckTests {
                                          withdrawn: [OpIDRange(replica: b, seq: 4, count: 2)]) != nil)
     }
 
+    /// A change that waited must, after a step, be applied or still wait: one that a rebuild
+    /// forgot is caught, one applied is not.
+    @Test func aWaitingChangeDroppedIsCaught() throws {
+        var a = Notebook(replicaID: ReplicaID.random())
+        var b = Notebook(replicaID: ReplicaID.random())
+        let note = a.createNote(title: "Trip", body: "café").id
+        let first = a.changes(since: VersionVector())
+        let version = a.versionVector
+        _ = try a.insertText(note, at: 4, "!")
+        let second = a.changes(since: version)
+        b.apply(contentsOf: second)  // waits for the note
+        let waiting = Set(b.pendingChanges)
+        #expect(waiting.count == 1, "the premise")
+        #expect(Simulation.droppedWaitingChange(before: waiting, b) == nil)
+        let forgot = Notebook(replicaID: b.replicaID)
+        #expect(Simulation.droppedWaitingChange(before: waiting, forgot) != nil)
+        b.apply(contentsOf: first)
+        #expect(b.pendingChanges.isEmpty && Simulation.droppedWaitingChange(before: waiting, b) == nil)
+    }
+
     /// A restart loads the waiting changes the store holds: after a batch that releases one
     /// change and queues another (the count stays, the set does not), a second store opened on
     /// the database finds the one that waits now; a table that still held the other is caught.
