@@ -51,7 +51,7 @@ public struct HostileBundles: Sendable {
 
     /// One change of a value, a count or the framing, towards an edge.
     func mutate(_ e: inout RawChangeEncoding, _ b: inout RawBundle, _ rng: inout SplitMix64) {
-        switch rng.below(24) {
+        switch rng.below(25) {
         case 0 where !e.headers.isEmpty:
             let i = rng.below(e.headers.count)
             e.headers[i].startSeq = Self.edge(&rng, near: e.headers[i].startSeq)
@@ -149,6 +149,8 @@ public struct HostileBundles: Sendable {
         case 22 where !e.headers.isEmpty:
             let i = rng.below(e.headers.count)
             e.headers.append(e.headers[i])
+        case 23:
+            appendReissue(&e, &rng)
         default:
             b.sender = e.replicas.isEmpty ? b.sender : e.replicas[rng.below(e.replicas.count)]
         }
@@ -203,12 +205,143 @@ public struct HostileBundles: Sendable {
                 return .run(note: note, shape: shape, mode: 0, first: RawReference(replica: first?.replica ?? 0, delta: Self.signedEdges[rng.below(Self.signedEdges.count)]))
             }
         case .setTagField(let tag, let field, let value):
-            switch rng.below(3) {
+            switch rng.below(4) {
             case 0: return .setTagField(tag: Self.hostileString(&rng), field: field, value: value)
             case 1: return .setTagField(tag: tag, field: UInt8(truncatingIfNeeded: rng.next()), value: value)
-            default: return .setTagField(tag: tag, field: field, value: [3] + Self.varintBytes(Self.edge(&rng, near: 0)))
+            case 2: return .setTagField(tag: tag, field: field, value: [3] + Self.varintBytes(Self.edge(&rng, near: 0)))
+            default:
+                // Taken for a re-issue: an empty tag and field byte 2, with values at the edges.
+                return .reissue(replica: Self.edge(&rng, near: 0), delta: Self.signedEdges[rng.below(Self.signedEdges.count)],
+                                count: Self.edge(&rng, near: 1))
+            }
+        case .reissue(let replica, let delta, let count):
+            switch rng.below(4) {
+            case 0: return .reissue(replica: Self.edge(&rng, near: replica), delta: delta, count: count)
+            case 1: return .reissue(replica: replica, delta: Self.signedEdges[rng.below(Self.signedEdges.count)], count: count)
+            case 2: return .reissue(replica: replica, delta: delta, count: Self.edge(&rng, near: count))
+            default:
+                // Field byte 2 under a tag key: no tag field has it.
+                var value = Self.varintBytes(replica)
+                value += Self.varintBytes(UInt64(bitPattern: (delta << 1) ^ (delta >> 63)))
+                value += Self.varintBytes(count)
+                return .setTagField(tag: rng.below(2) == 0 ? [0x74] : Self.hostileString(&rng), field: 2, value: value)
             }
         }
+    }
+
+    /// The seqs each header's records cover (wrapping: the values may be anything), and the
+    /// index of its first record.
+    static func spans(of e: RawChangeEncoding) -> [(start: UInt64, count: UInt64, firstRecord: Int)] {
+        var result: [(UInt64, UInt64, Int)] = []
+        var next = 0
+        for header in e.headers {
+            let first = next
+            var count: UInt64 = 0
+            var taken: UInt64 = 0
+            while taken < header.operationCount, next < e.records.count {
+                switch e.records[next] {
+                case .insert(_, _, _, let length, _): count &+= length
+                case .run(_, let shape, _, _): count &+= (shape >> 1) &+ 2
+                default: count &+= 1
+                }
+                next += 1
+                taken += 1
+            }
+            result.append((header.startSeq, count, first))
+        }
+        return result
+    }
+
+    /// Appends a change that re-issues seqs of a replica of the history: well formed (the seqs
+    /// after it hold tag writes), or with one thing wrong that every reader must refuse with a
+    /// message that names it: no seqs, seqs past 2^53 - 1, more seqs than the change holds after
+    /// it, its own author's seqs, field byte 2 under a tag key, a first seq at 0 or past the top,
+    /// a replica index past the table, an operation count or a column that lies, a value cut
+    /// short; or two re-issues in one change, the second inside the first.
+    func appendReissue(_ e: inout RawChangeEncoding, _ rng: inout SplitMix64) {
+        let spans = Self.spans(of: e)
+        // The re-issuer: a replica new to the table (its seqs from 1), or an author of the history.
+        var author: UInt64
+        var start: UInt64
+        if e.replicas.isEmpty || rng.below(3) != 0 {
+            e.replicas.append(ReplicaID(Identifier128(high: 0xA000, low: 0x200 + UInt64(rng.below(4)))))
+            author = UInt64(e.replicas.count - 1)
+            start = [1, 1, 1, 2, Change.maxSeq - 3, Change.maxSeq][rng.below(6)]
+        } else {
+            author = UInt64(rng.below(e.replicas.count))
+            start = 1
+            for (i, header) in e.headers.enumerated() where header.author == author { start = max(start, spans[i].start &+ spans[i].count) }
+        }
+        // What it re-issues: seqs of another author's change of the history, or of nothing held.
+        let others = e.headers.indices.filter { e.headers[$0].author != author && spans[$0].count > 0 }
+        var original: UInt64 = author == 0 ? 1 : 0
+        var first: UInt64 = 1 + UInt64(rng.below(20))
+        var count: UInt64 = 1 + UInt64(rng.below(6))
+        if let h = others.isEmpty ? nil : others[rng.below(others.count)], rng.below(4) != 0 {
+            original = e.headers[h].author
+            let span = spans[h]
+            let offset = UInt64(rng.below(Int(min(span.count, 64))))
+            first = span.start &+ offset
+            count = 1 + UInt64(rng.below(Int(min(span.count &- offset, 8))))
+        }
+        if original >= UInt64(e.replicas.count) || original == author { original = author == 0 ? 1 : 0 }
+        func tagWrites(_ n: UInt64) -> [RawRecord] {
+            (0 ..< n).map { _ in .setTagField(tag: [0x72, 0x65], field: 0, value: [4, 1, 0x72]) }
+        }
+        let opSeq = start
+        var delta = Int64(bitPattern: opSeq &- first)
+        var records: [RawRecord] = []
+        var operationCount: UInt64?
+        switch rng.below(14) {
+        case 0, 1, 2, 3:
+            records = [.reissue(replica: original, delta: delta, count: count)] + tagWrites(count)
+        case 4:
+            records = [.reissue(replica: original, delta: delta, count: 0)] + tagWrites(1)
+        case 5:
+            // Past 2^53 - 1: just past what the first seq allows, or an edge.
+            let past = rng.below(2) == 0 ? Change.maxSeq &- first &+ 2 : [1 << 53, (1 << 53) + 1, 1 << 63, .max][rng.below(4)]
+            records = [.reissue(replica: original, delta: delta, count: past)] + tagWrites(count)
+        case 6:
+            // More than the change holds after it (by one, or by far).
+            let short = count &- 1 &- UInt64(rng.below(Int(count)))
+            records = [.reissue(replica: original, delta: delta, count: rng.below(3) == 0 ? count &+ 1000 : count)] + tagWrites(short)
+        case 7:
+            records = [.reissue(replica: author, delta: delta, count: count)] + tagWrites(count)
+        case 8:
+            var value = Self.varintBytes(original)
+            value += Self.varintBytes(UInt64(bitPattern: (delta << 1) ^ (delta >> 63)))
+            value += Self.varintBytes(count)
+            records = [.setTagField(tag: [[0x74], [0x20], [0xC3, 0xA9]][rng.below(3)], field: 2, value: value)] + tagWrites(count)
+        case 9:
+            // The first seq at 0, past 2^53 - 1, or wherever an edge of the delta puts it.
+            let firsts: [UInt64] = [0, 1 << 53, (1 << 53) + 1, 1 << 63, .max]
+            delta = rng.below(3) == 0 ? Self.signedEdges[rng.below(Self.signedEdges.count)] : Int64(bitPattern: opSeq &- firsts[rng.below(firsts.count)])
+            records = [.reissue(replica: original, delta: delta, count: count)] + tagWrites(count)
+        case 10:
+            records = [.reissue(replica: Self.edge(&rng, near: UInt64(e.replicas.count)), delta: delta, count: count)] + tagWrites(count)
+        case 11:
+            // A count that lies: the header's operation count, or the record cut short at the end.
+            records = [.reissue(replica: original, delta: delta, count: count)] + tagWrites(count)
+            if rng.below(2) == 0 {
+                operationCount = [0, 1, count, count + 2, Self.edge(&rng, near: count + 1)][rng.below(5)]
+            } else {
+                let cut = [[], Self.varintBytes(original), Self.varintBytes(original) + [0x80]][rng.below(3)]
+                records = tagWrites(count) + [.setTagField(tag: [], field: 2, value: cut)]
+            }
+        case 12:
+            // Not the change's first operation.
+            records = tagWrites(1) + [.reissue(replica: original, delta: delta &+ 1, count: count)] + tagWrites(count)
+        default:
+            // Two re-issues, the second among the seqs the first covers (nested).
+            records = [.reissue(replica: original, delta: delta, count: count + 1),
+                       .reissue(replica: original, delta: delta &+ 1 &- Int64(bitPattern: count), count: count)] + tagWrites(count)
+        }
+        let timestamp = UInt64(1_700_000_000_000 + 30_000) << 16
+        let dependencies = original < UInt64(e.replicas.count) && original != author && rng.below(2) == 0
+            ? [RawDependency(replica: original, seq: first &- 1)].filter { $0.seq > 0 } : []
+        e.headers.append(RawHeader(author: author, startSeq: start, timestamp: timestamp, dependencies: dependencies,
+                                   operationCount: operationCount ?? UInt64(records.count)))
+        e.records += records
     }
 
     /// More changes or records than the history has: a few thousand, towards the limits.

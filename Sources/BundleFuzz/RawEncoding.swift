@@ -120,6 +120,10 @@ public enum RawRecord: Sendable, Hashable {
     case run(note: UInt64, shape: UInt64, mode: UInt8, first: RawReference?)
     /// Kind 3: tag key, field byte, value bytes.
     case setTagField(tag: [UInt8], field: UInt8, value: [UInt8])
+    /// Kind 3 with an empty tag key and field byte 2: a re-issue (`Operation.reissue`), its
+    /// replica index, `opSeq - firstSeq` and count written in the varint width of the encoding
+    /// (`setTagField` writes any other spelling, a non-empty tag or a cut value, as it is).
+    case reissue(replica: UInt64, delta: Int64, count: UInt64)
 }
 
 /// A change encoding (the body of a bundle) as its parts, written by `bytes()`.
@@ -142,6 +146,102 @@ public struct RawChangeEncoding: Sendable, Hashable {
     public var width: VarintWidth = .shortest
 
     public init() {}
+
+    /// `changes` written field by field as the format allows, every reference explicit (inserts
+    /// after their origin or at the start, deletes by their targets, runs with their first
+    /// target): what a reader decodes back to the same changes, and what a case then spoils one
+    /// field of. The changes may be malformed (a re-issue past its change's end, of its own
+    /// author, of no seqs...): they are written as they are.
+    public init(_ changes: [Change]) {
+        var replicaIndex: [ReplicaID: UInt64] = [:]
+        var noteIndex: [NoteID: UInt64] = [:]
+        func index(_ replica: ReplicaID) -> UInt64 {
+            if let i = replicaIndex[replica] { return i }
+            replicaIndex[replica] = UInt64(replicas.count)
+            replicas.append(replica)
+            return UInt64(replicas.count - 1)
+        }
+        func index(_ note: NoteID) -> UInt64 {
+            if let i = noteIndex[note] { return i }
+            noteIndex[note] = UInt64(notes.count)
+            notes.append(note)
+            return UInt64(notes.count - 1)
+        }
+        func reference(_ id: OpID, at seq: UInt64) -> RawReference {
+            RawReference(replica: index(id.replica), delta: Int64(bitPattern: seq &- id.seq))
+        }
+        for change in changes {
+            let author = index(change.replica)
+            let dependencies = change.dependencies.sortedEntries.map { RawDependency(replica: index($0.replica), seq: $0.seq) }
+            let first = records.count
+            var seq = change.startSeq
+            for op in change.operations {
+                switch op {
+                case .setNoteField(let note, let field, let value):
+                    records.append(.setNoteField(note: index(note), field: Self.bytes(of: field), value: Self.bytes(of: value)))
+                case .insertText(let note, let origin, let text):
+                    let utf8 = Array(String(String.UnicodeScalarView(text)).utf8)
+                    records.append(.insert(note: index(note), mode: origin == nil ? 0 : 1, origin: origin.map { reference($0, at: seq) },
+                                           length: UInt64(text.count), text: utf8))
+                case .deleteText(let note, let targets):
+                    records.append(.deleteExplicit(note: index(note), targets: targets.map {
+                        RawTarget(reference(OpID(replica: $0.replica, seq: $0.seq), at: seq), count: $0.count)
+                    }, targetCount: nil))
+                case .deleteEach(let note, let runs):
+                    var at = seq
+                    for run in runs {
+                        let target = run.target(0)
+                        if run.order == .whole {
+                            records.append(.deleteExplicit(note: index(note), targets: [RawTarget(reference(OpID(replica: target.replica, seq: target.seq), at: at), count: target.count)],
+                                                           targetCount: nil))
+                        } else {
+                            records.append(.run(note: index(note), shape: (run.range.count - 2) << 1 | (run.order == .forward ? 1 : 0), mode: 0,
+                                                first: reference(OpID(replica: target.replica, seq: target.seq), at: at)))
+                        }
+                        at &+= run.operationCount
+                    }
+                case .setTagField(let tag, let field, let value):
+                    records.append(.setTagField(tag: Array(tag.utf8), field: field.rawValue, value: Self.bytes(of: value)))
+                case .reissue(let range):
+                    records.append(.reissue(replica: index(range.replica), delta: Int64(bitPattern: seq &- range.seq), count: range.count))
+                }
+                seq &+= op.seqCount
+            }
+            headers.append(RawHeader(author: author, startSeq: change.startSeq, timestamp: change.timestamp.rawValue,
+                                     dependencies: dependencies, operationCount: UInt64(records.count - first)))
+        }
+    }
+
+    /// A string as the format writes it: its UTF-8 length, then the bytes.
+    static func bytes(of string: String) -> [UInt8] {
+        var w = RawWriter()
+        w.blob(Array(string.utf8))
+        return w.bytes
+    }
+
+    /// A note field's bytes (Docs/BundleFormat.md, "field").
+    static func bytes(of field: NoteField) -> [UInt8] {
+        switch field {
+        case .tag(let key), .extra(let key): [field.code] + bytes(of: key)
+        default: [field.code]
+        }
+    }
+
+    /// A value's bytes (Docs/BundleFormat.md, "value").
+    static func bytes(of value: FieldValue) -> [UInt8] {
+        var w = RawWriter()
+        switch value {
+        case .null: w.byte(0)
+        case .bool(let b): w.byte(b ? 2 : 1)
+        case .int(let i):
+            w.byte(3)
+            w.signedVarint(i)
+        case .string(let s):
+            w.byte(4)
+            w.blob(Array(s.utf8))
+        }
+        return w.bytes
+    }
 
     public static func == (a: RawChangeEncoding, b: RawChangeEncoding) -> Bool { a.bytes() == b.bytes() }
     public func hash(into hasher: inout Hasher) { hasher.combine(bytes()) }
@@ -219,6 +319,13 @@ public struct RawChangeEncoding: Sendable, Hashable {
                 explicit.blob(tag)
                 explicit.byte(field)
                 explicit.raw(value)
+            case .reissue(let replica, let delta, let count):
+                kinds.append(3)
+                explicit.varint(0)
+                explicit.byte(2)
+                explicit.varint(replica)
+                explicit.signedVarint(delta)
+                explicit.varint(count)
             }
         }
         var notesColumn = RawWriter()
