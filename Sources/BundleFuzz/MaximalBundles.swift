@@ -42,6 +42,11 @@ public enum MaximalBundle: String, CaseIterable, Sendable {
     /// The most changes, each waiting for a seq of a replica that is not there, the largest first
     /// (each must be filed before every one already waiting).
     case waiting
+    /// The most changes of one replica waiting for its first seq, then one change of another
+    /// replica with as many one-seq re-issues of the first's seqs as the operations left allow
+    /// (each followed by the tag write it re-issues): each re-issue asks whether the replica
+    /// holds what it re-issues, the waiting changes among it.
+    case reissues
     /// Every limit at once, as far as they go together: the most changes, each depending on
     /// 16 replicas, with 4 operations each (new tags, new notes, new fields), and the first
     /// inserting the most characters.
@@ -146,6 +151,22 @@ public enum MaximalBundle: String, CaseIterable, Sendable {
                 e.headers.append(RawHeader(author: 0, startSeq: 1, timestamp: time + UInt64(k), operationCount: 1))
                 e.records.append(.deleteExplicit(note: 0, targets: [RawTarget(RawReference(replica: 0, delta: -5), count: 1)], targetCount: nil))
             }
+        case .reissues:
+            let waiting = scaled(limits.maxChanges - 1)
+            let reissuer = ReplicaID(Identifier128(high: 0xA12, low: 1))
+            e.replicas.append(reissuer)
+            for k in 0 ..< waiting {
+                e.headers.append(RawHeader(author: 0, startSeq: UInt64(k) + 2, timestamp: time + UInt64(k), operationCount: 1))
+                e.records.append(.setTagField(tag: [0x74], field: 0, value: [0]))
+            }
+            let reissues = (scaled(limits.maxOperations) - waiting) / 2
+            e.headers.append(RawHeader(author: 1, startSeq: 1, timestamp: time, operationCount: UInt64(2 * reissues)))
+            for k in 0 ..< reissues {
+                // The re-issue at seq 2k + 1, of the first replica's seq k + 2.
+                e.records.append(.reissue(replica: 0, delta: Int64(2 * k + 1) - Int64(k + 2), count: 1))
+                e.records.append(.setTagField(tag: [0x74], field: 0, value: [0]))
+            }
+            b.vector = [(author, UInt64(waiting) + 1), (reissuer, UInt64(2 * reissues))]
         case .waiting:
             // One change from each of as many replicas as the table holds, each waiting for a
             // larger seq of the missing replica than the next.
