@@ -177,7 +177,8 @@ public struct Change: Hashable, Sendable {
 
     /// The part of the change through sequence number `seq`, which must be one of its own (itself
     /// when it ends there): an insert or a run of deletes that straddles `seq` is cut, keeping its
-    /// first characters or deletes.
+    /// first characters or deletes; a re-issue keeps the operations kept after it (one that
+    /// keeps none is dropped: the prefix then ends before `seq`, and may be empty).
     public func prefix(through seq: UInt64) -> Change {
         if seq >= endSeq { return self }
         precondition(seq >= startSeq, "a prefix of a change must keep something")
@@ -186,7 +187,11 @@ public struct Change: Hashable, Sendable {
         for op in operations {
             guard opSeq <= seq else { break }
             let count = op.seqCount
-            if opSeq + count - 1 <= seq {
+            if case .reissue(let range) = op, opSeq + range.count > seq {
+                // A re-issue cut to the operations kept after it (none: dropped, and the prefix
+                // ends before it), or it would re-issue past the change's end.
+                if seq > opSeq { ops.append(.reissue(of: OpIDRange(replica: range.replica, seq: range.seq, count: seq - opSeq))) }
+            } else if opSeq + count - 1 <= seq {
                 ops.append(op)
             } else {
                 let keep = seq - opSeq + 1  // at least 1, fewer than the operation's seqs

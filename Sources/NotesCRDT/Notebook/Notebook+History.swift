@@ -175,7 +175,7 @@ extension Notebook {
         var pieces: [Change] = []
         var from = change.startSeq
         for end in cuts {
-            if let piece = change.suffix(from: from)?.prefix(through: end) { pieces.append(piece) }
+            if let piece = change.suffix(from: from)?.prefix(through: end), !piece.operations.isEmpty { pieces.append(piece) }
             from = end + 1
         }
         if let rest = change.suffix(from: from) { pieces.append(rest) }

@@ -47,7 +47,7 @@ extension Notebook {
             let entry = history[index]
             guard entry.endSeq >= first, entry.startSeq <= held else { continue }
             guard let slice = entry.suffix(from: max(first, entry.startSeq))?.prefix(through: held),
-                  slice.timestamp.rawValue > 0 else { continue }  // (no timestamp before 0 for the operation: never made by a clock)
+                  !slice.operations.isEmpty, slice.timestamp.rawValue > 0 else { continue }  // (no timestamp before 0 for the operation: never made by a clock)
             slices.append(slice)
         }
         var map = SeqMap()
@@ -107,17 +107,7 @@ extension Notebook {
     /// operations they re-issue, rebuilds its state without them.
     mutating func applyReissues(of change: Change) {
         guard change.reissueEnd > 0 else { return }
-        var seq = change.startSeq
-        var replicas: [ReplicaID] = []
-        for op in change.operations {
-            if case .reissue(let range) = op, seq &+ range.count <= change.endSeq {
-                // Kept only whole (a change cut past the operation holds only part of it).
-                if reissueTable.add(Reissue(original: range, by: change.replica, firstSeq: seq + 1), source: change) {
-                    replicas.append(range.replica)
-                }
-            }
-            seq &+= op.seqCount
-        }
+        let replicas = reissueTable.record(change)
         guard !rebuilding, !replicas.isEmpty else { return }
         let held = replicas.filter(holdsReissued)
         guard !held.isEmpty else { return }
@@ -166,7 +156,9 @@ extension Notebook {
     /// Whether a log entry of `replica` holds operations a re-issue holds again, or a waiting or
     /// quarantined change of it has seqs a re-issue covers (it is tried again, and dropped there).
     private func holdsReissued(_ replica: ReplicaID) -> Bool {
-        guard let span = reissueTable.span(of: replica) else { return false }
+        // What this replica holds of the identity it writes as is its own (a copy's operations in
+        // its name move it to a fresh identity first): another copy's re-issue never takes them.
+        guard replica != replicaID, let span = reissueTable.span(of: replica) else { return false }
         func overlaps(_ change: Change) -> Bool {
             change.replica == replica && change.endSeq >= span.lowerBound && change.startSeq <= span.upperBound
         }
@@ -181,11 +173,15 @@ extension Notebook {
     /// be missing; the part after waits for the seqs cut out, which never come: a branch that
     /// went on past what its copy re-issued).
     func withoutReissued(_ change: Change) -> [Change]? {
-        guard !reissueTable.isEmpty, let span = reissueTable.span(of: change.replica),
+        guard !reissueTable.isEmpty, change.replica != replicaID, let span = reissueTable.span(of: change.replica),
               change.endSeq >= span.lowerBound, change.startSeq <= span.upperBound,
               let run = reissuedRun(in: change) else { return nil }
         var parts: [Change] = []
-        if run.lowerBound > change.startSeq { parts.append(change.prefix(through: run.lowerBound - 1)) }
+        if run.lowerBound > change.startSeq {
+            // (Empty when all it keeps is a re-issue operation whose operations are all cut.)
+            let before = change.prefix(through: run.lowerBound - 1)
+            if !before.operations.isEmpty { parts.append(before) }
+        }
         if run.upperBound < change.endSeq, let after = change.suffix(from: run.upperBound + 1) { parts.append(after) }
         return parts
     }
@@ -401,6 +397,36 @@ struct ReissueTable: Sendable {
     static let maxLookBack = 4096
 
     var isEmpty: Bool { entries.isEmpty }
+
+    /// Adds the re-issues `change` holds, as applied; returns the replicas whose seqs they
+    /// re-issue (those not known already).
+    mutating func record(_ change: Change) -> [ReplicaID] {
+        guard change.reissueEnd > 0 else { return [] }
+        var seq = change.startSeq
+        var replicas: [ReplicaID] = []
+        for op in change.operations {
+            if case .reissue(let range) = op, seq &+ range.count <= change.endSeq {
+                // Kept only whole (a change cut past the operation holds only part of it).
+                if add(Notebook.Reissue(original: range, by: change.replica, firstSeq: seq + 1), source: change) {
+                    replicas.append(range.replica)
+                }
+            }
+            seq &+= op.seqCount
+        }
+        return replicas
+    }
+
+    /// The changes the entries were recorded from, each once, in the order recorded: what a
+    /// snapshot keeps, so that its log replays knowing every re-issue from the start, as the
+    /// replica that wrote it did after a rebuild.
+    var sources: [Change] {
+        var seen: Set<OpID> = []
+        var result: [Change] = []
+        for entry in entries where seen.insert(OpID(replica: entry.source.replica, seq: entry.source.startSeq)).inserted {
+            result.append(entry.source)
+        }
+        return result
+    }
 
     /// Adds a re-issue (false when it is known already).
     mutating func add(_ reissue: Notebook.Reissue, source: Change) -> Bool {

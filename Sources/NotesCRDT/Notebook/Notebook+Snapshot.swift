@@ -1,8 +1,9 @@
 extension Notebook {
     static let snapshotMagic: [UInt8] = Array("CRDTSNAP".utf8)
-    /// The version `snapshot()` writes. Version 1 (identity, clock, log, waiting changes) and
-    /// version 2 (without what the delete and conflict rules keep per note) are still read.
-    static let snapshotVersion: UInt8 = 3
+    /// The version `snapshot()` writes. Version 1 (identity, clock, log, waiting changes),
+    /// version 2 (without what the delete and conflict rules keep per note) and version 3
+    /// (without the changes that hold the re-issues applied) are still read.
+    static let snapshotVersion: UInt8 = 4
 
     /// A log kept encoded until it is needed: set in a replica opened from a snapshot with
     /// `deferringLog: true`, until its first change or `materialize()`.
@@ -11,6 +12,8 @@ extension Notebook {
         var pending: [UInt8]
         var historyCount: Int
         var pendingCount: Int
+        /// The changes that hold the re-issues applied (`ReissueTable.sources`), encoded.
+        var reissues: [UInt8]
     }
 
     /// A serialized snapshot of this replica: its identity, clock and version vector, the visible
@@ -51,6 +54,11 @@ extension Notebook {
         let waiting = ChangeCodec.encode(pending.all)
         writer.varint(UInt64(waiting.count))
         writer.raw(waiting)
+        // The re-issues, so that the log replays as the replica that held them last replayed
+        // it (a rebuild knows them all from the start, and drops what they withdrew wherever).
+        let reissues = ChangeCodec.encode(reissueTable.sources)
+        writer.varint(UInt64(reissues.count))
+        writer.raw(reissues)
         let checksum = Notebook.checksum(writer.bytes[...])
         for shift in stride(from: 0, to: 64, by: 8) { writer.byte(UInt8(truncatingIfNeeded: checksum >> UInt64(shift))) }
         return writer.bytes
@@ -124,20 +132,35 @@ extension Notebook {
         let tags = try Notebook.decodeTags(&reader)
         let historyBytes = Array(try reader.raw(try reader.count(max: reader.remaining, "the log's byte length")))
         let pendingBytes = Array(try reader.raw(try reader.count(max: reader.remaining, "the waiting changes' byte length")))
+        let reissueBytes = version >= 4 ? Array(try reader.raw(try reader.count(max: reader.remaining, "the re-issues' byte length"))) : []
         guard reader.isAtEnd else { throw CRDTError(.malformedEncoding, "\(reader.remaining) unexpected bytes after the snapshot") }
         if deferringLog {
             versionVector = vector
             self.notes = notes
             tagRecords = tags
             clock.witnessLocal(last)
-            deferred = DeferredLog(history: historyBytes, pending: pendingBytes, historyCount: historyCount, pendingCount: pendingCount)
+            deferred = DeferredLog(history: historyBytes, pending: pendingBytes, historyCount: historyCount, pendingCount: pendingCount,
+                                   reissues: reissueBytes)
         } else {
+            try recordReissues(ChangeCodec.decode(reissueBytes))
             try applyStored(contentsOf: ChangeCodec.decode(historyBytes))
             apply(contentsOf: try ChangeCodec.decode(pendingBytes))
             clock.witnessLocal(last)
             guard versionVector == vector else {
                 throw CRDTError(.malformedEncoding, "the snapshot's log does not match its version vector")
             }
+        }
+    }
+
+    /// Records the re-issues a snapshot kept before its log replays (each a well-formed change
+    /// that holds one; its operations are not applied here: the log holds them).
+    private mutating func recordReissues(_ sources: [Change]) throws {
+        for source in sources {
+            try Notebook.checkShape(source)
+            guard source.containsReissue else {
+                throw CRDTError(.malformedEncoding, "the snapshot's re-issues hold a change of \(source.replica) that re-issues nothing")
+            }
+            _ = reissueTable.record(source)
         }
     }
 
@@ -156,6 +179,7 @@ extension Notebook {
         guard let log = deferred else { return }
         var fresh = Notebook(replicaID: replicaID, wallClock: wallClock, maxForwardDrift: clock.maxForwardDrift)
         do {
+            try fresh.recordReissues(ChangeCodec.decode(log.reissues))
             try fresh.applyStored(contentsOf: ChangeCodec.decode(log.history))
             fresh.apply(contentsOf: try ChangeCodec.decode(log.pending))
             guard fresh.versionVector == versionVector else {
@@ -183,6 +207,7 @@ extension Notebook {
         let short = probe.versionVector[replicaID] < made
         let identity = short ? Notebook.salvagedIdentity(of: replicaID, log: log.history) : replicaID
         var salvaged = Notebook(replicaID: identity, wallClock: wallClock, maxForwardDrift: clock.maxForwardDrift)
+        try? salvaged.recordReissues(ChangeCodec.decode(log.reissues))
         salvaged.apply(contentsOf: kept)
         salvaged.clock.witnessLocal(clock.last)
         var message = "the snapshot's log does not replay (\(reason.message)): what of it applies was kept"
