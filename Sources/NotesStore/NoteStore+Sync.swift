@@ -130,6 +130,7 @@ extension NoteStore {
             var sawUnmade = 0  // others' changes that depend on seqs in our name we never made
             var touches = TouchedNotes()
             let own = replicaID
+            let ownMade = loaded!.notebook.versionVector[own]
             let rebuildsBefore = loaded!.notebook.rebuilds
             // Forks of identities this replica wrote as (its own, and those it left): the first seq
             // that differs, and the changes refused for it (applied again once it is repaired).
@@ -216,6 +217,14 @@ extension NoteStore {
                 touched = try materialize(touches, db)
             }
             try extra?(db)
+            // Another replica re-issued operations this one made in its name, the same (only a
+            // copy of this database, or a forger, can): they are that replica's now, so this
+            // one's next operations must not take their seqs again.
+            if moved == nil, loaded!.notebook.versionVector[own] < ownMade {
+                moved = try NoteStore.retire(own, db, options: options, salt: "re-issued",
+                                             reason: "a sync brought a re-issue of operations this replica made in its name (seqs \(loaded!.notebook.versionVector[own] + 1) to \(ownMade)): another copy of this database made them too, and holds them as its own",
+                                             madeThrough: ownMade)
+            }
             if foreignOwn > 0, moved == nil {
                 moved = try NoteStore.retire(own, db, options: options, salt: "",
                                              reason: "a sync brought \(foreignOwn - sawUnmade) change(s) in this replica's name that it never made"

@@ -156,9 +156,7 @@ extension Notebook {
     /// Whether a log entry of `replica` holds operations a re-issue holds again, or a waiting or
     /// quarantined change of it has seqs a re-issue covers (it is tried again, and dropped there).
     private func holdsReissued(_ replica: ReplicaID) -> Bool {
-        // What this replica holds of the identity it writes as is its own (a copy's operations in
-        // its name move it to a fresh identity first): another copy's re-issue never takes them.
-        guard replica != replicaID, let span = reissueTable.span(of: replica) else { return false }
+        guard let span = reissueTable.span(of: replica) else { return false }
         func overlaps(_ change: Change) -> Bool {
             change.replica == replica && change.endSeq >= span.lowerBound && change.startSeq <= span.upperBound
         }
@@ -173,7 +171,7 @@ extension Notebook {
     /// be missing; the part after waits for the seqs cut out, which never come: a branch that
     /// went on past what its copy re-issued).
     func withoutReissued(_ change: Change) -> [Change]? {
-        guard !reissueTable.isEmpty, change.replica != replicaID, let span = reissueTable.span(of: change.replica),
+        guard !reissueTable.isEmpty, let span = reissueTable.span(of: change.replica),
               change.endSeq >= span.lowerBound, change.startSeq <= span.upperBound,
               let run = reissuedRun(in: change) else { return nil }
         var parts: [Change] = []

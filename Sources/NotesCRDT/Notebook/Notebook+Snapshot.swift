@@ -147,7 +147,7 @@ extension Notebook {
             apply(contentsOf: try ChangeCodec.decode(pendingBytes))
             clock.witnessLocal(last)
             guard versionVector == vector else {
-                throw CRDTError(.malformedEncoding, "the snapshot's log does not match its version vector")
+                throw CRDTError(.malformedEncoding, "the snapshot's log does not match its version vector (the log reaches \(versionVector), the snapshot says \(vector))")
             }
         }
     }
