@@ -21,6 +21,9 @@ struct FuzzCommand: ParsableCommand {
         them and integrated by a store in the space, against a model of which units it opens; \
         a sixteenth in the receiving store's own name (its changes echoed, a copy's, a fork's), \
         which it must refuse exactly when it never made them, moving to a fresh identity then; \
+        a sixteenth re-issuing operations of a forked identity the store holds (malformed, \
+        matching, almost or not matching, overlapping, nested, of the store's own identity, \
+        floods), which must be refused, withdraw exactly what they re-issue, or remove nothing; \
         checking that the store does not throw, that digests agree and that what was accepted \
         round-trips. Run it on a release build: \
         swift run -c release crdt-sync-fuzz --cases 1000000 --seed 1. \
@@ -95,6 +98,8 @@ struct FuzzCommand: ParsableCommand {
                 case .accepted(_, _, let quarantined): line = "A \(index) \(quarantined)"
                 case .sealed(_, let opened, let refused, let quarantined, _): line = "U \(index) \(quarantined) \(opened) \(refused)"
                 case .ownIdentity(_, let refused, let moved, _): line = "O \(index) \(refused) \(moved ? 1 : 0)"
+                case .reissue(_, let rebuilds, let withdrew, _): line = "E \(index) \(rebuilds) \(withdrew ? 1 : 0)"
+                case .knownIssue(let known): line = "K \(index) \(known)"
                 }
             } catch {
                 line = "F \(index) \(String(describing: error).replacingOccurrences(of: "\n", with: " "))"
@@ -123,6 +128,8 @@ extension FuzzCommand {
                     // Each reason a unit was refused, once per case.
                     for reason in Set(reasons.map(FuzzCommand.withoutNumbers)) { counts["sealed unit refused: " + reason, default: 0] += 1 }
                 case .ownIdentity(_, _, let moved, let kind): key = "in the store's own name: \(kind), \(moved ? "moved" : "kept its identity")"
+                case .reissue(_, let rebuilds, _, let kind): key = "re-issue: \(kind), \(rebuilds == 0 ? "no replay" : rebuilds == 1 ? "1 replay" : "several replays")"
+                case .knownIssue(let known): key = "KNOWN ISSUE: \(FuzzDriver.knownIssues[known].name)"
                 }
             } catch {
                 key = "FAILURE: \(error)"

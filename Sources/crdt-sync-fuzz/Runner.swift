@@ -16,6 +16,12 @@ final class Runner: @unchecked Sendable {
     var sealed: (accepted: UInt64, rejected: UInt64, opened: UInt64, refused: UInt64) = (0, 0, 0, 0)
     /// Cases in the receiving store's own name: decoded, refused, and those that moved the store.
     var ownIdentity: (accepted: UInt64, rejected: UInt64, moved: UInt64, refusedChanges: UInt64) = (0, 0, 0, 0)
+    /// Cases that re-issue operations: applied, refused, those that withdrew operations from
+    /// the store, and the model's replays of the log in all (and the most in one case).
+    var reissue: (accepted: UInt64, rejected: UInt64, withdrew: UInt64, rebuilds: UInt64, mostRebuilds: UInt64) = (0, 0, 0, 0, 0)
+    /// Per known fault of the code under test (`FuzzDriver.knownIssues`), the cases that met it
+    /// and the seed of one.
+    var knownIssues = Array(repeating: (count: UInt64(0), seed: UInt64(0), index: UInt64(0)), count: FuzzDriver.knownIssues.count)
     var rejected: [String: UInt64] = [:]
     var crashes: [(index: UInt64, seed: UInt64, how: String)] = []
     var hangs: [(index: UInt64, seed: UInt64)] = []
@@ -133,6 +139,7 @@ final class Runner: @unchecked Sendable {
                     }
                     if FuzzDriver.isSealed(caseSeed), tag == "R" { runner.sealed.rejected += 1 }
                     if FuzzDriver.isOwnIdentity(caseSeed), tag == "R" { runner.ownIdentity.rejected += 1 }
+                    if FuzzDriver.isReissue(caseSeed), tag == "R" { runner.reissue.rejected += 1 }
                     switch tag {
                     case "U":
                         runner.accepted += 1
@@ -150,6 +157,20 @@ final class Runner: @unchecked Sendable {
                         if counts.count >= 2 {
                             runner.ownIdentity.refusedChanges += counts[0]
                             runner.ownIdentity.moved += counts[1]
+                        }
+                    case "K":
+                        if let known = Int(rest.split(separator: " ").first ?? ""), runner.knownIssues.indices.contains(known) {
+                            if runner.knownIssues[known].count == 0 { runner.knownIssues[known].seed = caseSeed; runner.knownIssues[known].index = index }
+                            runner.knownIssues[known].count += 1
+                        }
+                    case "E":
+                        runner.accepted += 1
+                        let counts = rest.split(separator: " ").map { UInt64($0) ?? 0 }
+                        runner.reissue.accepted += 1
+                        if counts.count >= 2 {
+                            runner.reissue.rebuilds += counts[0]
+                            runner.reissue.mostRebuilds = max(runner.reissue.mostRebuilds, counts[0])
+                            runner.reissue.withdrew += counts[1]
                         }
                     case "A":
                         runner.accepted += 1
@@ -194,6 +215,12 @@ final class Runner: @unchecked Sendable {
         out += "  record pages (version 5): \(recordPages.accepted) accepted, \(recordPages.rejected) rejected\n"
         out += "  sealed bundles (version 4): \(sealed.accepted) accepted, \(sealed.rejected) rejected; of their units, \(sealed.opened) opened and \(sealed.refused) refused by the store\n"
         out += "  in the store's own name: \(ownIdentity.accepted) accepted, \(ownIdentity.rejected) rejected; \(ownIdentity.moved) moved the store to a fresh identity (\(ownIdentity.refusedChanges) changes in all that showed another copy of it)\n"
+        out += "  re-issues: \(reissue.accepted) accepted, \(reissue.rejected) rejected; \(reissue.withdrew) withdrew operations from the store; the model replayed its log \(reissue.rebuilds) times (at most \(reissue.mostRebuilds) in one case)\n"
+        for (known, met) in knownIssues.enumerated() where met.count > 0 {
+            let replay = FuzzDriver.knownIssues[known].declared ? "--case \(met.seed)"
+                : "--worker --seed \(command.seed) --from \(met.index / command.chunk * command.chunk) --to \(met.index + 1): an earlier case on the store broke it"
+            out += "  known issue, \(FuzzDriver.knownIssues[known].name): \(met.count) cases (replay with \(replay))\n"
+        }
         out += "  slowest case: \(String(format: "%.1f", slowest.milliseconds)) ms (seed \(slowest.seed)); peak RSS of a worker: \(peakWorkerKilobytes / 1024) MiB\n"
         for crash in crashes.prefix(20) { out += "  crash: case \(crash.index), \(crash.how): replay with --case \(crash.seed)\n" }
         for hang in hangs.prefix(20) { out += "  hang: case \(hang.index): replay with --case \(hang.seed)\n" }

@@ -2,7 +2,7 @@ import BundleFuzz
 import Testing
 
 /// Structure-aware fuzzing of the bundle reader in the suite, from fixed seeds: 15,000 plain
-/// bundles and record pages, and 800 sealed bundles (`crdt-sync-fuzz` runs a million of every
+/// bundles, record pages and re-issues, and 800 sealed bundles (`crdt-sync-fuzz` runs a million of every
 /// kind in worker processes). Every case must end in a `SyncError` that names the problem (from
 /// decode and from the relay client's record-by-record read alike) or in an accepted bundle that
 /// both read the same, that round-trips, applies to a store without it throwing, and leaves the
@@ -32,6 +32,11 @@ struct BundleFuzzTests {
         // An eighth of the plain half claim the store's own identity: echoes keep it, forks move it.
         #expect(tally.ownIdentityAccepted > 150 && tally.ownIdentityMoved > 50, "\(tally)")
         #expect(tally.ownIdentityAccepted - tally.ownIdentityMoved > 50, "\(tally)")
+        // Another eighth re-issue operations of a forked identity the store holds: the
+        // malformed ones are refused, the matching ones withdraw what they re-issue.
+        #expect(tally.reissueAccepted > 150 && tally.reissueRejected > 30 && tally.reissueWithdrew > 80, "\(tally)")
+        // No case meets a known fault of the code under test (`FuzzDriver.knownIssues`).
+        #expect(tally.knownIssues.allSatisfy { $0 == 0 }, "\(tally.knownIssueSeeds)")
         // A hang detector, not a speed test: the issue's bound for one hostile import.
         #expect(tally.slowestMilliseconds < 10_000, "case seed \(tally.slowestSeed)")
     }
@@ -62,5 +67,9 @@ struct BundleFuzzTests {
         #expect(FuzzDriver.caseSeed(7, 0) != FuzzDriver.caseSeed(7, 1))
         // Sealed cases among them: signatures, salts and keys all come from the seed.
         #expect((0 ..< 50 as Range<UInt64>).contains { FuzzDriver.isSealed(FuzzDriver.caseSeed(7, $0)) })
+        // And re-issues: the forks, repairs and floods too.
+        let reissues = (0 ..< 2000 as Range<UInt64>).map { FuzzDriver.caseSeed(7, $0) }.filter(FuzzDriver.isReissue).prefix(20)
+        #expect(reissues.count == 20)
+        for seed in reissues { #expect(driver.bytes(caseSeed: seed) == driver.bytes(caseSeed: seed)) }
     }
 }
