@@ -76,9 +76,11 @@ import Testing
 @Suite struct FaultTests {
     /// The forks fault copies a database onto another device keeping its identity, both publish
     /// their branches, and a copy re-issues its own: in a few seeds of `forked-replica.json`
-    /// forks are made and repaired (whether every run then passes is what the scenario test says).
+    /// forks are made and repaired. Whether every run then passes is not asked: the scenario is
+    /// in Simulations/open/, which the scenario test leaves out, because many seeds still fail
+    /// (issue 18; Simulations/README.md says how).
     @Test func forksArePublishedAndRepaired() async throws {
-        let scenario = try SimulatorTestSupport.scenario("forked-replica.json")
+        let scenario = try SimulatorTestSupport.scenario("open/forked-replica.json")
         let results = try await Simulator.runMany(scenario, seed: 1, runs: 3)
         #expect(results.reduce(0) { $0 + $1.stats.forks } >= 3)
         #expect(results.reduce(0) { $0 + $1.stats.forksRepaired } >= 3)
