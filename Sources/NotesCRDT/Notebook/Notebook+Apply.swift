@@ -461,7 +461,9 @@ extension Notebook {
         // (A local change the clock stamped is not past it: no wall-clock read then.)
         if last > clock.last { clock.observe(last, wallMilliseconds: wallClock.milliseconds()) }
         record(change)
-        if change.replica != replicaID { recordConflicts(of: change) }
+        // Our own changes too: one replayed after a re-issue, released from waiting, or a re-issue
+        // of our own can follow concurrent ones (a local edit costs one look at the vector).
+        recordConflicts(of: change)
     }
 
     /// From how many operations on one note a change is integrated in the text's list form (when

@@ -243,7 +243,8 @@ extension Notebook {
     /// The prefix of app-defined field keys that crdt-sync keeps for itself (`setExtra` refuses them).
     public static let reservedExtraPrefix = "crdt-sync."
 
-    /// Finds the conflicts that a change from another replica makes with what was applied before it.
+    /// Finds the conflicts that a change (any replica's, this one's included) makes with what was
+    /// applied before it.
     ///
     /// Everything applied before a change is either in its causal context or concurrent with it
     /// (causal delivery), and of every concurrent pair the later one applied finds the earlier, so

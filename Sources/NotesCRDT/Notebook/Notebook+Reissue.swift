@@ -161,7 +161,7 @@ extension Notebook {
             change.replica == replica && change.endSeq >= span.lowerBound && change.startSeq <= span.upperBound
         }
         for index in historyIndex[replica] ?? [] where overlaps(history[index]) {
-            if reissuedRun(in: history[index]) != nil { return true }
+            if reissuedRun(in: history[index], held: true) != nil { return true }
         }
         return pending.all.contains(where: overlaps) || quarantine.all.contains { overlaps($0.change) }
     }
@@ -195,14 +195,16 @@ extension Notebook {
     ///
     /// - Complexity: O(seqs of the change × re-issues that cover one seq), each step O(1) but
     ///   where a cursor must be placed anew (within the re-issuing change).
-    func reissuedRun(in change: Change) -> ClosedRange<UInt64>? {
+    ///
+    /// - Parameter held: `change` is a log entry here (not one arriving).
+    func reissuedRun(in change: Change, held: Bool = false) -> ClosedRange<UInt64>? {
         for start in [change.startSeq] + reissueTable.starts(of: change.replica, after: change.startSeq, through: change.endSeq) {
-            if let run = reissuedRun(in: change, from: start) { return run }
+            if let run = reissuedRun(in: change, from: start, held: held) { return run }
         }
         return nil
     }
 
-    private func reissuedRun(in change: Change, from start: UInt64) -> ClosedRange<UInt64>? {
+    private func reissuedRun(in change: Change, from start: UInt64, held: Bool) -> ClosedRange<UInt64>? {
         var budget = Int.max
         guard var cursor = Change.SeqCursor(change, at: start, budget: &budget) else { return nil }
         var source: (entry: Int, seq: UInt64, cursor: Change.SeqCursor)?
@@ -213,7 +215,7 @@ extension Notebook {
                 let entry = reissueTable.entries[index]
                 let at = entry.reissue.firstSeq + (seq - entry.reissue.original.seq)
                 guard change.timestamp(ofSeq: seq) == entry.source.timestamp(ofSeq: at) else { continue }
-                if seq == change.startSeq, !anchors(entry, at: seq, in: change) { continue }
+                if seq == change.startSeq, !anchors(entry, at: seq, in: change, held: held) { continue }
                 if let s = source, s.entry == index, s.seq + 1 == at {
                     source!.cursor.advance()
                     source!.seq = at
@@ -238,13 +240,15 @@ extension Notebook {
     /// starts there; or this replica holds that seq and the change forks from what it holds
     /// (it is no repeat of it); or the operation before it is not held here, or is held with
     /// another timestamp than the re-issue's (another branch's, which the re-issue's does not
-    /// continue).
-    private func anchors(_ entry: ReissueTable.Entry, at seq: UInt64, in change: Change) -> Bool {
+    /// continue). A log entry here (`held`) is judged by the operation before it alone.
+    private func anchors(_ entry: ReissueTable.Entry, at seq: UInt64, in change: Change, held: Bool) -> Bool {
         let original = entry.reissue.original
         let have = versionVector[original.replica]
         // Over what is held: the change must not be a repeat of it (two branches may agree on
-        // their first seqs after the fork, and part from there).
-        if seq > original.seq, seq <= have { return forkPoint(of: change) != nil }
+        // their first seqs after the fork, and part from there). Why not for a held entry: it is
+        // what is held, so that test never anchored the withdrawn branch's tail taken on top of
+        // the other branch (out of order, before its re-issue came), and the replica kept it.
+        if !held, seq > original.seq, seq <= have { return forkPoint(of: change) != nil }
         guard seq > original.seq, have >= seq - 1, let held = heldCursor(of: OpID(replica: original.replica, seq: seq - 1)) else { return true }
         return held.change.timestamp(ofSeq: seq - 1) != entry.source.timestamp(ofSeq: entry.reissue.firstSeq + (seq - 1 - original.seq))
     }
