@@ -27,13 +27,18 @@ struct HostileSnapshotTests {
         let oldLog = ChangeCodec.encode(original.history)
         let oldWaiting = ChangeCodec.encode(original.pending.all)
         func length(_ n: Int) -> Int { var w = BinaryWriter(); w.varint(UInt64(n)); return w.bytes.count }
-        let tail = length(oldLog.count) + oldLog.count + length(oldWaiting.count) + oldWaiting.count + 8
+        // (Format 4 ends with the changes that hold the re-issues, kept as they are.)
+        let reissues = ChangeCodec.encode(original.reissueTable.sources)
+        let tail = length(oldLog.count) + oldLog.count + length(oldWaiting.count) + oldWaiting.count
+            + length(reissues.count) + reissues.count + 8
         var writer = BinaryWriter()
         writer.raw(Array(bytes[..<(bytes.count - tail)]))
         writer.varint(UInt64(log.count))
         writer.raw(log)
         writer.varint(UInt64(waiting.count))
         writer.raw(waiting)
+        writer.varint(UInt64(reissues.count))
+        writer.raw(reissues)
         return checksummed(writer.bytes)
     }
 

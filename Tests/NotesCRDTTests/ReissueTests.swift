@@ -171,6 +171,43 @@ struct ReissueTests {
         }
     }
 
+    /// A replica that dropped a withdrawn branch (in any order it came) reopens from its snapshot
+    /// as it was: the snapshot keeps the re-issues, so its log replays as the rebuild replayed it
+    /// (without them, the branch's tail taken out of order replayed differently and the
+    /// snapshot's version vector did not match its log).
+    @Test func aRebuiltReplicaReopensFromItsSnapshot() throws {
+        var fork = try Self.fork(copyTypes: " (the copy typed a good deal more than the original did)")
+        let theirs = fork.original.changes(since: fork.common)
+        let (repaired, _) = try Self.repair(fork.copy, against: theirs)
+        fork.original.apply(contentsOf: repaired.changes(since: fork.original.versionVector))
+        for order in 0 ..< 3 {
+            var other = Notebook(replicaID: Self.third, wallClock: FixedWallClock(1_700_000_000_000))
+            switch order {
+            case 0:
+                other.apply(contentsOf: fork.copy.changes(since: VersionVector()))
+                other.apply(contentsOf: repaired.changes(since: VersionVector()))
+            case 1:
+                other.apply(contentsOf: fork.original.changes(since: VersionVector()))
+                other.apply(contentsOf: fork.copy.changes(since: fork.original.versionVector))
+                other.apply(contentsOf: repaired.changes(since: other.versionVector))
+            default:
+                other.apply(contentsOf: repaired.changes(since: VersionVector()).reversed())
+                other.apply(contentsOf: fork.copy.changes(since: VersionVector()))
+                other.apply(contentsOf: repaired.changes(since: other.versionVector))
+            }
+            #expect(other.digest() == repaired.digest(), "order \(order)")
+            for deferring in [false, true] {
+                var reopened = try Notebook(snapshot: other.snapshot(), wallClock: other.wallClock, deferringLog: deferring)
+                reopened.materialize()
+                #expect(reopened.logDamage == nil, "order \(order): \(reopened.logDamage?.message ?? "")")
+                #expect(reopened.versionVector == other.versionVector, "order \(order)")
+                #expect(reopened.digest() == other.digest(), "order \(order)")
+                #expect(reopened.reissues == other.reissues, "order \(order)")
+                #expect(reopened.pendingCount == other.pendingCount && reopened.quarantinedCount == other.quarantinedCount)
+            }
+        }
+    }
+
     /// Re-issues from outside are checked like any change: malformed ones are refused, and one
     /// whose operations are not what this replica holds drops nothing.
     @Test func hostileReissuesChangeNothingTheyShouldNot() throws {

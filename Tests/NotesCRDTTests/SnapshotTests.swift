@@ -1,7 +1,7 @@
 @testable import NotesCRDT
 import Testing
 
-/// Snapshots (version 3): the state is stored beside the log, so a replica can be opened with its log
+/// Snapshots (version 4): the state is stored beside the log, so a replica can be opened with its log
 /// deferred and show its notes at once; it decodes the log at its first change.
 struct SnapshotTests {
     /// Replicas that have edited, merged, and (some of them) hold changes that wait.
@@ -122,6 +122,30 @@ struct SnapshotTests {
                 let restored = try Notebook(snapshot: writer.bytes, wallClock: original.wallClock, deferringLog: deferring)
                 #expect(!restored.isLogDeferred)
                 #expect(restored.digest() == original.digest())
+                #expect(restored.allNotes == original.allNotes)
+            }
+        }
+    }
+
+    /// Snapshots written before they kept the re-issues (version 3) still open, eagerly and
+    /// deferred: the same bytes without the last section.
+    @Test func versionThreeSnapshotsStillOpen() throws {
+        for original in try Self.replicas() + [try Self.replicaWithMergesAndADeleteAgainstAnEdit()] {
+            var bytes = Array(original.snapshot().dropLast(8))
+            let empty = ChangeCodec.encode([Change]())
+            var length = BinaryWriter()
+            length.varint(UInt64(empty.count))
+            #expect(Array(bytes.suffix(length.bytes.count + empty.count)) == length.bytes + empty)
+            bytes.removeLast(length.bytes.count + empty.count)
+            bytes[8] = 3
+            let checksum = Notebook.checksum(bytes[...])
+            for shift in stride(from: 0, to: 64, by: 8) { bytes.append(UInt8(truncatingIfNeeded: checksum >> UInt64(shift))) }
+            for deferring in [false, true] {
+                var restored = try Notebook(snapshot: bytes, wallClock: original.wallClock, deferringLog: deferring)
+                #expect(restored.digest() == original.digest())
+                restored.materialize()
+                #expect(restored.logDamage == nil)
+                #expect(restored.versionVector == original.versionVector)
                 #expect(restored.allNotes == original.allNotes)
             }
         }

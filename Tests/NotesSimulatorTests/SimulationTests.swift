@@ -77,7 +77,7 @@ import Testing
     /// The forks fault copies a database onto another device keeping its identity, both publish
     /// their branches, and a copy re-issues its own: in a few seeds of `forked-replica.json`
     /// forks are made and repaired. Whether every run then passes is not asked: the scenario is
-    /// in Simulations/open/, which the scenario test leaves out, because many seeds still fail
+    /// in Simulations/open/, which the scenario test leaves out, because some seeds still fail
     /// (issue 18; Simulations/README.md says how).
     @Test func forksArePublishedAndRepaired() async throws {
         let scenario = try SimulatorTestSupport.scenario("open/forked-replica.json")

@@ -142,7 +142,7 @@ extension Notebook {
             deferred = DeferredLog(history: historyBytes, pending: pendingBytes, historyCount: historyCount, pendingCount: pendingCount,
                                    reissues: reissueBytes)
         } else {
-            try recordReissues(ChangeCodec.decode(reissueBytes))
+            try recordReissues(reissueBytes)
             try applyStored(contentsOf: ChangeCodec.decode(historyBytes))
             apply(contentsOf: try ChangeCodec.decode(pendingBytes))
             clock.witnessLocal(last)
@@ -154,8 +154,9 @@ extension Notebook {
 
     /// Records the re-issues a snapshot kept before its log replays (each a well-formed change
     /// that holds one; its operations are not applied here: the log holds them).
-    private mutating func recordReissues(_ sources: [Change]) throws {
-        for source in sources {
+    private mutating func recordReissues(_ bytes: [UInt8]) throws {
+        guard !bytes.isEmpty else { return }  // (a snapshot before format 4 has none)
+        for source in try ChangeCodec.decode(bytes) {
             try Notebook.checkShape(source)
             guard source.containsReissue else {
                 throw CRDTError(.malformedEncoding, "the snapshot's re-issues hold a change of \(source.replica) that re-issues nothing")
@@ -179,7 +180,7 @@ extension Notebook {
         guard let log = deferred else { return }
         var fresh = Notebook(replicaID: replicaID, wallClock: wallClock, maxForwardDrift: clock.maxForwardDrift)
         do {
-            try fresh.recordReissues(ChangeCodec.decode(log.reissues))
+            try fresh.recordReissues(log.reissues)
             try fresh.applyStored(contentsOf: ChangeCodec.decode(log.history))
             fresh.apply(contentsOf: try ChangeCodec.decode(log.pending))
             guard fresh.versionVector == versionVector else {
@@ -207,7 +208,7 @@ extension Notebook {
         let short = probe.versionVector[replicaID] < made
         let identity = short ? Notebook.salvagedIdentity(of: replicaID, log: log.history) : replicaID
         var salvaged = Notebook(replicaID: identity, wallClock: wallClock, maxForwardDrift: clock.maxForwardDrift)
-        try? salvaged.recordReissues(ChangeCodec.decode(log.reissues))
+        try? salvaged.recordReissues(log.reissues)
         salvaged.apply(contentsOf: kept)
         salvaged.clock.witnessLocal(clock.last)
         var message = "the snapshot's log does not replay (\(reason.message)): what of it applies was kept"
