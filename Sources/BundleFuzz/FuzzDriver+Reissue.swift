@@ -28,14 +28,7 @@ extension FuzzDriver {
 
     private mutating func runReissue(_ reissueCase: ReissueCases.Case, caseSeed: UInt64) throws -> FuzzOutcome {
         func fail(_ message: String) -> FuzzFailure { FuzzFailure(caseSeed: caseSeed, message: message) }
-        do {
-            try ensureStore(caseSeed: caseSeed)
-        } catch let failure as FuzzFailure {
-            throw failure
-        } catch {
-            throw fail("the store threw: \(error)")
-        }
-        casesOnStore += 1
+        try takeStore(caseSeed: caseSeed)
         if !reissueCase.setup.isEmpty {
             let setup = SyncBundle(sender: reissueCase.setup[0].replica, senderVersion: Self.coverage(of: reissueCase.setup), changes: reissueCase.setup)
             let applied = try applyChecked(setup, caseSeed: caseSeed)

@@ -138,14 +138,7 @@ public struct FuzzDriver {
         case .failure(let error): return .rejected(code: error.code.description, message: error.message)
         case .success(let decoded): bundle = decoded
         }
-        do {
-            try ensureStore(caseSeed: caseSeed)
-        } catch let failure as FuzzFailure {
-            throw failure
-        } catch {
-            throw fail("the store threw: \(error)")
-        }
-        casesOnStore += 1
+        try takeStore(caseSeed: caseSeed)
         let applied = try applyChecked(bundle, caseSeed: caseSeed)
         if Self.isOwnIdentity(caseSeed) {
             return .ownIdentity(changes: bundle.changes.count, showingACopy: applied.showingACopy, moved: applied.moved, kind: ownCases.ownCase(seed: caseSeed).kind)
@@ -211,6 +204,18 @@ public struct FuzzDriver {
         var moved = false
         /// Replays of the log (`Notebook.rebuild`) the model's batch made.
         var rebuilds = 0
+    }
+
+    /// A store for the next case (`ensureStore`), counted against its share.
+    mutating func takeStore(caseSeed: UInt64) throws {
+        do {
+            try ensureStore(caseSeed: caseSeed)
+        } catch let failure as FuzzFailure {
+            throw failure
+        } catch {
+            throw FuzzFailure(caseSeed: caseSeed, message: "the store threw: \(error)")
+        }
+        casesOnStore += 1
     }
 
     /// Makes a fresh store (with edits of its own) when there is none or the current one took

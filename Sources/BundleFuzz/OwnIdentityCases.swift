@@ -111,7 +111,11 @@ public struct OwnIdentityCases: Sendable {
         if rng.below(2) == 0 {
             return Case(bytes: SyncBundle(sender: sender, senderVersion: vector, changes: changes).encoded(), kind: kind)
         }
-        // A record page: one record per run of one author's changes, as a relay serves them.
+        return Case(bytes: Self.recordPage(sender: sender, senderVersion: vector, changes: changes), kind: kind + " (record page)")
+    }
+
+    /// A record page of `changes`: one record per run of one author's changes, as a relay serves them.
+    static func recordPage(sender: ReplicaID, senderVersion vector: VersionVector, changes: [Change]) -> [UInt8] {
         var records: [SyncBundle.Record] = []
         var run: [Change] = []
         func flush() {
@@ -124,6 +128,6 @@ public struct OwnIdentityCases: Sendable {
             run.append(change)
         }
         flush()
-        return Case(bytes: SyncBundle.encodedRecords(sender: sender, senderVersion: vector, records: records), kind: kind + " (record page)")
+        return SyncBundle.encodedRecords(sender: sender, senderVersion: vector, records: records)
     }
 }

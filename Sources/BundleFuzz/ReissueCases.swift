@@ -234,19 +234,7 @@ public struct ReissueCases: Sendable {
         guard ordered, rng.below(3) == 0 else {
             return SyncBundle(sender: sender, senderVersion: vector, changes: changes).encoded()
         }
-        var records: [SyncBundle.Record] = []
-        var run: [Change] = []
-        func flush() {
-            guard let first = run.first, let last = run.last else { return }
-            records.append(SyncBundle.Record(author: first.replica, startSeq: first.startSeq, endSeq: last.endSeq, encoding: ChangeCodec.encode(run)))
-            run = []
-        }
-        for change in changes {
-            if let last = run.last, last.replica != change.replica || change.startSeq != last.endSeq &+ 1 { flush() }
-            run.append(change)
-        }
-        flush()
-        return SyncBundle.encodedRecords(sender: sender, senderVersion: vector, records: records)
+        return OwnIdentityCases.recordPage(sender: sender, senderVersion: vector, changes: changes)
     }
 
     /// The case for `seed`.
