@@ -254,6 +254,87 @@ struct ReissueTests {
         #expect(held.body(of: fork.note)?.string.contains(", then the original") == true)
         _ = before
     }
+
+    /// A re-issuer's withdrawn change whose first operation refers to another re-issue's
+    /// operation (an insert after a character that a second fork's repair re-issued) is the
+    /// withdrawn branch wherever it is judged: arriving, waiting and released by the other
+    /// branch's change, or replayed from a snapshot. Comparing it renamed back every re-issuer's
+    /// seqs in the re-issue, not only the ones its own re-issue renamed, so it was not known
+    /// whole; its tail was taken on top of the other branch and the snapshot's log replayed
+    /// without it (`forked-replica`: "the snapshot's log does not match its version vector").
+    @Test func aWithdrawnChangeAfterAnotherReissuedOperationIsKnownInEveryState() throws {
+        let p = ReplicaID(Identifier128(high: 4, low: 4)), q = ReplicaID(Identifier128(high: 5, low: 5))
+        let x = ReplicaID(Identifier128(high: 6, low: 6)), xMoved = ReplicaID(Identifier128(high: 7, low: 7))
+        // A first fork, of `p`, repaired by its copy as `q`: "B" is `q`'s operation, re-issued.
+        var pOriginal = Notebook(replicaID: p, wallClock: FixedWallClock(1_700_000_000_000))
+        let (note, _) = pOriginal.createNote(title: "shared", body: "base")
+        let pCommon = pOriginal.versionVector
+        var pCopy = try Notebook(snapshot: pOriginal.snapshot(), wallClock: FixedWallClock(1_700_000_500_000))
+        _ = try pOriginal.insertText(note, at: 4, "A")
+        _ = try pCopy.insertText(note, at: 4, "B")
+        var qRepaired = try Notebook(snapshot: pCopy.snapshot(), wallClock: FixedWallClock(1_700_000_900_000), replicaID: q)
+        let pTheirs = pOriginal.changes(since: pCommon)
+        let pFirst = try #require(pTheirs.compactMap { qRepaired.forkPoint(of: $0) }.min())
+        qRepaired.apply(contentsOf: qRepaired.reissuing(p, from: pFirst, through: qRepaired.versionVector[p]))
+        qRepaired.apply(contentsOf: pTheirs)
+        let world = qRepaired.changes(since: VersionVector())
+        // A second fork, of `x`, which knows all that: both branches write x@1...
+        var xOriginal = Notebook(replicaID: x, wallClock: FixedWallClock(1_700_001_000_000))
+        xOriginal.apply(contentsOf: world)
+        var xCopy = try Notebook(snapshot: xOriginal.snapshot(), wallClock: FixedWallClock(1_700_001_500_000))
+        _ = try xOriginal.insertText(note, at: 0, "12345")  // x@1-5, one change
+        _ = try xCopy.insertText(note, at: 0, "abc")  // x@1-3
+        xCopy.wallClock = FixedWallClock(1_700_002_500_000)
+        let body = try #require(xCopy.body(of: note)?.string)
+        let at = body.distance(from: body.startIndex, to: try #require(body.firstIndex(of: "B"))) + 1
+        _ = try xCopy.insertText(note, at: at, "xyz")  // x@4-6, after `q`'s re-issued "B"
+        var through3 = xCopy.versionVector
+        through3[x] = 3
+        let withdrawn = try #require(xCopy.changes(since: through3).first { $0.replica == x })
+        #expect(withdrawn.startSeq == 4)
+        var before = xOriginal.versionVector
+        before[x] = 0
+        let otherBranch = xOriginal.changes(since: before).filter { $0.replica == x }
+        // The copy repairs its branch as `xMoved`.
+        var xRepaired = try Notebook(snapshot: xCopy.snapshot(), wallClock: FixedWallClock(1_700_003_000_000), replicaID: xMoved)
+        let xFirst = try #require(otherBranch.compactMap { xRepaired.forkPoint(of: $0) }.min())
+        let reissue = xRepaired.reissuing(x, from: xFirst, through: xRepaired.versionVector[x])
+        xRepaired.apply(contentsOf: reissue)
+        xRepaired.apply(contentsOf: otherBranch)
+        #expect(xRepaired.versionVector[x] == 5)
+        for order in 0 ..< 3 {
+            var other = Notebook(replicaID: Self.third, wallClock: FixedWallClock(1_700_000_000_000))
+            other.apply(contentsOf: world)
+            switch order {
+            case 0:
+                // The re-issue first: the withdrawn change is a duplicate, or waits and is
+                // released by the other branch.
+                other.apply(contentsOf: reissue)
+                other.apply(withdrawn)
+                other.apply(contentsOf: otherBranch)
+            case 1:
+                // The withdrawn change waits through the re-issue's rebuild.
+                other.apply(withdrawn)
+                other.apply(contentsOf: reissue)
+                other.apply(contentsOf: otherBranch)
+            default:
+                // Released by the other branch before the re-issue comes.
+                other.apply(withdrawn)
+                other.apply(contentsOf: otherBranch)
+                other.apply(contentsOf: reissue)
+            }
+            #expect(other.versionVector[x] == 5, "order \(order): the withdrawn tail is not kept")
+            #expect(other.digest() == xRepaired.digest(), "order \(order)")
+            #expect(other.pendingCount == 0 && other.quarantinedCount == 0, "order \(order)")
+            for deferring in [false, true] {
+                var reopened = try Notebook(snapshot: other.snapshot(), wallClock: other.wallClock, deferringLog: deferring)
+                reopened.materialize()
+                #expect(reopened.logDamage == nil, "order \(order): \(reopened.logDamage?.message ?? "")")
+                #expect(reopened.versionVector == other.versionVector, "order \(order), deferring \(deferring)")
+                #expect(reopened.digest() == other.digest(), "order \(order), deferring \(deferring)")
+            }
+        }
+    }
 }
 
 /// What re-issues cost a replica that holds what they withdraw: the log is replayed once per

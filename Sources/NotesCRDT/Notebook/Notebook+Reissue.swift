@@ -224,7 +224,10 @@ extension Notebook {
                     guard let placed = Change.SeqCursor(entry.source, at: at, budget: &sourceBudget) else { continue }
                     source = (index, at, placed)
                 }
-                if Notebook.canonical(cursor.unit, SeqMap()) == Notebook.canonical(source!.cursor.unit, reissueTable.renamingBack) {
+                // Renamed back by this re-issuer's re-issues of the change's author alone: a reference
+                // to another re-issue's operation is one the change names as it is, too.
+                let back = reissueTable.renamingBack(change.replica, by: entry.reissue.by)
+                if Notebook.canonical(cursor.unit, SeqMap()) == Notebook.canonical(source!.cursor.unit, back) {
                     matched = true
                     break
                 }
@@ -389,8 +392,13 @@ struct ReissueTable: Sendable {
     private var byOriginal: [ReplicaID: [Int]] = [:]
     /// Per such replica, the lowest and highest seq re-issued.
     private var spans: [ReplicaID: ClosedRange<UInt64>] = [:]
-    /// The re-issuers' seqs mapped back to those they re-issue.
-    private(set) var renamingBack = SeqMap()
+    /// Per replica whose seqs were re-issued and re-issuer, the re-issuer's seqs mapped back to
+    /// those of the replica it re-issues (`renamingBack(_:by:)`).
+    private var renamings: [Renaming: SeqMap] = [:]
+    struct Renaming: Hashable, Sendable {
+        var original: ReplicaID
+        var by: ReplicaID
+    }
     /// The re-issuers' seqs held, to keep one entry per re-issue.
     private var keys: Set<OpID> = []
     /// Per replica whose seqs were re-issued, the most seqs one re-issue of it holds.
@@ -444,8 +452,16 @@ struct ReissueTable: Sendable {
         let span = spans[reissue.original.replica].map { min($0.lowerBound, reissue.original.seq) ... max($0.upperBound, last) }
         spans[reissue.original.replica] = span ?? reissue.original.seq ... last
         longest[reissue.original.replica] = max(longest[reissue.original.replica] ?? 0, reissue.original.count)
-        renamingBack.add(from: reissue.reissued, to: OpID(replica: reissue.original.replica, seq: reissue.original.seq))
+        renamings[Renaming(original: reissue.original.replica, by: reissue.by), default: SeqMap()]
+            .add(from: reissue.reissued, to: OpID(replica: reissue.original.replica, seq: reissue.original.seq))
         return true
+    }
+
+    /// `by`'s seqs that re-issue `original`'s mapped back to them: the inverse of what `by`
+    /// renamed in its re-issues of `original` (`Notebook.reissuing`), and nothing else. Another
+    /// re-issuer's seqs stay as named: a withdrawn operation and its re-issue both name them so.
+    func renamingBack(_ original: ReplicaID, by: ReplicaID) -> SeqMap {
+        renamings[Renaming(original: original, by: by)] ?? SeqMap()
     }
 
     /// The first seqs of `replica`'s re-issued ranges that are after `seq` and at most `last`, in
