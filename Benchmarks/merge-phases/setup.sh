@@ -13,4 +13,5 @@ mkdir -p Sources
 for m in NotesCRDT Deflate CZlib; do ln -sfn "$root/Sources/$m" "Sources/$m"; done
 ln -sfn "$root/Sources/EditingTraces/EditingTrace.swift" Sources/Phase/EditingTrace.swift
 ln -sfn "$root/Sources/EditingTraces/Gzip.swift" Sources/Phase/Gzip.swift
+ln -sfn "$root/Sources/EditingTraces/LocalReplay.swift" Sources/Phase/LocalReplay.swift
 swift build -c release

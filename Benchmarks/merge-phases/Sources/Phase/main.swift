@@ -12,16 +12,11 @@ let path = args[1]
 let iterations = args.count > 2 ? Int(args[2])! : 20
 let mode = args.count > 3 ? args[3] : "all"
 let trace = try EditingTrace.load(path: path)
-nonisolated(unsafe) let clock = FixedWallClock(1_600_000_000_000)
-var setupRNG = SplitMix64(seed: 0x5EED)
-nonisolated(unsafe) let noteID = NoteID.random(using: &setupRNG)
-var setup = Notebook(replicaID: ReplicaID.random(using: &setupRNG), wallClock: clock)
-setup.createNote(id: noteID, title: trace.name, body: trace.startContent)
-let base = setup.changes(since: VersionVector())
-let firstID = ReplicaID.random(using: &setupRNG)
-nonisolated(unsafe) let mergeID = ReplicaID.random(using: &setupRNG)
-let patches = trace.kind == .sequential ? trace.transactions.flatMap(\.patches) : []
-enum TraceReplayer { static let maxLanes = 1024 }
+let local = LocalReplay(trace)
+nonisolated(unsafe) let clock = local.clock
+nonisolated(unsafe) let noteID = local.noteID
+nonisolated(unsafe) let mergeID = local.mergeID
+let setup = local.setup
 
 @inline(never) func phaseInflate(_ c: [UInt8], _ n: Int) throws -> [UInt8] { try Deflate.decompress(c, length: n) }
 @inline(never) func phaseDecode(_ b: [UInt8]) throws -> [Change] { try ChangeCodec.decode(b) }
@@ -32,92 +27,9 @@ enum TraceReplayer { static let maxLanes = 1024 }
 }
 @inline(never) func phaseRead(_ n: Notebook) -> String { n.body(of: noteID)!.string }
 @MainActor func run() throws {
-        func replayLocally() throws -> (replicas: [Notebook], patches: Int, nanos: UInt64) {
-        var replicas = [Notebook(replicaID: firstID, wallClock: clock)]
-        try replicas[0].applyStored(contentsOf: base)
-        let baseVersion = replicas[0].versionVector
-
-        var patchCount = 0
-        let start = DispatchTime.now().uptimeNanoseconds
-        /// Applies one transaction's patches to `body`, checking each against the text first.
-        func edit(_ body: inout BodyEditor, _ txn: EditingTrace.Transaction, _ index: Int) throws {
-            patchCount += txn.patches.count
-            for (p, patch) in txn.patches.enumerated() {
-                try apply(patch, to: &body, at: "transaction \(index), patch \(p)")
-            }
-        }
-        if trace.kind == .sequential {
-            // One batch, as the peers replay it in one transaction.
-            try replicas[0].editBody(noteID) { body in
-                for index in patches.indices { try apply(patches[index], to: &body, at: "patch \(index)") }
-            }
-            patchCount = patches.count
-            return (replicas, patchCount, DispatchTime.now().uptimeNanoseconds - start)
-        }
-        // A lane is one replica and the chain of transactions it made. The format promises that
-        // each agent's transactions are totally ordered, so an agent is one lane; a trace that
-        // breaks the promise gets a lane more for the agent's other branch, not a refusal.
-        var laneAgent: [Int] = []
-        var lanesOfAgent: [Int: [Int]] = [:]
-        var laneIDs = SplitMix64(seed: 0x1A7E)  // the same identities in every replay
-        var authored: [[Change]] = []
-        var laneOf: [ReplicaID: Int] = [:]
-        var versionAfter: [VersionVector] = []
-        versionAfter.reserveCapacity(trace.transactions.count)
-        for (index, txn) in trace.transactions.enumerated() {
-            var target = baseVersion
-            for parent in txn.parents { target.merge(versionAfter[parent]) }
-            let lanes = lanesOfAgent[txn.agent, default: []]
-            let a: Int
-            if let free = lanes.first(where: { replicas[$0].versionVector.isCovered(by: target) }) {
-                a = free
-            } else {
-                a = laneAgent.count
-                // Every lane is a replica, and each transaction merges version vectors as long as
-                // the lanes: a trace whose every transaction starts a branch would cost the
-                // square of its length.
-                guard a < TraceReplayer.maxLanes else {
-                    throw TraceError("transaction \(index) of agent \(txn.agent) needs a replica more than the \(TraceReplayer.maxLanes) a replay keeps (one per agent, and one per branch an agent edits at once)")
-                }
-                if a > 0 {  // lane 0 is the replica made above
-                    replicas.append(Notebook(replicaID: ReplicaID.random(using: &laneIDs), wallClock: clock))
-                    try replicas[a].applyStored(contentsOf: base)
-                }
-                laneAgent.append(txn.agent)
-                lanesOfAgent[txn.agent, default: []].append(a)
-                authored.append([])
-                laneOf[replicas[a].replicaID] = a
-            }
-            // What the parents' history holds and the lane lacks: per other lane, its changes
-            // past what the lane has, found by binary search (no table of lanes by lanes).
-            for range in replicas[a].versionVector.missing(from: target) {
-                guard let b = laneOf[range.replica] else { continue }  // the setup's: every lane has it
-                let changes = authored[b]
-                var next = 0
-                var end = changes.count
-                while next < end {  // the first change that ends at or past the range's start
-                    let middle = (next + end) / 2
-                    if changes[middle].endSeq < range.seq { next = middle + 1 } else { end = middle }
-                }
-                while next < changes.count, changes[next].endSeq <= range.seq + range.count - 1 {
-                    try replicas[a].applyStored(contentsOf: CollectionOfOne(changes[next]))
-                    next += 1
-                }
-            }
-            guard replicas[a].versionVector == target else {
-                throw TraceError("transaction \(index) of agent \(txn.agent) cannot be replayed: its parents' history does not end on transaction boundaries")
-            }
-            // Each transaction is one batch, whose changes the other lanes receive later.
-            authored[a] += try replicas[a].editBody(noteID) { body in try edit(&body, txn, index) }
-            versionAfter.append(replicas[a].versionVector)
-        }
-        return (replicas, patchCount, DispatchTime.now().uptimeNanoseconds - start)
-    }
-
-
     func now() -> UInt64 { DispatchTime.now().uptimeNanoseconds }
     if mode == "local" {
-        for _ in 0 ..< iterations { let t = now(); _ = try replayLocally(); print("local", Double(now() - t) / 1e6) }
+        for _ in 0 ..< iterations { let t = now(); _ = try local.run(); print("local", Double(now() - t) / 1e6) }
         return
     }
     let cache = "/tmp/phase-enc-\(trace.name).bin"
@@ -125,7 +37,7 @@ enum TraceReplayer { static let maxLanes = 1024 }
     if mode == "cg", let data = FileManager.default.contents(atPath: cache) {
         encoding = [UInt8](data)
     } else {
-        let (replicas, _, _) = try replayLocally()
+        let (replicas, _, _) = try local.run()
         var everything = setup
         for replica in replicas { try everything.merge(replica) }
         let history = everything.changes(since: VersionVector())
@@ -173,14 +85,3 @@ enum TraceReplayer { static let maxLanes = 1024 }
                  trace.name, med(times[0]), med(times[1]), med(times[2]), med(times[3]), med(times[4]), mn(times[4]), iterations, encoding.count, history.count))
 }
 try run()
-
-/// Applies one patch to `body`, checking it against the text first (without adding position and
-/// count, which a hostile trace can set near `Int.max`).
-private func apply(_ patch: EditingTrace.Patch, to body: inout BodyEditor, at place: @autoclosure () -> String) throws {
-    // (A trace made in code, not parsed, may hold negatives too.)
-    guard patch.position >= 0, patch.deleteCount >= 0, patch.position <= body.count, patch.deleteCount <= body.count - patch.position else {
-        throw TraceError("\(place()) at \(patch.position) deleting \(patch.deleteCount) is past the end of the text (\(body.count))")
-    }
-    if patch.deleteCount > 0 { try body.delete(patch.position ..< patch.position + patch.deleteCount) }
-    if !patch.insert.isEmpty { try body.insert(patch.insert, at: patch.position) }
-}
