@@ -207,7 +207,7 @@ extension Notebook {
     private func reissuedRun(in change: Change, from start: UInt64, held: Bool) -> ClosedRange<UInt64>? {
         var budget = Int.max
         guard var cursor = Change.SeqCursor(change, at: start, budget: &budget) else { return nil }
-        var source: (entry: Int, seq: UInt64, cursor: Change.SeqCursor)?
+        var source: (entry: Int, seq: UInt64, cursor: Change.SeqCursor, back: SeqMap)?
         var seq = start
         while true {
             var matched = false
@@ -222,12 +222,11 @@ extension Notebook {
                 } else {
                     var sourceBudget = Int.max
                     guard let placed = Change.SeqCursor(entry.source, at: at, budget: &sourceBudget) else { continue }
-                    source = (index, at, placed)
+                    // Renamed back by this re-issuer's re-issues of the change's author alone: a
+                    // reference to another re-issue's operation is one the change names as it is, too.
+                    source = (index, at, placed, reissueTable.renamingBack(change.replica, by: entry.reissue.by))
                 }
-                // Renamed back by this re-issuer's re-issues of the change's author alone: a reference
-                // to another re-issue's operation is one the change names as it is, too.
-                let back = reissueTable.renamingBack(change.replica, by: entry.reissue.by)
-                if Notebook.canonical(cursor.unit, SeqMap()) == Notebook.canonical(source!.cursor.unit, back) {
+                if Notebook.canonical(cursor.unit, SeqMap()) == Notebook.canonical(source!.cursor.unit, source!.back) {
                     matched = true
                     break
                 }
