@@ -257,18 +257,20 @@ public struct FuzzDriver {
             // own from there), and the changes refused for it (applied once that is done).
             var forkedAt: UInt64?
             var forked: [Change] = []
-            func noteFork(_ change: Change) {
-                guard change.startSeq <= ownMade, let seq = shadow.forkPoint(of: change), seq <= ownMade else { return }
+            // Past what it made and forking from nothing it made: the copy's, applied at the end.
+            var unmade: [Change] = []
+            func noteFork(_ change: Change) -> Bool {
+                guard change.startSeq <= ownMade, let seq = shadow.forkPoint(of: change), seq <= ownMade else { return false }
                 forkedAt = min(forkedAt ?? seq, seq)
                 forked.append(change)
+                return true
             }
             // One batch, as the store's: rebuilds that re-issues call for wait for its end, or
             // for a change of the replica whose operations they withdraw.
             shadow.beginBatch()
             for change in bundle.changes {
                 if change.replica == own, change.endSeq > shadow.versionVector[own] {
-                    noteFork(change)
-                    skipped += 1
+                    if noteFork(change) { skipped += 1 } else { unmade.append(change) }
                     continue
                 }
                 // Made after seeing seqs in its name it never made: another copy's (it waits for them).
@@ -277,8 +279,13 @@ public struct FuzzDriver {
                 case .applied(let released): result.applied += 1 + released
                 case .rejected(let error) where error.code == .equivocation && change.replica == own:
                     forks += 1
-                    noteFork(change)
+                    _ = noteFork(change)
                 default: break
+                }
+            }
+            if forkedAt == nil {
+                for change in unmade {
+                    if case .applied(let released) = shadow.apply(change) { result.applied += 1 + released }
                 }
             }
             shadow.endBatch()
@@ -305,7 +312,7 @@ public struct FuzzDriver {
                 for change in repaired.reissuing(own, from: forkedAt, through: ownMade) {
                     guard case .applied = repaired.apply(change) else { throw fail("the model's re-issue did not apply") }
                 }
-                for change in forked { repaired.apply(change) }
+                for change in forked + unmade { repaired.apply(change) }
                 repaired.endBatch()
                 shadow = repaired
             }
@@ -319,13 +326,14 @@ public struct FuzzDriver {
                 throw fail("the store quarantined \(report.quarantined) (\(try store!.quarantinedChanges().count) in all) and refused \(report.rejected), the notebook \(result.quarantined) (\(shadow.quarantinedCount)) and \(shadow.quarantineRefusals - refused + skipped)")
             }
             // It moves exactly when a change in its name shows another copy of it, and keeps what it made.
-            guard report.foreignOwnChanges == skipped + forks else {
-                throw fail("the store counted \(report.foreignOwnChanges) changes in its name that it never made, the model \(skipped + forks)")
+            let copied = skipped + unmade.count + forks
+            guard report.foreignOwnChanges == copied else {
+                throw fail("the store counted \(report.foreignOwnChanges) changes in its name that it never made, the model \(copied)")
             }
-            result.showingACopy = skipped + forks
+            result.showingACopy = copied
             result.moved = store!.replicaID != own
-            guard result.moved == (skipped + forks > 0 || ownTaken) else {
-                throw fail(result.moved ? "the store moved to a fresh identity with no change in its name it never made" : ownTaken ? "the store kept its identity after a re-issue took back seqs it made" : "the store kept its identity after \(skipped + forks) changes in its name it never made")
+            guard result.moved == (copied > 0 || ownTaken) else {
+                throw fail(result.moved ? "the store moved to a fresh identity with no change in its name it never made" : ownTaken ? "the store kept its identity after a re-issue took back seqs it made" : "the store kept its identity after \(copied) changes in its name it never made")
             }
             // What it made stays (in its name, re-issued from a fork on, or held as the
             // re-issuer's, the same operations, when a re-issue took them back).

@@ -137,11 +137,16 @@ extension NoteStore {
             let former = try formerIdentities(db)
             var forks: [ReplicaID: UInt64] = [:]
             var forked: [Change] = []
-            func noteFork(_ change: Change) {
+            // In our name past what we made, forking from nothing we made: another copy's
+            // operations, applied at the end, once this replica writes as a fresh identity.
+            var unmade: [Change] = []
+            @discardableResult
+            func noteFork(_ change: Change) -> Bool {
                 let made = change.replica == own ? loaded!.notebook.versionVector[own] : former[change.replica]
-                guard let made, change.startSeq <= made, let seq = loaded!.notebook.forkPoint(of: change), seq <= made else { return }
+                guard let made, change.startSeq <= made, let seq = loaded!.notebook.forkPoint(of: change), seq <= made else { return false }
                 forks[change.replica] = min(forks[change.replica] ?? seq, seq)
                 forked.append(change)
+                return true
             }
             func report(touched: Int) -> ApplyReport {
                 ApplyReport(applied: applied, duplicates: duplicates, pending: loaded!.notebook.pendingCount, touchedNotes: touched,
@@ -156,12 +161,11 @@ extension NoteStore {
                 let before = loaded!.notebook.versionVector
                 let appliedBefore = applied
                 for change in changes {
-                    // Seqs in our name past what we made: a copy of this database wrote them. Applying
-                    // them would make our next operations repeat their seqs.
+                    // Seqs in our name past what we made: a copy of this database wrote them. Applied
+                    // now, our next operations would repeat their seqs; so they wait for the move.
                     if change.replica == own, change.endSeq > loaded!.notebook.versionVector[own] {
-                        noteFork(change)
+                        if noteFork(change) { skippedOwn += 1 } else { unmade.append(change) }
                         foreignOwn += 1
-                        skippedOwn += 1
                         continue
                     }
                     // Another's change made after seeing seqs in our name past what we made: a copy
@@ -196,9 +200,31 @@ extension NoteStore {
                 }
                 progress(report(touched: touches.notes.count))
             }
+            // The copy's operations past ours are another replica's once this one moves (below, in
+            // this transaction): kept now, a sync brings everything it was given at once.
+            if forks.isEmpty, !unmade.isEmpty {
+                let before = loaded!.notebook.versionVector
+                let appliedBefore = applied
+                for change in unmade {
+                    switch loaded!.notebook.apply(change) {
+                    case .applied(let released):
+                        applied += 1 + released
+                        if released > 0 { queued = true }
+                    case .duplicate: duplicates += 1
+                    case .pending: queued = true
+                    case .quarantined, .rejected: break
+                    }
+                }
+                if applied > appliedBefore {
+                    let newChanges = loaded!.notebook.changes(since: before)
+                    try log(newChanges, db)
+                    try recordReissues(of: newChanges, own: false, db)
+                    noteTouches(of: newChanges, in: &touches)
+                }
+            }
             loaded!.notebook.endBatch()
             if !forks.isEmpty {
-                moved = try reissueForks(forks, madeThrough: former, thenApplying: forked, db)
+                moved = try reissueForks(forks, madeThrough: former, thenApplying: forked + unmade, db)
             }
             // A re-issue dropped operations held here (or this replica re-issued its own): the
             // state was rebuilt from the log, so the log and every note are written anew.
@@ -228,7 +254,8 @@ extension NoteStore {
             if foreignOwn > 0, moved == nil {
                 moved = try NoteStore.retire(own, db, options: options, salt: "",
                                              reason: "a sync brought \(foreignOwn - sawUnmade) change(s) in this replica's name that it never made"
-                                                 + (sawUnmade > 0 ? " and \(sawUnmade) made after seeing such seqs" : "") + ": another copy of this database writes as it")
+                                                 + (sawUnmade > 0 ? " and \(sawUnmade) made after seeing such seqs" : "") + ": another copy of this database writes as it",
+                                             madeThrough: ownMade)
             }
             if applied > 0 || queued || quarantineChanged || moved != nil || rebuilt { try bumpRevision(db) } else { dirty = false }
             return report(touched: touched)

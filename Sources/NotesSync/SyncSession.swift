@@ -88,9 +88,9 @@ public struct SyncSession: Sendable {
     /// Streaming: operations (seqs) of the changes received once each.
     private var receivedOperations: UInt64 = 0
     /// Streaming: own-identity changes the replica counted (it then moved to a new identity),
-    /// and those dropped here after it moved.
+    /// and those that arrived after it moved (another identity's to it by then).
     private var foreignOwnApplied = 0
-    private var foreignOwnDropped = 0
+    private var foreignOwnAfterMove = 0
     /// Streaming: changes (or sealed units) received and not yet handed out, fewer than `batchSize`.
     private var gathered: [Change] = []
     private var gatheredUnits: [SealedUnit] = []
@@ -238,7 +238,7 @@ public struct SyncSession: Sendable {
     public mutating func applied(_ outcome: IntegrationReport) throws -> Action {
         try expect(.awaitingApply)
         take(outcome)
-        if foreignOwnApplied > 0 { report.foreignOwnChanges = foreignOwnApplied + foreignOwnDropped }
+        if foreignOwnApplied > 0 { report.foreignOwnChanges = foreignOwnApplied + foreignOwnAfterMove }
         return try recordPeers()
     }
 
@@ -294,13 +294,9 @@ public struct SyncSession: Sendable {
             if change.replica == local, localVersion[change.replica] < change.endSeq {
                 // Our own identity, operations we never made: another copy of this replica.
                 report.foreignOwnChanges += 1
-                if foreignOwnApplied > 0 {
-                    // The replica moved to a new identity at the first such batch: the rest are
-                    // refused here, as one batch would have refused them all.
-                    foreignOwnDropped += 1
-                    report.rejected += 1
-                    continue
-                }
+                // The replica moved to a new identity at the first such batch: the rest are
+                // another's to it, applied as one batch applies them all, and counted here.
+                if foreignOwnApplied > 0 { foreignOwnAfterMove += 1 }
             }
             gathered.append(change)
         }
@@ -357,7 +353,7 @@ public struct SyncSession: Sendable {
     }
 
     private mutating func streamEnded() throws -> Action {
-        if foreignOwnApplied > 0 { report.foreignOwnChanges = foreignOwnApplied + foreignOwnDropped }
+        if foreignOwnApplied > 0 { report.foreignOwnChanges = foreignOwnApplied + foreignOwnAfterMove }
         // The last batch (`applied`), even empty when none was applied: the report says what still waits.
         if !gathered.isEmpty || !gatheredUnits.isEmpty || batches == 0 {
             state = .awaitingApply

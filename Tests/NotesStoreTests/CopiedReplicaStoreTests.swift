@@ -102,6 +102,41 @@ struct CopiedReplicaStoreTests {
         check.apply(contentsOf: try a.changes(since: twin.versionVector))
         #expect(check.digest() == (try a.digest()))
     }
+
+    /// A copy that went on from where the store stopped (no fork: the store made nothing past
+    /// the copy point) is taken in the same sync: the store moves to a fresh identity first in
+    /// effect, and the copy's operations, and a third replica's change made on them, are applied
+    /// as another's. Before, they were refused and only a second sync brought them.
+    @Test func aCopysOperationsPastWhatTheStoreMadeAreTakenInTheSameSync() throws {
+        let database = try InMemoryDatabase()
+        let a = try NoteStore.open(database, options: StoreOptions(wallClock: FixedWallClock(1_700_000_000_000)))
+        let note = try a.createNote(title: "t", body: "base")
+        let old = a.replicaID
+        let made = try a.versionVector[old]
+        var twin = try Notebook(snapshot: try a.notebook.snapshot(), wallClock: FixedWallClock(1_700_000_100_000))
+        _ = try twin.insertText(note, at: twin.body(of: note)!.count, " twin")
+        _ = try twin.setTitle(note, "by the twin")
+        var third = Notebook(replicaID: ReplicaID(Identifier128(high: 0xBEEF, low: 2)), wallClock: FixedWallClock(1_700_000_200_000))
+        third.apply(contentsOf: twin.changes(since: VersionVector()))
+        _ = try third.insertText(note, at: 0, ">")
+        let report = try a.apply(twin.changes(since: try a.versionVector) + third.changes(since: twin.versionVector))
+        #expect(report.rejected == 0 && report.pending == 0 && report.forksRepaired == 0)
+        #expect(report.foreignOwnChanges >= 1)
+        #expect(a.replicaID != old)
+        #expect(try a.identityChanges().map(\.retired) == [old])
+        #expect(try a.read("former") { try a.formerIdentities($0) } == [old: made])
+        #expect(try a.digest() == third.digest())
+        #expect(try a.note(note)?.body == ">base twin")
+        // Its next write is under the new identity, after what the copy made.
+        try a.appendText(note, "!")
+        #expect(try a.versionVector[a.replicaID] == 1)
+        #expect(try a.versionVector[old] == twin.versionVector[old])
+        // Opened again, it holds the same.
+        try a.close()
+        let reopened = try NoteStore.open(database, options: StoreOptions(wallClock: FixedWallClock(1_700_000_300_000)))
+        #expect(try reopened.note(note)?.body == ">base twin!")
+        #expect(try reopened.note(note)?.title == "by the twin")
+    }
 }
 
 /// Changes of others that claim to have seen seqs in the store's name that it never made.
