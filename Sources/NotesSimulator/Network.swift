@@ -1,3 +1,4 @@
+import Foundation
 import NotesCRDT
 import NotesSync
 
@@ -27,6 +28,16 @@ struct DeviceClock: WallClock {
     let clocks: ClockState
     let device: Int
     func milliseconds() -> UInt64 { clocks.reading(for: device) }
+}
+
+/// A device's random bits for its stores (`StoreOptions.entropy`), from the run's seed.
+final class SimEntropy: @unchecked Sendable {
+    private let lock = NSLock()
+    private var random: SimRandom
+
+    init(_ random: SimRandom) { self.random = random }
+
+    func next() -> UInt64 { lock.withLock { random.next() } }
 }
 
 /// Whether a device can reach a hub: counts of the partitions that cut each direction.

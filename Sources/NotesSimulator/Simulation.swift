@@ -262,6 +262,8 @@ public final class Simulation: @unchecked Sendable {
     public let seed: UInt64
     let schedule: [SimEvent]
     let clocks: ClockState
+    /// Per device, what its stores draw a fresh identity from (the device's, whatever database it holds).
+    let entropies: [SimEntropy]
     var devices: [SimDevice] = []
     var relays: [Int: SimRelayHub] = [:]
     /// The space key of an encrypted scenario.
@@ -315,6 +317,7 @@ public final class Simulation: @unchecked Sendable {
         self.seed = seed
         schedule = ScheduleGenerator.events(for: scenario, seed: seed)
         clocks = ClockState(devices: scenario.devices)
+        entropies = (0 ..< scenario.devices).map { SimEntropy(SimRandom(seed: seed, salt: 1000 &+ UInt64($0))) }
         links = Array(repeating: Array(repeating: LinkState(), count: scenario.hubs.count), count: scenario.devices)
         var setup = SimRandom(seed: seed, salt: 2)
         let clockState = clocks
@@ -374,8 +377,9 @@ public final class Simulation: @unchecked Sendable {
     func storeOptions(_ d: Int) -> StoreOptions {
         // A device whose database no other process opens owns it outright, as an app may; with
         // edits from another process (`workload.otherProcess`) it must look for their writes.
-        StoreOptions(wallClock: DeviceClock(clocks: clocks, device: d), snapshotInterval: scenario.sync.snapshotInterval,
-                     access: scenario.workload.otherProcess > 0 ? .shared : .exclusive)
+        let entropy = entropies[d]
+        return StoreOptions(wallClock: DeviceClock(clocks: clocks, device: d), snapshotInterval: scenario.sync.snapshotInterval,
+                            access: scenario.workload.otherProcess > 0 ? .shared : .exclusive, entropy: { entropy.next() })
     }
 
     /// The hub's index.

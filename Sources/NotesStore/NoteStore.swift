@@ -38,15 +38,21 @@ public struct StoreOptions: Sendable {
 
     /// Who else may use the database.
     public var access: Access
+    /// Random bits mixed into a fresh identity when the replica moves to one: two copies of a
+    /// database that move in the same millisecond must not draw the same. A simulator passes a
+    /// seeded source, so that a seed replays its run.
+    public var entropy: @Sendable () -> UInt64
 
     /// Creates options; the defaults suit an app or the command line.
     public init(wallClock: any WallClock = SystemWallClock(), snapshotInterval: Int = 4096,
-                busyTimeout: Double = 10, durability: Durability = .processCrash, access: Access = .shared) {
+                busyTimeout: Double = 10, durability: Durability = .processCrash, access: Access = .shared,
+                entropy: @escaping @Sendable () -> UInt64 = { UInt64.random(in: .min ... .max) }) {
         self.wallClock = wallClock
         self.snapshotInterval = max(1, snapshotInterval)
         self.busyTimeout = busyTimeout
         self.durability = durability
         self.access = access
+        self.entropy = entropy
     }
 }
 
@@ -397,7 +403,7 @@ public final class NoteStore: @unchecked Sendable {
         let count = try Int.fetchOne(db, sql: "SELECT count(*) FROM replica_history") ?? 0
         // FNV-1a over what sets this move apart; SplitMix64 spreads it over the 128 bits.
         var seed: UInt64 = 0xCBF2_9CE4_8422_2325
-        for byte in old.raw.bytes + Array("\(now) \(salt) \(count)".utf8) { seed = (seed ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
+        for byte in old.raw.bytes + Array("\(now) \(salt) \(count) \(options.entropy())".utf8) { seed = (seed ^ UInt64(byte)) &* 0x0000_0100_0000_01B3 }
         var generator = SplitMix64(seed: seed)
         var fresh = ReplicaID.random(using: &generator)
         if let signingKey = try Data.fetchOne(db, sql: "SELECT signing_key FROM space_key WHERE id = 1") {

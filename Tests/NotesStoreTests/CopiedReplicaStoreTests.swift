@@ -137,6 +137,33 @@ struct CopiedReplicaStoreTests {
         #expect(try reopened.note(note)?.body == ">base twin!")
         #expect(try reopened.note(note)?.title == "by the twin")
     }
+
+    /// Two undetected copies that both find the other in the same millisecond (same history, same
+    /// clock, same reason) move to different identities: the move mixes in the store's own random
+    /// bits. Before, both drew the same fresh id and forked again at once.
+    @Test func twoCopiesThatMoveInTheSameMillisecondDrawDifferentIdentities() throws {
+        let clock = FixedWallClock(1_700_000_000_000)
+        let database = try InMemoryDatabase()
+        let a = try NoteStore.open(database, options: StoreOptions(wallClock: clock))
+        let note = try a.createNote(title: "t", body: "base")
+        // The same label: nothing at open tells the copy (a cloned disk).
+        let b = try NoteStore.open(try InMemoryDatabase(copying: database, label: database.label), options: StoreOptions(wallClock: clock))
+        #expect(b.replicaID == a.replicaID)
+        // Two more, whose random bits are the same: a seeded source replays the same move.
+        let seeded = { @Sendable in UInt64(42) }
+        let c = try NoteStore.open(try InMemoryDatabase(copying: database, label: database.label), options: StoreOptions(wallClock: clock, entropy: seeded))
+        let d = try NoteStore.open(try InMemoryDatabase(copying: database, label: database.label), options: StoreOptions(wallClock: clock, entropy: seeded))
+        var twin = try Notebook(snapshot: try a.notebook.snapshot(), wallClock: FixedWallClock(1_700_000_100_000))
+        _ = try twin.insertText(note, at: 0, "x")
+        let past = twin.changes(since: try a.versionVector)
+        _ = try a.apply(past)
+        _ = try b.apply(past)
+        #expect(a.replicaID != twin.replicaID && b.replicaID != twin.replicaID)
+        #expect(a.replicaID != b.replicaID)
+        _ = try c.apply(past)
+        _ = try d.apply(past)
+        #expect(c.replicaID == d.replicaID && c.replicaID != twin.replicaID)
+    }
 }
 
 /// Changes of others that claim to have seen seqs in the store's name that it never made.
