@@ -933,7 +933,12 @@ public final class Simulation: @unchecked Sendable {
                 }
             }
             trace.add(elapsed, d, .sync, Int64(hub), Int64(report.sentChanges), Int64(report.applied), Int64(report.pending))
-            if Simulation.printsSteps { print("t=\(elapsed) d\(d) hub\(hub) \(report) vv=\((try? device.store.versionVector).map { "\($0)" } ?? "?")") }
+            if Simulation.printsSteps {
+                print("t=\(elapsed) d\(d) hub\(hub) \(report) vv=\((try? device.store.versionVector).map { "\($0)" } ?? "?")")
+                if report.quarantined > 0, let held = try? device.store.quarantinedChanges() {
+                    for entry in held { print("  quarantined \(entry.replica):\(entry.startSeq)-\(entry.endSeq): \(entry.reason)") }
+                }
+            }
         } catch is DeviceStopped {
             if Simulation.printsSteps { print("t=\(elapsed) d\(d) hub\(hub) STOPPED") }
             stats.failedSyncs += 1
