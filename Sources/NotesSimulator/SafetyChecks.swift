@@ -190,7 +190,8 @@ extension Simulation {
 
     /// A change that waited before a step and neither was applied nor waits (or is quarantined)
     /// after it, unless a re-issue the notebook holds covers its seqs (a withdrawn branch's change
-    /// is dropped as a duplicate, rightly): nil when there is none. A store that lost a waiting
+    /// is dropped as a duplicate, rightly), or each of its seqs not applied is held or so covered:
+    /// nil when there is none. A store that lost a waiting
     /// change (a rebuild that forgot them) gets it again only if a peer sends it again.
     static func droppedWaitingChange(before: Set<Change>, _ notebook: Notebook) -> String? {
         guard !before.isEmpty else { return nil }
@@ -199,10 +200,11 @@ extension Simulation {
         for change in before.sorted(by: { ($0.replica, $0.startSeq) < ($1.replica, $1.startSeq) }) {
             let applied = notebook.versionVector[change.replica]
             if applied >= change.endSeq { continue }
-            // What is not applied of it must still be held, or withdrawn.
+            // What is not applied of it must still be held, or withdrawn, seq by seq: a rebuild
+            // may cut it where a re-issue covers it and keep the rest waiting.
             let rest = max(change.startSeq, applied + 1)
-            if held.contains(where: { $0.replica == change.replica && $0.startSeq <= rest && $0.endSeq >= change.endSeq }) { continue }
-            if covers(withdrawn, change.replica, from: rest, through: change.endSeq) { continue }
+            let kept = held.filter { $0.replica == change.replica }.map(\.idRange) + withdrawn
+            if covers(kept, change.replica, from: rest, through: change.endSeq) { continue }
             return "a change of \(change.replica) at seqs \(change.startSeq)-\(change.endSeq) waited, and is now neither applied (through \(applied)) nor waiting"
         }
         return nil

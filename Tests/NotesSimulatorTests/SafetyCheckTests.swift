@@ -225,6 +225,21 @@ struct SafetyCheckTests {
         #expect(b.pendingChanges.isEmpty && Simulation.droppedWaitingChange(before: waiting, b) == nil)
     }
 
+    /// What is not applied of a change that waited may be held and withdrawn in pieces (a
+    /// rebuild cut where a re-issue covers it, the rest waiting), but every seq of it must be.
+    @Test func aWaitingChangeMayBeHeldAndWithdrawnInPieces() {
+        let x = ReplicaID(Identifier128(high: 7, low: 7))
+        let y = ReplicaID(Identifier128(high: 8, low: 8))
+        let withdrawn = [OpIDRange(replica: x, seq: 77, count: 2)]
+        let quarantined = OpIDRange(replica: x, seq: 79, count: 2)
+        #expect(Simulation.covers(withdrawn + [quarantined], x, from: 77, through: 80))
+        #expect(!Simulation.covers(withdrawn, x, from: 77, through: 80))
+        #expect(!Simulation.covers([quarantined], x, from: 77, through: 80))
+        // A gap between the pieces, or pieces of another replica, are not enough.
+        #expect(!Simulation.covers([OpIDRange(replica: x, seq: 77, count: 1), quarantined], x, from: 77, through: 80))
+        #expect(!Simulation.covers(withdrawn + [OpIDRange(replica: y, seq: 79, count: 2)], x, from: 77, through: 80))
+    }
+
     /// A restart loads the waiting changes the store holds: after a batch that releases one
     /// change and queues another (the count stays, the set does not), a second store opened on
     /// the database finds the one that waits now; a table that still held the other is caught.
