@@ -116,7 +116,8 @@ extension NoteStore {
                 : "the database went back: this file last held identity \(mark.replica), which it does not know (restored from a backup over itself?)"
         }
         guard let reason else { return (replica, SeqMark(replica: replica, seq: max(held, mark.replica == replica ? mark.seq : 0))) }
-        let fresh = try retire(replica, db, options: options, salt: "seqmark \(mark.replica) \(mark.seq)", reason: reason)
+        // Nothing else writes as the identity it leaves (the file's own past did): no fork of it to repair.
+        let fresh = try retire(replica, db, options: options, salt: "seqmark \(mark.replica) \(mark.seq)", reason: reason, madeThrough: 0)
         return (fresh, SeqMark(replica: fresh, seq: 0))
     }
 

@@ -363,8 +363,11 @@ public final class NoteStore: @unchecked Sendable {
                         if recorded != nil {
                             // A copy of the file (or a restored backup): the original may go on
                             // writing as this identity, so this one must never write as it again.
+                            // It made none of its seqs (made through 0): the original repairs their
+                            // forks; a copy that re-issued them would withdraw the original's edits.
                             replica = try retire(replica, db, options: options, salt: fileIdentity,
-                                                 reason: "the database file is a copy (or was restored from a backup): it is not the file this identity was given to")
+                                                 reason: "the database file is a copy (or was restored from a backup): it is not the file this identity was given to",
+                                                 madeThrough: 0)
                         }
                         try db.execute(sql: "UPDATE replica SET file_identity = ? WHERE id = 1", arguments: [fileIdentity])
                     }

@@ -164,6 +164,31 @@ struct CopiedReplicaStoreTests {
         _ = try d.apply(past)
         #expect(c.replicaID == d.replicaID && c.replicaID != twin.replicaID)
     }
+
+    /// A copy caught at open made none of the seqs of the identity it left: when that identity
+    /// forks (its original and an undetected twin both write), the copy is a third replica to it
+    /// and re-issues nothing; a copy that did withdrew the original's branch, and the original's
+    /// later edits on it waited or landed on the other branch.
+    @Test func aCopyCaughtAtOpenDoesNotRepairForksOfTheIdentityItLeft() throws {
+        let clock = FixedWallClock(1_700_000_000_000)
+        let database = try InMemoryDatabase()
+        let original = try NoteStore.open(database, options: StoreOptions(wallClock: clock))
+        let note = try original.createNote(title: "t", body: "base")
+        let old = original.replicaID
+        let copy = try NoteStore.open(try InMemoryDatabase(copying: database, label: "the copy"), options: StoreOptions(wallClock: clock))
+        #expect(copy.replicaID != old)
+        #expect(try copy.read("former") { try copy.formerIdentities($0) } == [old: 0])
+        var twin = try Notebook(snapshot: try original.notebook.snapshot(), wallClock: FixedWallClock(1_700_000_100_000))
+        _ = try twin.insertText(note, at: 0, "twin ")
+        let since = try copy.versionVector
+        try original.appendText(note, " original")
+        _ = try copy.apply(original.changes(since: since))
+        let report = try copy.apply(twin.changes(since: since))
+        #expect(report.forksRepaired == 0)
+        #expect(try copy.reissues().isEmpty)
+        #expect(try copy.identityChanges().count == 1)
+        #expect(try copy.note(note)?.body == "base original")
+    }
 }
 
 /// Changes of others that claim to have seen seqs in the store's name that it never made.

@@ -79,24 +79,56 @@ struct ForkRepairStoreTests {
         #expect(try reopened.changes(since: try copies.first.versionVector).allSatisfy { $0.replica == id })
     }
 
-    /// A copy that moved to a fresh identity when it was opened, after it had written as the old
-    /// one with a build that did not check: the fork is of an identity it left, and it re-issues
-    /// what it made there as the identity it has.
+    /// A copy that moved to a fresh identity when a sync brought the other copy's operations past
+    /// what it made (no fork seen yet), and later meets the other's operations at seqs it made:
+    /// the fork is of an identity it left, and it re-issues what it made there as the identity it
+    /// has, without moving again.
     @Test func aForkOfAnIdentityItLeftIsRepairedWithoutMovingAgain() throws {
         let copies = try Self.diverged()
         let old = copies.second.replicaID
-        try copies.second.close()
-        let moved = try InMemoryDatabase(copying: copies.secondDatabase, label: "moved.db")
-        let second = try NoteStore.open(moved, options: StoreOptions(wallClock: FixedWallClock(1_700_000_400_000)))
-        #expect(second.replicaID != old)
-        let current = second.replicaID
-        let report = try Self.exchange(copies.first, into: second)
+        // The first copy goes on past what the second made.
+        let made = try copies.second.versionVector[old]
+        while try copies.first.versionVector[old] <= made { _ = try copies.first.appendText(copies.note, " more") }
+        var past = VersionVector()
+        past[old] = made
+        let moving = try copies.second.apply(copies.first.changes(since: past))
+        #expect(moving.forksRepaired == 0 && moving.foreignOwnChanges >= 1)
+        #expect(copies.second.replicaID != old)
+        #expect(try copies.second.read("former") { try copies.second.formerIdentities($0) } == [old: made])
+        let current = copies.second.replicaID
+        let report = try Self.exchange(copies.first, into: copies.second)
         #expect(report.forksRepaired == 1)
-        #expect(second.replicaID == current)
-        _ = try Self.exchange(second, into: copies.first)
-        #expect(try copies.first.digest() == second.digest())
-        let body = try #require(try second.note(copies.note)?.body)
-        #expect(body.contains("(edited on L1)") && body.contains("[typed on L2]"))
+        #expect(copies.second.replicaID == current)
+        _ = try Self.exchange(copies.second, into: copies.first)
+        _ = try Self.exchange(copies.first, into: copies.second)
+        #expect(try copies.first.digest() == copies.second.digest())
+        let body = try #require(try copies.second.note(copies.note)?.body)
+        #expect(body.contains("(edited on L1)") && body.contains("[typed on L2]") && body.contains(" more"), "\(body)")
+    }
+
+    /// A copy caught at open (a `cp` of a database whose identity had already forked) made none
+    /// of its seqs: it re-issues nothing; the copies that wrote them repair the fork, and it
+    /// converges with them.
+    @Test func aCopyCaughtAtOpenLeavesTheForkToTheCopiesThatWroteIt() throws {
+        let copies = try Self.diverged()
+        let old = copies.second.replicaID
+        let third = try NoteStore.open(try InMemoryDatabase(copying: copies.secondDatabase, label: "moved.db"),
+                                       options: StoreOptions(wallClock: FixedWallClock(1_700_000_400_000)))
+        #expect(third.replicaID != old)
+        let report = try Self.exchange(copies.first, into: third)
+        #expect(report.forksRepaired == 0)
+        #expect(try third.reissues().isEmpty)
+        // The copies that wrote the seqs meet and repair; then everyone converges.
+        _ = try Self.exchange(copies.first, into: copies.second)
+        for _ in 0 ..< 2 {
+            for (from, to) in [(copies.second, copies.first), (copies.first, third), (third, copies.second), (copies.second, third)] {
+                _ = try Self.exchange(from, into: to)
+            }
+        }
+        #expect(try copies.first.digest() == copies.second.digest())
+        #expect(try third.digest() == copies.first.digest())
+        let body = try #require(try third.note(copies.note)?.body)
+        #expect(body.contains("(edited on L1)") && body.contains("[typed on L2]"), "\(body)")
     }
 
     /// A third store that took the copy's branch before the repair drops it when the re-issue
