@@ -235,7 +235,10 @@ public struct Change: Hashable, Sendable {
 
     /// Appends one operation: an insert that continues the last insert extends it, and deletes of
     /// one target each join into a `deleteEach`.
-    mutating func appendJoining(_ op: consuming Operation) {
+    ///
+    /// - Parameter runsJoined: whether a `deleteEach`'s runs are known to be joined already (as
+    ///   `GatheredDeletes` makes them), so that they need not be checked.
+    mutating func appendJoining(_ op: consuming Operation, runsJoined: Bool = false) {
         // Wrapping: a decoder builds changes before `Notebook.checkShape` rejects impossible seqs.
         let lastSeq = startSeq &+ seqCount &- 1
         let (total, overflow) = seqCount.addingReportingOverflow(op.seqCount)
@@ -258,11 +261,12 @@ public struct Change: Hashable, Sendable {
         if case .insertText(let note2, let origin2, let more) = op, origin2 == OpID(replica: replica, seq: lastSeq),
            lastInsertNote == note2 {
             extendLastInsert(with: more)
-        } else if let (note, target) = op.singleDeleteTarget, let last = operations.last, last.joinsDelete(on: note) {
+        } else if let (note, target) = op.singleDeleteTarget, lastJoinsDelete(on: note) {
             extendLastDelete(with: target)
-        } else if case .deleteEach(let note, let runs) = op, let last = operations.last, last.joinsDelete(on: note) {
+        } else if case .deleteEach(let note, let runs) = op, lastJoinsDelete(on: note) {
             extendLastDelete(with: runs)
-        } else if case .deleteEach(let note, let runs) = op, !runs.isEmpty, (runs.count == 1 && runs[0].operationCount == 1) || !runs.isJoined {
+        } else if !runsJoined, case .deleteEach(let note, let runs) = op, !runs.isEmpty,
+                  (runs.count == 1 && runs[0].operationCount == 1) || !runs.isJoined {
             // Runs made by hand, not as joining their deletes makes them: joined again, so that
             // the same deletes are one value (and what a decoder gives back).
             var joined: [DeleteRun] = []
@@ -328,10 +332,25 @@ public struct Change: Hashable, Sendable {
         }
     }
 
-    /// The note of the last operation when it is an insert.
+    /// The note of the last operation when it is an insert. (Read in place: a copy of the
+    /// operation retains and releases its payload.)
     private var lastInsertNote: NoteID? {
-        guard let last = operations.last, case .insertText(let note, _, _) = last else { return nil }
-        return note
+        operations.withUnsafeBufferPointer { ops in
+            guard !ops.isEmpty, case .insertText(let note, _, _) = ops[ops.count - 1] else { return nil }
+            return note
+        }
+    }
+
+    /// Whether a delete of one target on `note` joins the last operation (read in place).
+    private func lastJoinsDelete(on note: NoteID) -> Bool {
+        operations.withUnsafeBufferPointer { ops in
+            guard !ops.isEmpty else { return false }
+            switch ops[ops.count - 1] {
+            case .deleteText(let n, let targets): return n == note && targets.count == 1
+            case .deleteEach(let n, _): return n == note
+            default: return false
+            }
+        }
     }
 
     /// Appends characters to the last operation, an insert, without copying its text: a decoded
@@ -376,15 +395,5 @@ extension Operation {
             break
         }
         return nil
-    }
-
-    /// Whether a delete of one target on `note` joins this operation (a delete of one target on
-    /// the same note, or a `deleteEach` there).
-    func joinsDelete(on note: NoteID) -> Bool {
-        switch self {
-        case .deleteText(let n, let targets): n == note && targets.count == 1
-        case .deleteEach(let n, _): n == note
-        default: false
-        }
     }
 }

@@ -444,6 +444,9 @@ public enum ChangeCodec {
         }
 
         var predictor = Predictor()
+        // Deletes of one target each, gathered into one `deleteEach` (one array, not one per
+        // delete); empty between changes, its storage kept for the next.
+        var gathered = GatheredDeletes()
         var changes: [Change] = []
         changes.reserveCapacity(changeCount)
         for header in headers {
@@ -460,8 +463,6 @@ public enum ChangeCodec {
                 }
                 seq += count
             }
-            // Deletes of one target each, gathered into one `deleteEach` (one array, not one per delete).
-            var gathered = GatheredDeletes()
             for _ in 0 ..< header.opCount {
                 guard let kind = Kind(rawValue: try kinds.next()) else { preconditionFailure() }
                 guard seq <= Change.maxSeq else {
@@ -509,7 +510,7 @@ public enum ChangeCodec {
                     let start = seq
                     try take(UInt64(count))
                     predictor.inserted(OpID(replica: header.author, seq: start), count: UInt64(count))
-                    if let deletes = gathered.take() { change.appendJoining(deletes) }
+                    if let deletes = gathered.take() { change.appendJoining(deletes, runsJoined: true) }
                     change.appendInsert(note: n, origin: origin, text: text)
                     continue
                 case .deleteText:
@@ -583,7 +584,7 @@ public enum ChangeCodec {
                             targets.reserveCapacity(targetCount)
                             for _ in 0 ..< targetCount { targets.append(try target()) }
                             predictor.lastDeleted = OpID(replica: targets[0].replica, seq: targets[0].seq)
-                            if let deletes = gathered.take() { change.appendJoining(deletes) }
+                            if let deletes = gathered.take() { change.appendJoining(deletes, runsJoined: true) }
                             try take(1)
                             change.appendJoining(.deleteText(note: n, targets: targets))
                             continue
@@ -623,7 +624,7 @@ public enum ChangeCodec {
                         }
                         op = .reissue(of: OpIDRange(replica: r, seq: first, count: count))
                         try take(1)
-                        if let deletes = gathered.take() { change.appendJoining(deletes) }
+                        if let deletes = gathered.take() { change.appendJoining(deletes, runsJoined: true) }
                         change.appendJoining(op)
                         continue
                     }
@@ -633,10 +634,10 @@ public enum ChangeCodec {
                     op = .setTagField(tag: tag, field: field, value: try decodeValue(&explicit))
                 }
                 try take(1)
-                if let deletes = gathered.take() { change.appendJoining(deletes) }
+                if let deletes = gathered.take() { change.appendJoining(deletes, runsJoined: true) }
                 change.appendJoining(op)
             }
-            if let deletes = gathered.take() { change.appendJoining(deletes) }
+            if let deletes = gathered.take() { change.appendJoining(deletes, runsJoined: true) }
             do { try Notebook.checkShape(change) } catch let error as CRDTError {
                 throw CRDTError(.malformedEncoding, "a change from \(header.author) is malformed: \(error.message)")
             }
