@@ -38,16 +38,26 @@ public enum ChangeCodec {
             slots.removeAll()
             irregular.removeAll(keepingCapacity: true)
             lastHit = nil
+            lastInserter = 0
         }
+
+        /// Where the author of the last insert is in `insertedBy` (a change's inserts are all its author's).
+        var lastInserter = 0
 
         mutating func inserted(_ id: OpID, count: UInt64) {
             // Wrapping: the encoder may be handed a change no decoder would accept (never a decoded one).
             lastInsertEnd = OpID(replica: id.replica, seq: id.seq &+ count &- 1)
-            if let i = slots.index(of: id.replica) {
-                if let last = insertedBy[i].ranges.last, id.seq < last.start &+ last.count { irregular[i] = true }
-                insertedBy[i].ranges.append((id.seq, count))
+            let found = lastInserter < insertedBy.count && insertedBy[lastInserter].replica == id.replica
+                ? lastInserter : slots.index(of: id.replica)
+            if let i = found {
+                lastInserter = i
+                insertedBy.withUnsafeMutableBufferPointer { byReplica in
+                    if let last = byReplica[i].ranges.last, id.seq < last.start &+ last.count { irregular[i] = true }
+                    byReplica[i].ranges.append((id.seq, count))
+                }
             } else {
                 slots.add(id.replica)
+                lastInserter = insertedBy.count
                 insertedBy.append((id.replica, [(id.seq, count)]))
                 irregular.append(false)
             }
@@ -440,7 +450,7 @@ public enum ChangeCodec {
             guard !notes.isEmpty else { throw CRDTError(.malformedEncoding, "an operation names a note but the note table is empty") }
             let index = try noteColumn.next()
             guard index < UInt64(notes.count) else { throw CRDTError(.malformedEncoding, "note index \(index) is out of range") }
-            return notes[Int(index)]
+            return notes.withUnsafeBufferPointer { $0[Int(index)] }  // checked just above
         }
 
         var predictor = Predictor()
@@ -558,7 +568,7 @@ public enum ChangeCodec {
                                 : DeleteRun(range: OpIDRange(replica: first.replica, seq: first.seq - (count - 1), count: count), order: .backward)
                             let last = run.target(count - 1)
                             predictor.lastDeleted = OpID(replica: last.replica, seq: last.seq)
-                            if gathered.note != n, let deletes = gathered.take() { change.appendJoining(deletes) }
+                            if gathered.note != n, let deletes = gathered.take() { change.appendJoining(deletes, runsJoined: true) }
                             gathered.add(run, in: n)
                             continue
                         }
@@ -608,7 +618,7 @@ public enum ChangeCodec {
                         try deleting(1)
                     }
                     predictor.lastDeleted = OpID(replica: single.replica, seq: single.seq)
-                    if gathered.note != n, let deletes = gathered.take() { change.appendJoining(deletes) }
+                    if gathered.note != n, let deletes = gathered.take() { change.appendJoining(deletes, runsJoined: true) }
                     gathered.add(single, in: n)
                     try take(1)
                     continue
