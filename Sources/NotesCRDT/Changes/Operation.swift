@@ -44,6 +44,25 @@ public enum Operation: Hashable, Sendable {
         return nil
     }
 
+    /// An insert's text, else empty. (Binding a payload in a switch over an operation in a buffer
+    /// copies the whole operation, through its value witness; this copies the text alone.)
+    var insertedText: InsertedText {
+        if case .insertText(_, _, let text) = self { return text }
+        return InsertedText()
+    }
+
+    /// A `deleteText`'s targets, else none (as `insertedText`).
+    var deleteTargets: [OpIDRange] {
+        if case .deleteText(_, let targets) = self { return targets }
+        return []
+    }
+
+    /// A `deleteEach`'s runs, else none (as `insertedText`).
+    var deleteRuns: [DeleteRun] {
+        if case .deleteEach(_, let runs) = self { return runs }
+        return []
+    }
+
     /// The note the operation touches, if any.
     public var note: NoteID? {
         switch self {
