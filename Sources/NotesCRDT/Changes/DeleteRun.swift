@@ -201,8 +201,14 @@ struct GatheredDeletes {
     }
 
     /// The gathered deletes as one operation (nil when there are none); gathers anew after.
+    @inline(__always)  // asked before every operation the decoder appends, and usually nil
     mutating func take() -> Operation? {
-        guard let note else { return nil }
+        guard note != nil else { return nil }
+        return takeGathered()
+    }
+
+    private mutating func takeGathered() -> Operation {
+        let note = note!
         self.note = nil
         if runs.isEmpty {
             defer { firstArray = nil }
