@@ -85,8 +85,18 @@ public enum ChangeCodec {
                     }
                 }
             }
-            guard let r = slots.index(of: id.replica) else { return nil }
+            let r: Int
+            if lastInserter < insertedBy.count, insertedBy[lastInserter].replica == id.replica {
+                r = lastInserter
+            } else {
+                guard let slot = slots.index(of: id.replica) else { return nil }
+                r = slot
+            }
             let found: (replica: Int, index: Int)? = insertedBy[r].ranges.withUnsafeBufferPointer { ranges in
+                // The replica's last insert, the usual target of a delete (what was just typed).
+                if !irregular[r], let last = ranges.last, last.start <= id.seq, id.seq < last.start &+ last.count {
+                    return (r, ranges.count - 1)
+                }
                 var low = 0, high = ranges.count
                 while low < high {
                     let mid = (low + high) / 2
