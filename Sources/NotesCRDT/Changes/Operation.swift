@@ -254,10 +254,7 @@ public struct Change: Hashable, Sendable {
 
     /// Appends one operation: an insert that continues the last insert extends it, and deletes of
     /// one target each join into a `deleteEach`.
-    ///
-    /// - Parameter runsJoined: whether a `deleteEach`'s runs are known to be joined already (as
-    ///   `GatheredDeletes` makes them), so that they need not be checked.
-    mutating func appendJoining(_ op: consuming Operation, runsJoined: Bool = false) {
+    mutating func appendJoining(_ op: consuming Operation) {
         // Wrapping: a decoder builds changes before `Notebook.checkShape` rejects impossible seqs.
         let lastSeq = startSeq &+ seqCount &- 1
         let (total, overflow) = seqCount.addingReportingOverflow(op.seqCount)
@@ -284,8 +281,7 @@ public struct Change: Hashable, Sendable {
             extendLastDelete(with: target)
         } else if case .deleteEach(let note, let runs) = op, lastJoinsDelete(on: note) {
             extendLastDelete(with: runs)
-        } else if !runsJoined, case .deleteEach(let note, let runs) = op, !runs.isEmpty,
-                  (runs.count == 1 && runs[0].operationCount == 1) || !runs.isJoined {
+        } else if case .deleteEach(let note, let runs) = op, !runs.isEmpty, (runs.count == 1 && runs[0].operationCount == 1) || !runs.isJoined {
             // Runs made by hand, not as joining their deletes makes them: joined again, so that
             // the same deletes are one value (and what a decoder gives back).
             var joined: [DeleteRun] = []
@@ -295,6 +291,21 @@ public struct Change: Hashable, Sendable {
         } else {
             operations.append(op)
         }
+    }
+
+    /// `appendJoining` of the deletes a decoder gathered (`GatheredDeletes`): a lone delete or runs
+    /// joined already, which never join the operation before them (the decoder takes them out
+    /// whenever another operation, or another note's delete, comes between). Their shape is
+    /// checked as `appendJoining` checks it.
+    mutating func appendGathered(_ op: consuming Operation) {
+        let (total, overflow) = seqCount.addingReportingOverflow(op.seqCount)
+        seqCount = overflow ? .max : total
+        if shapeProblem == nil, overflow || total > Change.maxSeq {
+            shapeProblem = "a change covers more than 2^53 - 1 sequence numbers"
+        }
+        if shapeProblem == nil { shapeProblem = op.shapeProblem }
+        assert(shapeProblem != nil || op.note.map { !lastJoinsDelete(on: $0) } ?? true, "gathered deletes that join the operation before")
+        operations.append(op)
     }
 
     /// `appendJoining(.insertText(note:origin:text:))`, for the decoder: the insert's shape is

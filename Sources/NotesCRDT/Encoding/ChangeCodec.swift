@@ -530,7 +530,7 @@ public enum ChangeCodec {
                     let start = seq
                     try take(UInt64(count))
                     predictor.inserted(OpID(replica: header.author, seq: start), count: UInt64(count))
-                    if let deletes = gathered.take() { change.appendJoining(deletes, runsJoined: true) }
+                    if let deletes = gathered.take() { change.appendGathered(deletes) }
                     change.appendInsert(note: n, origin: origin, text: text)
                     continue
                 case .deleteText:
@@ -578,7 +578,7 @@ public enum ChangeCodec {
                                 : DeleteRun(range: OpIDRange(replica: first.replica, seq: first.seq - (count - 1), count: count), order: .backward)
                             let last = run.target(count - 1)
                             predictor.lastDeleted = OpID(replica: last.replica, seq: last.seq)
-                            if gathered.note != n, let deletes = gathered.take() { change.appendJoining(deletes, runsJoined: true) }
+                            if gathered.note != n, let deletes = gathered.take() { change.appendGathered(deletes) }
                             gathered.add(run, in: n)
                             continue
                         }
@@ -604,7 +604,7 @@ public enum ChangeCodec {
                             targets.reserveCapacity(targetCount)
                             for _ in 0 ..< targetCount { targets.append(try target()) }
                             predictor.lastDeleted = OpID(replica: targets[0].replica, seq: targets[0].seq)
-                            if let deletes = gathered.take() { change.appendJoining(deletes, runsJoined: true) }
+                            if let deletes = gathered.take() { change.appendGathered(deletes) }
                             try take(1)
                             change.appendJoining(.deleteText(note: n, targets: targets))
                             continue
@@ -628,7 +628,7 @@ public enum ChangeCodec {
                         try deleting(1)
                     }
                     predictor.lastDeleted = OpID(replica: single.replica, seq: single.seq)
-                    if gathered.note != n, let deletes = gathered.take() { change.appendJoining(deletes, runsJoined: true) }
+                    if gathered.note != n, let deletes = gathered.take() { change.appendGathered(deletes) }
                     gathered.add(single, in: n)
                     try take(1)
                     continue
@@ -644,7 +644,7 @@ public enum ChangeCodec {
                         }
                         op = .reissue(of: OpIDRange(replica: r, seq: first, count: count))
                         try take(1)
-                        if let deletes = gathered.take() { change.appendJoining(deletes, runsJoined: true) }
+                        if let deletes = gathered.take() { change.appendGathered(deletes) }
                         change.appendJoining(op)
                         continue
                     }
@@ -654,10 +654,10 @@ public enum ChangeCodec {
                     op = .setTagField(tag: tag, field: field, value: try decodeValue(&explicit))
                 }
                 try take(1)
-                if let deletes = gathered.take() { change.appendJoining(deletes, runsJoined: true) }
+                if let deletes = gathered.take() { change.appendGathered(deletes) }
                 change.appendJoining(op)
             }
-            if let deletes = gathered.take() { change.appendJoining(deletes, runsJoined: true) }
+            if let deletes = gathered.take() { change.appendGathered(deletes) }
             do { try Notebook.checkShape(change) } catch let error as CRDTError {
                 throw CRDTError(.malformedEncoding, "a change from \(header.author) is malformed: \(error.message)")
             }
