@@ -126,6 +126,58 @@ struct DeleteRunTests {
         }
     }
 
+    /// Deletes gathered by the decoder on one note, then another, then in the next change (the
+    /// decoder keeps one array of runs for them all), between inserts and deletes of several
+    /// ranges, decode to the changes that were encoded, and encode to the same bytes again.
+    @Test func gatheredDeletesRoundTripAcrossNotesAndChanges() throws {
+        let notes = [Self.n, noteID(2)]
+        for seed in 0 as UInt64 ..< 300 {
+            var rng = SplitMix64(seed: seed)
+            var changes: [Change] = []
+            var start: UInt64 = 1
+            for c in 0 ..< rng.int(1 ... 4) {
+                let author = replica(UInt64(1 + c % 2))
+                var ops: [Operation] = [.insertText(note: notes[rng.int(0 ... 1)], origin: nil, text: InsertedText("abcdefgh"))]
+                for _ in 0 ..< rng.int(1 ... 30) {
+                    let note = notes[rng.int(0 ... 9) == 0 ? 1 : 0]
+                    let r = replica(UInt64(rng.int(1 ... 2)))
+                    let seq = UInt64(rng.int(1 ... 40))
+                    switch rng.int(0 ... 9) {
+                    case 0:
+                        ops.append(.insertText(note: note, origin: OpID(replica: r, seq: seq), text: InsertedText("xy")))
+                    case 1:
+                        ops.append(.deleteText(note: note, targets: [OpIDRange(replica: r, seq: seq, count: 2), OpIDRange(replica: r, seq: seq + 5, count: 1)]))
+                    case 2, 3:
+                        let run = DeleteRun(range: OpIDRange(replica: r, seq: seq, count: UInt64(rng.int(2 ... 6))),
+                                            order: rng.int(0 ... 1) == 0 ? .backward : .forward)
+                        ops.append(.deleteEach(note: note, runs: [run]))
+                    default:
+                        // Mostly the next character down or up, so that deletes join into runs.
+                        let near = rng.int(0 ... 2)
+                        let last = ops.last.flatMap { op -> OpIDRange? in
+                            if case .deleteText(_, let targets) = op { return targets.last }
+                            if case .deleteEach(_, let runs) = op, let run = runs.last { return run.target(run.operationCount - 1) }
+                            return nil
+                        }
+                        let target = if let last, near > 0, last.seq > 1 {
+                            OpIDRange(replica: last.replica, seq: near == 1 ? last.seq - 1 : last.seq + 1, count: 1)
+                        } else {
+                            OpIDRange(replica: r, seq: seq, count: UInt64(rng.int(1 ... 2)))
+                        }
+                        ops.append(.deleteText(note: note, targets: [target]))
+                    }
+                }
+                let change = Change(replica: author, startSeq: start, timestamp: Timestamp(milliseconds: baseTime), dependencies: VersionVector(), operations: ops)
+                start = change.endSeq + 1
+                changes.append(change)
+            }
+            let bytes = ChangeCodec.encode(changes)
+            let decoded = try ChangeCodec.decode(bytes)
+            #expect(decoded == changes, "seed \(seed)")
+            #expect(ChangeCodec.encode(decoded) == bytes, "seed \(seed)")
+        }
+    }
+
     /// Runs backwards and forwards, over text of this replica and of another, round-trip and apply.
     @Test func runRecordsRoundTripAndApply() throws {
         var nb = makeNotebook(1)

@@ -116,6 +116,15 @@ extension [DeleteRun] {
     ///
     /// - Complexity: O(1).
     public mutating func appendDeletes(of run: DeleteRun) {
+        // A run that does not continue the last one is taken as it is: its deletes one by one
+        // would make it again (it is no longer than the longest run), in many more steps.
+        if run.order != .whole, run.range.count >= 2, run.range.count <= DeleteRun.maxLength {
+            var last = isEmpty ? nil : self[count - 1]
+            if last?.extend(with: run.target(0)) != true {
+                append(run)
+                return
+            }
+        }
         let total = run.operationCount
         var index: UInt64 = 0
         while index < total {
@@ -157,12 +166,14 @@ extension [DeleteRun] {
 
 /// Deletes of one target each, on one note, gathered into one operation as they come (by the
 /// decoder from the wire, by `BodyEditor` from edits): a lone delete stays a `deleteText` with the
-/// array it came with, and the runs array is made only for a second delete.
+/// array it came with, and the runs are gathered in an array kept from one `take()` to the next.
 struct GatheredDeletes {
     /// The note of the gathered deletes; nil when none are gathered.
     private(set) var note: NoteID?
     private var first = OpIDRange(replica: ReplicaID(Identifier128(high: 0, low: 0)), seq: 0, count: 0)
     private var firstArray: [OpIDRange]?
+    /// Empty while a lone delete is gathered. Its storage is reused, and each operation taken gets
+    /// a copy of its length: growing a fresh array per operation reallocated it at every doubling.
     private var runs: [DeleteRun] = []
 
     /// Gathers a delete of `target` in `note` (the gathered note, or any when none is gathered).
@@ -174,7 +185,7 @@ struct GatheredDeletes {
             first = target
             firstArray = array
         } else {
-            if runs.isEmpty { runs = [DeleteRun(first)] }
+            if runs.isEmpty { runs.append(DeleteRun(first)) }
             runs.appendDelete(target)
         }
     }
@@ -183,18 +194,29 @@ struct GatheredDeletes {
     mutating func add(_ run: DeleteRun, in note: NoteID) {
         if self.note == nil {
             self.note = note
-            runs = []
         } else if runs.isEmpty {
-            runs = [DeleteRun(first)]
+            runs.append(DeleteRun(first))
         }
         runs.appendDeletes(of: run)
     }
 
     /// The gathered deletes as one operation (nil when there are none); gathers anew after.
+    @inline(__always)  // asked before every operation the decoder appends, and usually nil
     mutating func take() -> Operation? {
-        guard let note else { return nil }
-        let op: Operation = runs.isEmpty ? .deleteText(note: note, targets: firstArray ?? [first]) : .deleteEach(note: note, runs: runs)
-        self = GatheredDeletes()
+        guard note != nil else { return nil }
+        return takeGathered()
+    }
+
+    private mutating func takeGathered() -> Operation {
+        let note = note!
+        self.note = nil
+        if runs.isEmpty {
+            defer { firstArray = nil }
+            return .deleteText(note: note, targets: firstArray ?? [first])
+        }
+        let op = Operation.deleteEach(note: note, runs: Array(runs[...]))
+        runs.removeAll(keepingCapacity: true)
+        firstArray = nil
         return op
     }
 }

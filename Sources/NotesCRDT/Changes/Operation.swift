@@ -44,6 +44,25 @@ public enum Operation: Hashable, Sendable {
         return nil
     }
 
+    /// An insert's text, else empty. (Binding a payload in a switch over an operation in a buffer
+    /// copies the whole operation, through its value witness; this copies the text alone.)
+    var insertedText: InsertedText {
+        if case .insertText(_, _, let text) = self { return text }
+        return InsertedText()
+    }
+
+    /// A `deleteText`'s targets, else none (as `insertedText`).
+    var deleteTargets: [OpIDRange] {
+        if case .deleteText(_, let targets) = self { return targets }
+        return []
+    }
+
+    /// A `deleteEach`'s runs, else none (as `insertedText`).
+    var deleteRuns: [DeleteRun] {
+        if case .deleteEach(_, let runs) = self { return runs }
+        return []
+    }
+
     /// The note the operation touches, if any.
     public var note: NoteID? {
         switch self {
@@ -258,9 +277,9 @@ public struct Change: Hashable, Sendable {
         if case .insertText(let note2, let origin2, let more) = op, origin2 == OpID(replica: replica, seq: lastSeq),
            lastInsertNote == note2 {
             extendLastInsert(with: more)
-        } else if let (note, target) = op.singleDeleteTarget, let last = operations.last, last.joinsDelete(on: note) {
+        } else if let (note, target) = op.singleDeleteTarget, lastJoinsDelete(on: note) {
             extendLastDelete(with: target)
-        } else if case .deleteEach(let note, let runs) = op, let last = operations.last, last.joinsDelete(on: note) {
+        } else if case .deleteEach(let note, let runs) = op, lastJoinsDelete(on: note) {
             extendLastDelete(with: runs)
         } else if case .deleteEach(let note, let runs) = op, !runs.isEmpty, (runs.count == 1 && runs[0].operationCount == 1) || !runs.isJoined {
             // Runs made by hand, not as joining their deletes makes them: joined again, so that
@@ -272,6 +291,21 @@ public struct Change: Hashable, Sendable {
         } else {
             operations.append(op)
         }
+    }
+
+    /// `appendJoining` of the deletes a decoder gathered (`GatheredDeletes`): a lone delete or runs
+    /// joined already, which never join the operation before them (the decoder takes them out
+    /// whenever another operation, or another note's delete, comes between). Their shape is
+    /// checked as `appendJoining` checks it.
+    mutating func appendGathered(_ op: consuming Operation) {
+        let (total, overflow) = seqCount.addingReportingOverflow(op.seqCount)
+        seqCount = overflow ? .max : total
+        if shapeProblem == nil, overflow || total > Change.maxSeq {
+            shapeProblem = "a change covers more than 2^53 - 1 sequence numbers"
+        }
+        if shapeProblem == nil { shapeProblem = op.shapeProblem }
+        assert(shapeProblem != nil || op.note.map { !lastJoinsDelete(on: $0) } ?? true, "gathered deletes that join the operation before")
+        operations.append(op)
     }
 
     /// `appendJoining(.insertText(note:origin:text:))`, for the decoder: the insert's shape is
@@ -328,10 +362,25 @@ public struct Change: Hashable, Sendable {
         }
     }
 
-    /// The note of the last operation when it is an insert.
+    /// The note of the last operation when it is an insert. (Read in place: a copy of the
+    /// operation retains and releases its payload.)
     private var lastInsertNote: NoteID? {
-        guard let last = operations.last, case .insertText(let note, _, _) = last else { return nil }
-        return note
+        operations.withUnsafeBufferPointer { ops in
+            guard !ops.isEmpty, case .insertText(let note, _, _) = ops[ops.count - 1] else { return nil }
+            return note
+        }
+    }
+
+    /// Whether a delete of one target on `note` joins the last operation (read in place).
+    private func lastJoinsDelete(on note: NoteID) -> Bool {
+        operations.withUnsafeBufferPointer { ops in
+            guard !ops.isEmpty else { return false }
+            switch ops[ops.count - 1] {
+            case .deleteText(let n, let targets): return n == note && targets.count == 1
+            case .deleteEach(let n, _): return n == note
+            default: return false
+            }
+        }
     }
 
     /// Appends characters to the last operation, an insert, without copying its text: a decoded
@@ -376,15 +425,5 @@ extension Operation {
             break
         }
         return nil
-    }
-
-    /// Whether a delete of one target on `note` joins this operation (a delete of one target on
-    /// the same note, or a `deleteEach` there).
-    func joinsDelete(on note: NoteID) -> Bool {
-        switch self {
-        case .deleteText(let n, let targets): n == note && targets.count == 1
-        case .deleteEach(let n, _): n == note
-        default: false
-        }
     }
 }

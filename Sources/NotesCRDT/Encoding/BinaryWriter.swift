@@ -164,6 +164,7 @@ public struct BinaryReader: Sendable {
     }
 
     /// Reads a zigzag-encoded signed varint.
+    @inline(__always)  // as `varint()`: a delete's or an insert's explicit target reads one
     public mutating func signedVarint() throws -> Int64 {
         let raw = try varint()
         return Int64(bitPattern: raw >> 1) ^ -Int64(bitPattern: raw & 1)

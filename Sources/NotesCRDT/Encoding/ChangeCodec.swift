@@ -38,16 +38,26 @@ public enum ChangeCodec {
             slots.removeAll()
             irregular.removeAll(keepingCapacity: true)
             lastHit = nil
+            lastInserter = 0
         }
+
+        /// Where the author of the last insert is in `insertedBy` (a change's inserts are all its author's).
+        var lastInserter = 0
 
         mutating func inserted(_ id: OpID, count: UInt64) {
             // Wrapping: the encoder may be handed a change no decoder would accept (never a decoded one).
             lastInsertEnd = OpID(replica: id.replica, seq: id.seq &+ count &- 1)
-            if let i = slots.index(of: id.replica) {
-                if let last = insertedBy[i].ranges.last, id.seq < last.start &+ last.count { irregular[i] = true }
-                insertedBy[i].ranges.append((id.seq, count))
+            let found = lastInserter < insertedBy.count && insertedBy[lastInserter].replica == id.replica
+                ? lastInserter : slots.index(of: id.replica)
+            if let i = found {
+                lastInserter = i
+                insertedBy.withUnsafeMutableBufferPointer { byReplica in
+                    if let last = byReplica[i].ranges.last, id.seq < last.start &+ last.count { irregular[i] = true }
+                    byReplica[i].ranges.append((id.seq, count))
+                }
             } else {
                 slots.add(id.replica)
+                lastInserter = insertedBy.count
                 insertedBy.append((id.replica, [(id.seq, count)]))
                 irregular.append(false)
             }
@@ -75,8 +85,18 @@ public enum ChangeCodec {
                     }
                 }
             }
-            guard let r = slots.index(of: id.replica) else { return nil }
+            let r: Int
+            if lastInserter < insertedBy.count, insertedBy[lastInserter].replica == id.replica {
+                r = lastInserter
+            } else {
+                guard let slot = slots.index(of: id.replica) else { return nil }
+                r = slot
+            }
             let found: (replica: Int, index: Int)? = insertedBy[r].ranges.withUnsafeBufferPointer { ranges in
+                // The replica's last insert, the usual target of a delete (what was just typed).
+                if !irregular[r], let last = ranges.last, last.start <= id.seq, id.seq < last.start &+ last.count {
+                    return (r, ranges.count - 1)
+                }
                 var low = 0, high = ranges.count
                 while low < high {
                     let mid = (low + high) / 2
@@ -440,10 +460,13 @@ public enum ChangeCodec {
             guard !notes.isEmpty else { throw CRDTError(.malformedEncoding, "an operation names a note but the note table is empty") }
             let index = try noteColumn.next()
             guard index < UInt64(notes.count) else { throw CRDTError(.malformedEncoding, "note index \(index) is out of range") }
-            return notes[Int(index)]
+            return notes.withUnsafeBufferPointer { $0[Int(index)] }  // checked just above
         }
 
         var predictor = Predictor()
+        // Deletes of one target each, gathered into one `deleteEach` (one array, not one per
+        // delete); empty between changes, its storage kept for the next.
+        var gathered = GatheredDeletes()
         var changes: [Change] = []
         changes.reserveCapacity(changeCount)
         for header in headers {
@@ -460,8 +483,6 @@ public enum ChangeCodec {
                 }
                 seq += count
             }
-            // Deletes of one target each, gathered into one `deleteEach` (one array, not one per delete).
-            var gathered = GatheredDeletes()
             for _ in 0 ..< header.opCount {
                 guard let kind = Kind(rawValue: try kinds.next()) else { preconditionFailure() }
                 guard seq <= Change.maxSeq else {
@@ -509,7 +530,7 @@ public enum ChangeCodec {
                     let start = seq
                     try take(UInt64(count))
                     predictor.inserted(OpID(replica: header.author, seq: start), count: UInt64(count))
-                    if let deletes = gathered.take() { change.appendJoining(deletes) }
+                    if let deletes = gathered.take() { change.appendGathered(deletes) }
                     change.appendInsert(note: n, origin: origin, text: text)
                     continue
                 case .deleteText:
@@ -557,7 +578,7 @@ public enum ChangeCodec {
                                 : DeleteRun(range: OpIDRange(replica: first.replica, seq: first.seq - (count - 1), count: count), order: .backward)
                             let last = run.target(count - 1)
                             predictor.lastDeleted = OpID(replica: last.replica, seq: last.seq)
-                            if gathered.note != n, let deletes = gathered.take() { change.appendJoining(deletes) }
+                            if gathered.note != n, let deletes = gathered.take() { change.appendGathered(deletes) }
                             gathered.add(run, in: n)
                             continue
                         }
@@ -583,7 +604,7 @@ public enum ChangeCodec {
                             targets.reserveCapacity(targetCount)
                             for _ in 0 ..< targetCount { targets.append(try target()) }
                             predictor.lastDeleted = OpID(replica: targets[0].replica, seq: targets[0].seq)
-                            if let deletes = gathered.take() { change.appendJoining(deletes) }
+                            if let deletes = gathered.take() { change.appendGathered(deletes) }
                             try take(1)
                             change.appendJoining(.deleteText(note: n, targets: targets))
                             continue
@@ -607,7 +628,7 @@ public enum ChangeCodec {
                         try deleting(1)
                     }
                     predictor.lastDeleted = OpID(replica: single.replica, seq: single.seq)
-                    if gathered.note != n, let deletes = gathered.take() { change.appendJoining(deletes) }
+                    if gathered.note != n, let deletes = gathered.take() { change.appendGathered(deletes) }
                     gathered.add(single, in: n)
                     try take(1)
                     continue
@@ -623,7 +644,7 @@ public enum ChangeCodec {
                         }
                         op = .reissue(of: OpIDRange(replica: r, seq: first, count: count))
                         try take(1)
-                        if let deletes = gathered.take() { change.appendJoining(deletes) }
+                        if let deletes = gathered.take() { change.appendGathered(deletes) }
                         change.appendJoining(op)
                         continue
                     }
@@ -633,10 +654,10 @@ public enum ChangeCodec {
                     op = .setTagField(tag: tag, field: field, value: try decodeValue(&explicit))
                 }
                 try take(1)
-                if let deletes = gathered.take() { change.appendJoining(deletes) }
+                if let deletes = gathered.take() { change.appendGathered(deletes) }
                 change.appendJoining(op)
             }
-            if let deletes = gathered.take() { change.appendJoining(deletes) }
+            if let deletes = gathered.take() { change.appendGathered(deletes) }
             do { try Notebook.checkShape(change) } catch let error as CRDTError {
                 throw CRDTError(.malformedEncoding, "a change from \(header.author) is malformed: \(error.message)")
             }

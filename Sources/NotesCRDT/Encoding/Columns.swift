@@ -31,6 +31,7 @@ struct TwoBitReader {
 
     /// One byte loaded per four values (an index divided and a byte loaded per value cost
     /// several times more, for every operation decoded).
+    @inline(__always)
     mutating func next() throws -> UInt8 {
         if left == 0 {
             guard position < bytes.endIndex else { throw CRDTError(.malformedEncoding, "a 2-bit column ends early") }
@@ -83,6 +84,7 @@ struct RunLengthReader {
 
     init(_ reader: BinaryReader) { self.reader = reader }
 
+    @inline(__always)  // one call per operation decoded, for a value that is usually the run's
     mutating func next() throws -> UInt64 {
         if left == 0 {
             left = try reader.varint()

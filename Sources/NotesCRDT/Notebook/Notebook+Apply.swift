@@ -542,23 +542,25 @@ extension Notebook {
                 }
                 record.touch(timestamp)
                 seq += 1
-            case .insertText(let n, let origin, let scalars):
+            case .insertText(let n, let origin, _):
                 guard n == note else { return }
+                let scalars = operations[index].insertedText
                 let count = UInt64(scalars.count)
                 text.place(id: id, origin: origin, key: timestamp.rawValue, scalars: scalars)
                 record.touch(timestamp.advanced(by: count - 1))
                 seq += count
                 lastEdit = seq - 1
                 lastTouch = seq - 1
-            case .deleteText(let n, let targets):
+            case .deleteText(let n, _):
                 guard n == note else { return }
-                for target in targets { delete(target) }
+                for target in operations[index].deleteTargets { delete(target) }
                 record.touch(timestamp)
                 lastEdit = seq
                 lastTouch = seq
                 seq += 1
-            case .deleteEach(let n, let runs):
+            case .deleteEach(let n, _):
                 guard n == note else { return }
+                let runs = operations[index].deleteRuns
                 var count: UInt64 = 0
                 for i in runs.indices {
                     delete(runs[i].range)
