@@ -260,7 +260,8 @@ public struct FuzzDriver {
             // Past what it made and forking from nothing it made: the copy's, applied at the end.
             var unmade: [Change] = []
             func noteFork(_ change: Change) -> Bool {
-                guard change.startSeq <= ownMade, let seq = shadow.forkPoint(of: change), seq <= ownMade else { return false }
+                guard change.startSeq <= ownMade, let found = shadow.forkPoint(of: change), found <= ownMade else { return false }
+                let seq = shadow.forkBound(of: change, at: found)
                 forkedAt = min(forkedAt ?? seq, seq)
                 forked.append(change)
                 return true

@@ -143,7 +143,8 @@ extension NoteStore {
             @discardableResult
             func noteFork(_ change: Change) -> Bool {
                 let made = change.replica == own ? loaded!.notebook.versionVector[own] : former[change.replica]
-                guard let made, change.startSeq <= made, let seq = loaded!.notebook.forkPoint(of: change), seq <= made else { return false }
+                guard let made, change.startSeq <= made, let found = loaded!.notebook.forkPoint(of: change), found <= made else { return false }
+                let seq = loaded!.notebook.forkBound(of: change, at: found)
                 forks[change.replica] = min(forks[change.replica] ?? seq, seq)
                 forked.append(change)
                 return true

@@ -35,6 +35,35 @@ struct EquivocationTests {
         }
     }
 
+    /// A copy that first sees the other branch at seq *f* (a chimera brought it that seq without
+    /// the ones before) knows the branches part no later than its lowest own seq stamped too late
+    /// to come before the other's *f*; never inside the prefix the copies share; and no lower
+    /// than *f* when its own were stamped first.
+    @Test func theForkBoundReachesBackWhereTimestampsProveTheBranchesPart() throws {
+        let a = Notebook(replicaID: ReplicaID(Identifier128(high: 1, low: 1)), wallClock: FixedWallClock(1_700_000_000_000))
+        var base = a
+        let (note, _) = base.createNote(title: "t", body: "base")
+        let copied = base.versionVector[base.replicaID]
+        var early = try Notebook(snapshot: base.snapshot(), wallClock: FixedWallClock(1_700_000_100_000))
+        var late = try Notebook(snapshot: base.snapshot(), wallClock: FixedWallClock(1_700_000_900_000))
+        for text in ["p", "q", "r"] { _ = try early.insertText(note, at: 0, text) }
+        for text in ["x", "y", "z"] { _ = try late.insertText(note, at: 0, text) }
+        var past = VersionVector()
+        past[base.replicaID] = copied + 2
+        let earlyTail = try #require(early.changes(since: past).first)
+        let lateTail = try #require(late.changes(since: past).first)
+        #expect(earlyTail.startSeq == copied + 3 && lateTail.startSeq == copied + 3)
+        // The later copy's own two before were stamped after the early one's third: they differ.
+        #expect(late.forkPoint(of: earlyTail) == copied + 3)
+        #expect(late.forkBound(of: earlyTail, at: copied + 3) == copied + 1)
+        // The early copy's were stamped first: nothing is proved below the seq that differs.
+        #expect(early.forkPoint(of: lateTail) == copied + 3)
+        #expect(early.forkBound(of: lateTail, at: copied + 3) == copied + 3)
+        // A change that shares the prefix: the bound stops at the fork, not inside the prefix.
+        let whole = try #require(early.changes(since: VersionVector()).last)
+        if let found = late.forkPoint(of: whole) { #expect(late.forkBound(of: whole, at: found) >= copied + 1) }
+    }
+
     /// Two copies typing on at the end of one text write the same seqs at the same timestamps;
     /// only the content tells the forks apart.
     @Test func forksAtTheSameTimestampAreRefusedByContent() throws {

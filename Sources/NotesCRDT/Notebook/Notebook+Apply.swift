@@ -258,6 +258,42 @@ extension Notebook {
         return nil
     }
 
+    /// The lowest seq at or below `fork` (where `change` differs from what is held here) at which
+    /// the two branches provably part, by timestamps alone: an author stamps each seq at least one
+    /// past the one before, so the other branch's operation at a seq *k* below `fork` is stamped at
+    /// most `change.timestamp(ofSeq: fork) - (fork - k)`, and one held here stamped later is
+    /// another. Copies share their prefix with its timestamps, so an honest fork never reaches
+    /// into it. A copy that found the fork where a chimera first showed it would otherwise re-issue
+    /// from there, and again from lower down later. Nothing is inferred across re-issued
+    /// operations (they keep their originals' timestamps); at most `forkCheckBudget` log entries
+    /// are looked at.
+    package func forkBound(of change: Change, at fork: UInt64) -> UInt64 {
+        guard fork > 1, change.startSeq <= fork, fork <= change.endSeq, !change.containsReissue,
+              let indexes = historyIndex[change.replica] else { return fork }
+        let theirs = change.timestamp(ofSeq: fork).rawValue
+        var low = 0
+        var high = indexes.count
+        while low < high {
+            let mid = (low + high) / 2
+            if history[indexes[mid]].endSeq < fork - 1 { low = mid + 1 } else { high = mid }
+        }
+        guard low < indexes.count else { return fork }
+        var bound = fork
+        var index = low
+        for _ in 0 ..< Notebook.forkCheckBudget {
+            let entry = history[indexes[index]]
+            guard entry.startSeq < bound, !entry.containsReissue else { break }
+            // Within an entry the timestamps are consecutive, so the test is the same at every seq.
+            let top = min(entry.endSeq, bound - 1)
+            let (later, overflow) = entry.timestamp(ofSeq: top).rawValue.addingReportingOverflow(fork - top)
+            guard overflow || later > theirs else { break }
+            bound = entry.startSeq
+            guard index > 0 else { break }
+            index -= 1
+        }
+        return bound
+    }
+
     /// At most this many operations are stepped over to find where an overlap starts inside a
     /// stored change, per fork check (see `forkPoint(of:)`).
     public static let forkCheckBudget = 4096
