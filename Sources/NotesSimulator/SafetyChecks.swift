@@ -191,8 +191,8 @@ extension Simulation {
     /// A change that waited before a step and neither was applied nor waits (or is quarantined)
     /// after it, unless a re-issue the notebook holds covers its seqs (a withdrawn branch's change
     /// is dropped as a duplicate, rightly), or each of its seqs not applied is held or so covered:
-    /// nil when there is none. A store that lost a waiting
-    /// change (a rebuild that forgot them) gets it again only if a peer sends it again.
+    /// nil when there is none. A store that lost a waiting change (a rebuild that forgot them)
+    /// gets it again only if a peer sends it again.
     static func droppedWaitingChange(before: Set<Change>, _ notebook: Notebook) -> String? {
         guard !before.isEmpty else { return nil }
         let held = notebook.pendingChanges + notebook.quarantinedChanges.map(\.change)

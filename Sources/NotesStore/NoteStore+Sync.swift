@@ -155,6 +155,26 @@ extension NoteStore {
                             rejected: loaded!.notebook.quarantineRefusals - quarantineBefore.2 + skippedOwn,
                             foreignOwnChanges: foreignOwn, forksRepaired: forks.count)
             }
+            /// Applies a change to the notebook and counts what it did.
+            func integrate(_ change: Change) -> Notebook.ApplyOutcome {
+                let outcome = loaded!.notebook.apply(change)
+                switch outcome {
+                case .applied(let released):
+                    applied += 1 + released
+                    if released > 0 { queued = true }
+                case .duplicate: duplicates += 1
+                case .pending: queued = true
+                case .quarantined, .rejected: break
+                }
+                return outcome
+            }
+            /// Logs what the changes applied since `before` added (and their re-issues).
+            func logApplied(since before: VersionVector) throws {
+                let newChanges = loaded!.notebook.changes(since: before)
+                try log(newChanges, db)
+                try recordReissues(of: newChanges, own: false, db)
+                noteTouches(of: newChanges, in: &touches)
+            }
             // Rebuilds that re-issues call for are made once, at the end of the batches (or
             // before a change of the re-issued replica), not at every re-issue.
             loaded!.notebook.beginBatch()
@@ -176,29 +196,14 @@ extension NoteStore {
                         foreignOwn += 1
                         sawUnmade += 1
                     }
-                    switch loaded!.notebook.apply(change) {
-                    case .applied(let released):
-                        applied += 1 + released
-                        if released > 0 { queued = true }
-                    case .duplicate:
-                        duplicates += 1
-                    case .pending:
-                        queued = true
-                    case .rejected(let error) where error.code == .equivocation:
+                    if case .rejected(let error) = integrate(change), error.code == .equivocation {
                         if change.replica == own { foreignOwn += 1 }  // counted once, in `rejected` already
                         noteFork(change)
-                    case .quarantined, .rejected:
-                        break
                     }
                 }
                 // Logged batch by batch, so that only one batch's changes are held; the notes are
                 // written once, after the last.
-                if applied > appliedBefore {
-                    let newChanges = loaded!.notebook.changes(since: before)
-                    try log(newChanges, db)
-                    try recordReissues(of: newChanges, own: false, db)
-                    noteTouches(of: newChanges, in: &touches)
-                }
+                if applied > appliedBefore { try logApplied(since: before) }
                 progress(report(touched: touches.notes.count))
             }
             // The copy's operations past ours are another replica's once this one moves (below, in
@@ -206,22 +211,8 @@ extension NoteStore {
             if forks.isEmpty, !unmade.isEmpty {
                 let before = loaded!.notebook.versionVector
                 let appliedBefore = applied
-                for change in unmade {
-                    switch loaded!.notebook.apply(change) {
-                    case .applied(let released):
-                        applied += 1 + released
-                        if released > 0 { queued = true }
-                    case .duplicate: duplicates += 1
-                    case .pending: queued = true
-                    case .quarantined, .rejected: break
-                    }
-                }
-                if applied > appliedBefore {
-                    let newChanges = loaded!.notebook.changes(since: before)
-                    try log(newChanges, db)
-                    try recordReissues(of: newChanges, own: false, db)
-                    noteTouches(of: newChanges, in: &touches)
-                }
+                for change in unmade { _ = integrate(change) }
+                if applied > appliedBefore { try logApplied(since: before) }
             }
             loaded!.notebook.endBatch()
             if !forks.isEmpty {

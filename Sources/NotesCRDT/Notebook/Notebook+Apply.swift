@@ -132,12 +132,7 @@ extension Notebook {
         for (replica, indexes) in historyIndex {
             let have = version[replica]
             guard have < versionVector[replica] else { continue }
-            var low = 0
-            var high = indexes.count
-            while low < high {
-                let mid = (low + high) / 2
-                if history[indexes[mid]].endSeq <= have { low = mid + 1 } else { high = mid }
-            }
+            let low = firstLogEntry(in: indexes, endingAtOrAfter: have + 1)
             guard low < indexes.count else { continue }
             if history[indexes[low]].startSeq <= have { cuts.append((indexes[low], have + 1)) }
             if let last = picked.last, last > indexes[low] { sorted = false }
@@ -215,12 +210,7 @@ extension Notebook {
         let have = versionVector[change.replica]
         guard change.startSeq <= have, let indexes = historyIndex[change.replica] else { return nil }
         let last = min(change.endSeq, have)
-        var low = 0
-        var high = indexes.count
-        while low < high {
-            let mid = (low + high) / 2
-            if history[indexes[mid]].endSeq < change.startSeq { low = mid + 1 } else { high = mid }
-        }
+        let low = firstLogEntry(in: indexes, endingAtOrAfter: change.startSeq)
         // The stored changes cover the author's seqs without a gap, so one cursor over `change`
         // walks on from each into the next. Each is compared whole before the next, so the seq
         // returned is the first that differs (a re-issue starts there).
@@ -271,15 +261,9 @@ extension Notebook {
         guard fork > 1, change.startSeq <= fork, fork <= change.endSeq, !change.containsReissue,
               let indexes = historyIndex[change.replica] else { return fork }
         let theirs = change.timestamp(ofSeq: fork).rawValue
-        var low = 0
-        var high = indexes.count
-        while low < high {
-            let mid = (low + high) / 2
-            if history[indexes[mid]].endSeq < fork - 1 { low = mid + 1 } else { high = mid }
-        }
-        guard low < indexes.count else { return fork }
+        var index = firstLogEntry(in: indexes, endingAtOrAfter: fork - 1)
+        guard index < indexes.count else { return fork }
         var bound = fork
-        var index = low
         for _ in 0 ..< Notebook.forkCheckBudget {
             let entry = history[indexes[index]]
             guard entry.startSeq < bound, !entry.containsReissue else { break }

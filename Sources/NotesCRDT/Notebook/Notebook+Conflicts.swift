@@ -366,13 +366,7 @@ extension Notebook {
         if let kept = logCursors[key], kept.seq <= from {
             cursor = kept
         } else {
-            // The first change of that replica that ends at or after `from`.
-            var low = 0
-            var high = indexes.count
-            while low < high {
-                let mid = (low + high) / 2
-                if history[indexes[mid]].endSeq < from { low = mid + 1 } else { high = mid }
-            }
+            let low = firstLogEntry(in: indexes, endingAtOrAfter: from)
             guard low < indexes.count else { return nil }
             cursor = LogCursor(entry: low, operation: 0, seq: history[indexes[low]].startSeq)
         }
@@ -621,12 +615,7 @@ extension Notebook {
     func inclusiveContext(of id: OpID) -> VersionVector {
         var vector = VersionVector()
         if let indexes = historyIndex[id.replica] {
-            var low = 0
-            var high = indexes.count
-            while low < high {
-                let mid = (low + high) / 2
-                if history[indexes[mid]].endSeq < id.seq { low = mid + 1 } else { high = mid }
-            }
+            let low = firstLogEntry(in: indexes, endingAtOrAfter: id.seq)
             if low < indexes.count { vector = history[indexes[low]].dependencies }
         }
         vector[id.replica] = id.seq

@@ -240,14 +240,21 @@ extension Notebook {
     /// The logged change that holds `(replica, seq)`, or nil.
     func loggedChange(_ replica: ReplicaID, _ seq: UInt64) -> Change? {
         guard let indexes = historyIndex[replica] else { return nil }
+        let low = firstLogEntry(in: indexes, endingAtOrAfter: seq)
+        guard low < indexes.count, history[indexes[low]].startSeq <= seq else { return nil }
+        return history[indexes[low]]
+    }
+
+    /// The position in `indexes` (one replica's log entries, in seq order, as `historyIndex`
+    /// holds them) of the first entry that ends at or after `seq`; `indexes.count` when none does.
+    func firstLogEntry(in indexes: [Int], endingAtOrAfter seq: UInt64) -> Int {
         var low = 0
         var high = indexes.count
         while low < high {
             let mid = (low + high) / 2
             if history[indexes[mid]].endSeq < seq { low = mid + 1 } else { high = mid }
         }
-        guard low < indexes.count, history[indexes[low]].startSeq <= seq else { return nil }
-        return history[indexes[low]]
+        return low
     }
 }
 

@@ -258,16 +258,9 @@ extension Notebook {
     /// A cursor at an operation in the log, or nil (not held, or deeper in its entry than the
     /// fork check's budget).
     private func heldCursor(of id: OpID) -> Change.SeqCursor? {
-        guard let indexes = historyIndex[id.replica] else { return nil }
-        var low = 0
-        var high = indexes.count
-        while low < high {
-            let mid = (low + high) / 2
-            if history[indexes[mid]].endSeq < id.seq { low = mid + 1 } else { high = mid }
-        }
-        guard low < indexes.count, history[indexes[low]].startSeq <= id.seq else { return nil }
+        guard let held = loggedChange(id.replica, id.seq) else { return nil }
         var budget = Notebook.forkCheckBudget
-        return Change.SeqCursor(history[indexes[low]], at: id.seq, budget: &budget)
+        return Change.SeqCursor(held, at: id.seq, budget: &budget)
     }
 
     /// Replays the log, the waiting changes and the quarantine into a fresh state that knows every
