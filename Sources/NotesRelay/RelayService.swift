@@ -217,17 +217,25 @@ public final class RelayService: Sendable {
         let hits = ChangeBox()
         // A client that reads record bundles gets the stored encodings as they are: every payload is read.
         let asRecords = RelayProtocol.acceptsRecords(request.headers["accept"]) && !bundle.isSealed
+        let again = request.headers[RelayProtocol.againHeader.lowercased()] == "1"
         do {
             let cache = decoded
             let found = hits
-            let result = try await storage.appendThenPage(space: space, records: records.map(\.record), after: bundle.senderVersion,
-                                                          limits: limits.page, needsPayload: { arrival in
+            let needsPayload: @Sendable (Int64) -> Bool = { arrival in
                 guard !asRecords, let changes = cache.get(arrival) else { return true }
                 found.map.withLock { $0[arrival] = changes }
                 return false
-            })
-            stored = result.stored.reduce(0) { $0 + records[$1].changes }
-            page = result.page
+            }
+            if again {
+                let kept = try await storage.appendAgain(space: space, records: records.map(\.record))
+                stored = kept.reduce(0) { $0 + records[$1].changes }
+                page = try await storage.page(space: space, after: bundle.senderVersion, limits: limits.page, needsPayload: needsPayload)
+            } else {
+                let result = try await storage.appendThenPage(space: space, records: records.map(\.record), after: bundle.senderVersion,
+                                                              limits: limits.page, needsPayload: needsPayload)
+                stored = result.stored.reduce(0) { $0 + records[$1].changes }
+                page = result.page
+            }
         } catch let error as RelayStorageError where error.kind == .gap || error.kind == .encryption || error.kind == .malformed {
             return RelayService.text(400, error.message)
         } catch {
@@ -249,7 +257,9 @@ public final class RelayService: Sendable {
                 RelayProtocol.storedHeader: String(stored),
             ], body: reply.encoded())
         }
-        if asRecords {
+        // A record bundle holds one chain per author: a page with records sent again (another
+        // branch at seqs the chain holds) goes as changes.
+        if asRecords, !page.records.contains(where: \.record.again) {
             guard let body = recordReply(page, space: space, client: bundle.senderVersion) else {
                 return RelayService.text(503, "the relay's store holds a change that does not decode")
             }
@@ -276,6 +286,11 @@ public final class RelayService: Sendable {
                 decodedChanges = fresh
             }
             for change in decodedChanges {
+                if stored.record.again {
+                    // Beside the chain: cut only to what the client has; the chain's cut goes on.
+                    if let part = change.suffix(from: bundle.senderVersion[change.replica] &+ 1) { changes.append(part) }
+                    continue
+                }
                 guard let part = change.suffix(from: given[change.replica] &+ 1) else { continue }
                 given[change.replica] = part.endSeq
                 changes.append(part)

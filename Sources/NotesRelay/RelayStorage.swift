@@ -18,15 +18,20 @@ public struct RelayRecord: Sendable, Hashable {
     /// A sealed unit's signing key (its signature verified by the relay): the first one stored
     /// for an author in a space is the only one taken for it after.
     public var signingKey: [UInt8]?
+    /// Whether it was sent again (`RelayStorage.appendAgain`): a branch at seqs the space holds
+    /// already, kept beside them rather than in the author's chain.
+    public var again: Bool
 
     /// A record.
-    public init(author: ReplicaID, startSeq: UInt64, endSeq: UInt64, payload: [UInt8], sealed: Bool = false, signingKey: [UInt8]? = nil) {
+    public init(author: ReplicaID, startSeq: UInt64, endSeq: UInt64, payload: [UInt8], sealed: Bool = false, signingKey: [UInt8]? = nil,
+                again: Bool = false) {
         self.author = author
         self.startSeq = startSeq
         self.endSeq = endSeq
         self.payload = payload
         self.sealed = sealed
         self.signingKey = signingKey
+        self.again = again
     }
 }
 
@@ -154,7 +159,9 @@ public struct RelayStorageError: Error, Sendable, Hashable, CustomStringConverti
 ///   client cuts what it already has);
 /// - an append is one transaction: all of its new records or none;
 /// - a page is a consistent prefix: records in arrival order, each author's contiguous from what
-///   the client has.
+///   the client has;
+/// - records sent again (`appendAgain`) lie beside an author's chain, at seqs it covers: a page
+///   for a client that lacks their last seq carries them too, marked `again`.
 public protocol RelayStorage: Sendable {
     /// 16 bytes that identify this storage (its relay), made when it was created.
     var relayID: [UInt8] { get }
@@ -162,6 +169,13 @@ public protocol RelayStorage: Sendable {
     ///
     /// - Returns: the indexes (into `records`) of those stored; the rest were repeats.
     func append(space: String, records: [RelayRecord]) async throws -> [Int]
+    /// `append`, but a record that ends at or before what the space holds of its author is kept
+    /// too, beside the author's chain (a copied replica's other branch, sent again by a client
+    /// that holds it where a re-issue withdrew the branch the relay took first), unless a record
+    /// with the same author, seqs and payload is stored already.
+    ///
+    /// - Returns: the indexes (into `records`) of those stored.
+    func appendAgain(space: String, records: [RelayRecord]) async throws -> [Int]
     /// One page of the records a client at `clientVersion` lacks. A record whose arrival number
     /// `needsPayload` says no to comes with an empty payload (the caller has it decoded already).
     func page(space: String, after clientVersion: VersionVector, limits: RelayPageLimits,
@@ -185,13 +199,15 @@ package struct RelayPageCandidate: Sendable {
     package var startSeq: UInt64
     package var endSeq: UInt64
     package var size: Int
+    package var again: Bool
 
-    package init(_ id: Int64, _ author: ReplicaID, _ startSeq: UInt64, _ endSeq: UInt64, _ size: Int) {
+    package init(_ id: Int64, _ author: ReplicaID, _ startSeq: UInt64, _ endSeq: UInt64, _ size: Int, again: Bool = false) {
         self.id = id
         self.author = author
         self.startSeq = startSeq
         self.endSeq = endSeq
         self.size = size
+        self.again = again
     }
 
     /// One page from per-author queues (each in seq order): merged by arrival, within the page's
@@ -236,6 +252,12 @@ public struct RelayTotals: Sendable, Hashable {
 }
 
 extension RelayStorage {
+    /// `append` (the default, for a storage that keeps one chain per author only: what is sent
+    /// again at seqs it holds is not kept).
+    public func appendAgain(space: String, records: [RelayRecord]) async throws -> [Int] {
+        try await append(space: space, records: records)
+    }
+
     /// What the storage holds in all; nil when it cannot say cheaply (the default).
     public func totals() async throws -> RelayTotals? { nil }
 

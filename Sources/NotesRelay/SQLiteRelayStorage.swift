@@ -132,6 +132,24 @@ public final class SQLiteRelayStorage: RelayStorage {
                     PRIMARY KEY (space, author)) WITHOUT ROWID;
                 """)
         }
+        // Records sent again (a copied replica's other branch, at seqs the space holds) lie beside
+        // an author's chain: two records may end at one seq, so the end is no longer unique.
+        migrator.registerMigration("v4-records-sent-again") { db in
+            try db.execute(sql: """
+                CREATE TABLE relay_change_v4 (
+                    id INTEGER PRIMARY KEY,
+                    space TEXT NOT NULL, author BLOB NOT NULL,
+                    startSeq INTEGER NOT NULL, endSeq INTEGER NOT NULL,
+                    payload BLOB NOT NULL,
+                    sealed INTEGER NOT NULL DEFAULT 0,
+                    again INTEGER NOT NULL DEFAULT 0);
+                INSERT INTO relay_change_v4 (id, space, author, startSeq, endSeq, payload, sealed)
+                    SELECT id, space, author, startSeq, endSeq, payload, sealed FROM relay_change;
+                DROP TABLE relay_change;
+                ALTER TABLE relay_change_v4 RENAME TO relay_change;
+                CREATE INDEX relay_change_end ON relay_change(space, author, endSeq);
+                """)
+        }
         return migrator
     }
 
@@ -140,10 +158,18 @@ public final class SQLiteRelayStorage: RelayStorage {
     /// Stores the records that extend what the space holds, in one transaction; returns the
     /// indexes of those stored.
     public func append(space: String, records: [RelayRecord]) async throws -> [Int] {
+        try await append(space: space, records: records, again: false)
+    }
+
+    public func appendAgain(space: String, records: [RelayRecord]) async throws -> [Int] {
+        try await append(space: space, records: records, again: true)
+    }
+
+    private func append(space: String, records: [RelayRecord], again: Bool) async throws -> [Int] {
         guard !records.isEmpty else { return [] }
         if let refusal = RelayRecord.rangeRefusal(records) { throw refusal }
         do {
-            let stored = try await writer.write { db in try SQLiteRelayStorage.append(db, space: space, records) }
+            let stored = try await writer.write { db in try SQLiteRelayStorage.append(db, space: space, records, again: again) }
             if !stored.isEmpty { changes.signal(space) }
             return stored
         } catch let error as RelayStorageError {
@@ -214,10 +240,10 @@ public final class SQLiteRelayStorage: RelayStorage {
     }
 
     /// Stores the records that extend what the space holds; returns the indexes of those stored.
-    static func append(_ db: Database, space: String, _ records: [RelayRecord]) throws -> [Int] {
+    static func append(_ db: Database, space: String, _ records: [RelayRecord], again: Bool = false) throws -> [Int] {
         var coverage: [ReplicaID: Coverage] = [:]
         var stored: [Int] = []
-        let insert = try db.cachedStatement(sql: "INSERT INTO relay_change(space, author, startSeq, endSeq, payload, sealed) VALUES (?, ?, ?, ?, ?, ?)")
+        let insert = try db.cachedStatement(sql: "INSERT INTO relay_change(space, author, startSeq, endSeq, payload, sealed, again) VALUES (?, ?, ?, ?, ?, ?, ?)")
         let sealed = try kind(db, space: space, first: records[0].sealed)
         if let other = records.first(where: { $0.sealed != sealed }) {
             throw RelayStorageError(.encryption, sealed
@@ -246,12 +272,25 @@ public final class SQLiteRelayStorage: RelayStorage {
                 }
             }
             let covered = coverage[author]!.seq
-            if record.endSeq <= covered { continue }
+            if record.endSeq <= covered {
+                // Sent again: kept beside the chain, once per payload at those seqs.
+                guard again, try Bool.fetchOne(db, sql: """
+                    SELECT 1 FROM relay_change WHERE space = ? AND author = ? AND endSeq = ? AND startSeq = ? AND payload = ?
+                    """, arguments: [space, Data(author.raw.bytes), Int64(bitPattern: record.endSeq), Int64(bitPattern: record.startSeq),
+                                     Data(record.payload)]) == nil else { continue }
+                try insert.execute(arguments: [space, Data(author.raw.bytes), Int64(bitPattern: record.startSeq),
+                                               Int64(bitPattern: record.endSeq), Data(record.payload), record.sealed, true])
+                coverage[author]!.changes += 1
+                coverage[author]!.bytes += record.payload.count
+                coverage[author]!.touched = true
+                stored.append(index)
+                continue
+            }
             guard record.startSeq >= 1, record.startSeq - 1 <= covered else {
                 throw RelayStorageError(.gap, "changes of \(author) from seq \(record.startSeq) would leave a gap: the relay holds them up to seq \(covered)")
             }
             try insert.execute(arguments: [space, Data(author.raw.bytes), Int64(bitPattern: record.startSeq),
-                                           Int64(bitPattern: record.endSeq), Data(record.payload), record.sealed])
+                                           Int64(bitPattern: record.endSeq), Data(record.payload), record.sealed, false])
             coverage[author]!.seq = record.endSeq
             coverage[author]!.changes += 1
             coverage[author]!.bytes += record.payload.count
@@ -299,8 +338,8 @@ public final class SQLiteRelayStorage: RelayStorage {
         }
         guard !lagging.isEmpty else { return RelayPage(records: [], version: version, more: false) }
         let select = try db.cachedStatement(sql: """
-            SELECT id, startSeq, endSeq, length(payload) FROM relay_change
-            WHERE space = ? AND author = ? AND endSeq > ? ORDER BY endSeq LIMIT ?
+            SELECT id, startSeq, endSeq, length(payload), again FROM relay_change
+            WHERE space = ? AND author = ? AND endSeq > ? ORDER BY endSeq, id LIMIT ?
             """)
         typealias Candidate = RelayPageCandidate
         var queues: [[Candidate]] = []
@@ -310,7 +349,8 @@ public final class SQLiteRelayStorage: RelayStorage {
             var queue: [Candidate] = []
             let rows = try Row.fetchCursor(select, arguments: [space, entry.key, Int64(entry.have), limits.maxChanges])
             while let row = try rows.next() {
-                queue.append(Candidate(try row.stored(0), entry.author, UInt64(bitPattern: try row.stored(1, as: Int64.self)), UInt64(bitPattern: try row.stored(2, as: Int64.self)), try row.stored(3)))
+                queue.append(Candidate(try row.stored(0), entry.author, UInt64(bitPattern: try row.stored(1, as: Int64.self)), UInt64(bitPattern: try row.stored(2, as: Int64.self)), try row.stored(3),
+                                       again: try row.stored(4)))
             }
             if !queue.isEmpty { queues.append(queue) }
         }
@@ -326,7 +366,7 @@ public final class SQLiteRelayStorage: RelayStorage {
                 sealed = try fetched.stored(1)
             }
             records.append(RelayStoredRecord(arrival: row.id, record: RelayRecord(author: row.author, startSeq: row.startSeq, endSeq: row.endSeq,
-                                                                                  payload: [UInt8](data), sealed: sealed)))
+                                                                                  payload: [UInt8](data), sealed: sealed, again: row.again)))
         }
         let more = lagging.contains { entry in (delivered[entry.author] ?? entry.have) < version[entry.author] }
         return RelayPage(records: records, version: version, more: more)

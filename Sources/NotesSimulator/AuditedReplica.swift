@@ -24,6 +24,7 @@ final class AuditedReplica: SealedSyncReplica, @unchecked Sendable {
     func writtenIdentities() throws -> VersionVector { try store.writtenIdentities() }
     func checkedVersion(at remote: String) throws -> VersionVector? { try store.checkedVersion(at: remote) }
     func recordChecked(_ version: VersionVector, at remote: String) throws { try store.recordChecked(version, at: remote) }
+    func keptBranches() throws -> [ReplicaID: ClosedRange<UInt64>] { try store.keptBranches() }
     func isInEncryptedSpace() throws -> Bool { try store.isInEncryptedSpace() }
     func sealedUnits(since version: VersionVector) throws -> [SealedUnit] { try store.sealedUnits(since: version) }
     func sealedUnits(since version: VersionVector, checkingTaggedUnits: Bool) throws -> [SealedUnit] {

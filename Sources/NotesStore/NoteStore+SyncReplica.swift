@@ -59,6 +59,21 @@ extension NoteStore: SyncReplica {
         }
     }
 
+    /// From the re-issues made or applied here: per identity, its re-issued span cut to what the
+    /// store holds of it (after a re-issue, what is held there is the branch that stays).
+    public func keptBranches() throws -> [ReplicaID: ClosedRange<UInt64>] {
+        let version = try versionVector
+        var kept: [ReplicaID: ClosedRange<UInt64>] = [:]
+        for reissue in try reissues() where reissue.count > 0 {
+            let (last, overflow) = reissue.startSeq.addingReportingOverflow(reissue.count - 1)
+            let held = min(overflow ? .max : last, version[reissue.replica])
+            guard reissue.startSeq <= held else { continue }
+            let span = kept[reissue.replica].map { min($0.lowerBound, reissue.startSeq) ... max($0.upperBound, held) }
+            kept[reissue.replica] = span ?? reissue.startSeq ... held
+        }
+        return kept
+    }
+
     public func recordChecked(_ version: VersionVector, at remote: String) throws {
         lock.lock(); defer { lock.unlock() }
         try writeTransaction("cannot record what was checked at \(remote)") { db in

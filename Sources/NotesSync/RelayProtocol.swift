@@ -8,6 +8,11 @@ public enum RelayProtocol {
     public static let moreHeader = "X-CRDT-More"
     /// Response header: how many changes of the request were new to the relay and stored.
     public static let storedHeader = "X-CRDT-Stored"
+    /// Request header on `POST .../sync`: "1" when the upload's changes are a branch the client
+    /// holds at seqs the relay may hold another branch of (a copied replica's fork that a re-issue
+    /// repaired): the relay stores them even where it holds those seqs (Docs/HTTP.md, "Sending a
+    /// branch again").
+    public static let againHeader = "X-CRDT-Again"
     /// The media type of a bundle.
     public static let bundleContentType = "application/vnd.crdt-sync.bundle"
 

@@ -111,6 +111,19 @@ public struct RelayTransport: SyncTransport {
         return true
     }
 
+    /// Posts the changes with `X-CRDT-Again: 1`, in requests the relay takes: it keeps them
+    /// beside another branch it may hold at their seqs. The answers' pages are not read (the
+    /// round before took them). Sealed units are not sent again: a sealed space's relay cannot
+    /// tell branches apart, and forks are not repaired there.
+    public func sendAgain(_ bundle: SyncBundle) async throws -> Bool {
+        guard !bundle.isSealed, !bundle.changes.isEmpty else { return false }
+        for piece in try SyncBundle.pieces(sender: bundle.sender, senderVersion: bundle.senderVersion, changes: bundle.changes,
+                                           maxChanges: maxChangesPerRequest) {
+            _ = try await fetch(piece, again: true)
+        }
+        return true
+    }
+
     /// Posts an empty bundle with the replica's version and hands over every page of what it
     /// lacks, one by one, as they arrive.
     public func receive(for local: ReplicaID, version: VersionVector, each: (ReceivedBundle) async throws -> Void) async throws -> [SkippedInput] {
@@ -214,8 +227,9 @@ public struct RelayTransport: SyncTransport {
     package var acceptsRecords = true
 
     /// One `POST /v1/spaces/{space}/sync`, its answer undecoded.
-    func fetch(_ bundle: SyncBundle) async throws -> RawReply {
+    func fetch(_ bundle: SyncBundle, again: Bool = false) async throws -> RawReply {
         var headers = ["Authorization": "Bearer \(token)", "Content-Type": RelayProtocol.bundleContentType]
+        if again { headers[RelayProtocol.againHeader] = "1" }
         if acceptsRecords { headers["Accept"] = RelayProtocol.bundleContentType + ", " + RelayProtocol.recordsAccept }
         let response = try await perform(HTTPCallRequest(method: "POST", url: spaceURL + "/sync", headers: headers, body: bundle.encoded()))
         return RawReply(body: response.body, more: response.header(RelayProtocol.moreHeader) == "1",

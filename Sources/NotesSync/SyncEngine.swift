@@ -97,7 +97,44 @@ public struct SyncEngine: Sendable {
             try recordSent(round, replica, at: key, checked: &checked)
         }
         report.add(round.report)
+        if let key, let remote = round.remote ?? remote {
+            try await sendKeptBranches(replica, over: transport, at: key, remote: remote)
+        }
         return report
+    }
+
+    /// Sends again what the replica holds of the branches that stay where a re-issue withdrew
+    /// another (`SyncReplica.keptBranches()`), at seqs the other side holds, once per identity
+    /// and seq there (recorded under "again " and the check key). A relay keeps one operation
+    /// per seq as it first got it: one that took the withdrawn branch (or one copy's head and
+    /// the other's tail) served it for good, and a replica that syncs only with it waited for
+    /// good for the other branch (Docs/Sync.md, "Sending a kept branch again").
+    private func sendKeptBranches(_ replica: any SyncReplica, over transport: any SyncTransport, at key: String,
+                                  remote: VersionVector) async throws {
+        let kept = try replica.keptBranches()
+        guard !kept.isEmpty, try (replica as? any SealedSyncReplica)?.isInEncryptedSpace() != true else { return }
+        let againKey = "again " + key
+        var sent = try replica.checkedVersion(at: againKey) ?? VersionVector()
+        let version = try replica.currentVersion()
+        var since = version
+        var through: [ReplicaID: UInt64] = [:]
+        for (id, range) in kept {
+            let last = min(range.upperBound, remote[id], version[id])
+            let first = max(range.lowerBound, sent[id] &+ 1)
+            guard first <= last else { continue }
+            since[id] = first - 1
+            through[id] = last
+        }
+        guard !through.isEmpty else { return }
+        let changes = try replica.changes(since: since).compactMap { change -> Change? in
+            guard let last = through[change.replica], change.startSeq <= last else { return nil }
+            return change.endSeq <= last ? change : change.prefix(through: last)
+        }
+        if !changes.isEmpty {
+            _ = try await transport.sendAgain(SyncBundle(sender: replica.replicaID, senderVersion: version, changes: changes))
+        }
+        for (id, last) in through { sent[id] = last }
+        try replica.recordChecked(sent, at: againKey)
     }
 
     /// What a round sent of the replica's own identity is what the other side holds of it, when

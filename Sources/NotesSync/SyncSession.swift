@@ -262,7 +262,7 @@ public struct SyncSession: Sendable {
     /// - Returns: the batch to apply (`.apply` or `.applySealed`, once `batchSize` changes are
     ///   gathered; report what the replica did with `batchApplied`, for each batch or once for
     ///   all applied in one transaction), or nil when there is none yet. Changes repeated across
-    ///   bundles go once; each batch is in canonical causal order.
+    ///   bundles are counted once (and handed over again); each batch is in canonical causal order.
     public mutating func arrived(_ item: ReceivedBundle) throws -> Action? {
         guard state == .awaitingSend || state == .awaitingBundles else { throw MisuseError(description: "arrived in state \(state)") }
         notePeer(item.bundle)
@@ -288,15 +288,21 @@ public struct SyncSession: Sendable {
         }
         guard !item.bundle.changes.isEmpty else { return nil }
         if !item.continuesPage { report.receivedBundles += 1 }
-        for change in item.bundle.changes where firstArrival(change.replica, change.startSeq, change.endSeq) {
-            report.receivedChanges += 1
-            if checking.contains(change.replica) { report.checkedChanges += 1 }
-            if change.replica == local, localVersion[change.replica] < change.endSeq {
-                // Our own identity, operations we never made: another copy of this replica.
-                report.foreignOwnChanges += 1
-                // The replica moved to a new identity at the first such batch: the rest are
-                // another's to it, applied as one batch applies them all, and counted here.
-                if foreignOwnApplied > 0 { foreignOwnAfterMove += 1 }
+        for change in item.bundle.changes {
+            // Repeats are counted once but still handed over: two copies of one replica's
+            // database may have written one seq differently (a relay keeps a branch sent again
+            // beside the other), and the branch that comes second must not hide behind the first.
+            // The replica takes a true repeat for a duplicate.
+            if firstArrival(change.replica, change.startSeq, change.endSeq) {
+                report.receivedChanges += 1
+                if checking.contains(change.replica) { report.checkedChanges += 1 }
+                if change.replica == local, localVersion[change.replica] < change.endSeq {
+                    // Our own identity, operations we never made: another copy of this replica.
+                    report.foreignOwnChanges += 1
+                    // The replica moved to a new identity at the first such batch: the rest are
+                    // another's to it, applied as one batch applies them all, and counted here.
+                    if foreignOwnApplied > 0 { foreignOwnAfterMove += 1 }
+                }
             }
             gathered.append(change)
         }

@@ -96,11 +96,18 @@ public protocol SyncTransport: Sendable {
     /// same changes, so that a replica can remember which of its own operations it has found
     /// there as it made them (`SyncReplica.checkedVersion(at:)`); nil (the default): none.
     var checkKey: String? { get }
+    /// Hands over changes at seqs the other side may hold another branch of (a copied replica's
+    /// fork, repaired by a re-issue): a side that keeps one operation per seq (a relay) keeps
+    /// these beside what it holds, so that a replica that lacks the seqs gets both branches and
+    /// keeps the one no re-issue withdrew. False (the default): the transport keeps every copy
+    /// sent already (a folder's files), nothing was sent.
+    func sendAgain(_ bundle: SyncBundle) async throws -> Bool
 }
 
 extension SyncTransport {
     public var checksEachSealedUnit: Bool { false }
     public var checkKey: String? { nil }
+    public func sendAgain(_ bundle: SyncBundle) async throws -> Bool { false }
 
     /// Collects the replies with `send(_:)`, then hands them over one by one.
     public func send(_ bundle: SyncBundle, each: (ReceivedBundle) async throws -> Void) async throws -> Bool {
@@ -217,6 +224,10 @@ public protocol SyncReplica: AnyObject, Sendable {
     func checkedVersion(at remote: String) throws -> VersionVector?
     /// Records how far `remote` was found to hold the written identities as they were made.
     func recordChecked(_ version: VersionVector, at remote: String) throws
+    /// Per identity whose seqs a re-issue withdrew on one branch, the seqs of that span this
+    /// replica holds of the branch that stays (the first through the last): the other side may
+    /// hold the withdrawn branch there, so a sync sends them again (`SyncTransport.sendAgain`).
+    func keptBranches() throws -> [ReplicaID: ClosedRange<UInt64>]
 }
 
 extension SyncReplica {
@@ -229,6 +240,8 @@ extension SyncReplica {
     public func checkedVersion(at remote: String) throws -> VersionVector? { nil }
 
     public func recordChecked(_ version: VersionVector, at remote: String) throws {}
+
+    public func keptBranches() throws -> [ReplicaID: ClosedRange<UInt64>] { [:] }
 }
 
 extension SealedSyncReplica {
