@@ -945,6 +945,9 @@ public final class Simulation: @unchecked Sendable {
             trace.add(elapsed, d, .syncFailed, Int64(hub), -2)
         } catch let error as SyncError {
             stats.failedSyncs += 1
+            if Simulation.printsSteps {
+                print("t=\(elapsed) d\(d) hub\(hub) FAILED \(error) vv=\((try? device.store.versionVector).map { "\($0)" } ?? "?")")
+            }
             trace.add(elapsed, d, .syncFailed, Int64(hub), Int64(Trace.code(error.code)))
             let expected = error.code == .transient || (error.code == .rejected && damagedRequestThisSync)
             if !expected {
@@ -1082,7 +1085,7 @@ public final class Simulation: @unchecked Sendable {
         if Simulation.printsSteps {
             let sent = (try? SyncBundle.decode(request.body)).map { "\($0.changes.map { "\($0.replica.raw.hex.prefix(8)):\($0.startSeq)-\($0.endSeq)" }) v=\($0.senderVersion)" } ?? ""
             let got = (try? SyncBundle.decode(response.body)).map { "\($0.changes.map { "\($0.replica.raw.hex.prefix(8)):\($0.startSeq)-\($0.endSeq)" }) v=\($0.senderVersion)" } ?? ""
-            print("  relay \(request.method) \(request.path) from d\(d): \(sent) -> \(response.status) \(response.headers) \(got)")
+            print("  relay \(request.method) \(request.path)\(request.headers[RelayProtocol.againHeader.lowercased()] == "1" ? " AGAIN" : "") from d\(d): \(sent) -> \(response.status) \(response.headers) \(got)")
         }
         if request.method == "POST" {
             if damaged, response.status == 200 {

@@ -34,6 +34,35 @@ struct RelayServiceTests {
         (try? JSONDecoder().decode([String: String].self, from: Data(response.body)))?["error"] ?? String(decoding: response.body, as: UTF8.self)
     }
 
+    @Test(arguments: [RelayBackend.sqliteMemory, .sqliteFile])
+    func aBranchSentAgainReachesAClientThatLacksItsSeqs(_ backend: RelayBackend) async throws {
+        try await Self.withService(backend) { service, space in
+            let (first, second) = try SQLiteRelayStorageTests.forkedChanges()
+            let author = first[0].replica
+            var version = VersionVector()
+            version[author] = first.last!.endSeq
+            #expect(await Self.post(service, space, SyncBundle(sender: author, senderVersion: version, changes: first)).status == 200)
+            let again = await service.handle(RelayRequest(method: "POST", path: "/v1/spaces/\(space)/sync",
+                                                          headers: ["authorization": "Bearer \(Self.token)", "x-crdt-again": "1"],
+                                                          body: SyncBundle(sender: author, senderVersion: version, changes: second).encoded()))
+            #expect(again.status == 200)
+            #expect(again.headers[RelayProtocol.storedHeader] == String(second.count))
+            // A client that reads record bundles gets the page as changes (a record bundle holds
+            // one chain per author), both branches whole.
+            let client = ReplicaID.random()
+            let answer = await service.handle(RelayRequest(method: "POST", path: "/v1/spaces/\(space)/sync",
+                                                           headers: ["authorization": "Bearer \(Self.token)",
+                                                                     "accept": RelayProtocol.bundleContentType + ", " + RelayProtocol.recordsAccept],
+                                                           body: SyncBundle(sender: client, senderVersion: VersionVector(), changes: []).encoded()))
+            #expect(answer.status == 200)
+            let bundle = try SyncBundle.decode(answer.body)
+            #expect(Set(bundle.changes) == Set(first + second))
+            // Sent without the header, the other branch is a repeat: nothing is stored.
+            #expect(await Self.post(service, space, SyncBundle(sender: author, senderVersion: version, changes: second))
+                .headers[RelayProtocol.storedHeader] == "0")
+        }
+    }
+
     @Test(arguments: RelayBackend.available)
     func authorization(_ backend: RelayBackend) async throws {
         try await Self.withService(backend) { service, space in

@@ -86,6 +86,55 @@ struct SQLiteRelayStorageTests {
         }
     }
 
+    /// Two copies of one replica's database that wrote the same seqs differently.
+    static func forkedChanges() throws -> (first: [Change], second: [Change]) {
+        let forked = ReplicaID.random()
+        var one = Notebook(replicaID: forked, wallClock: FixedWallClock(1_700_000_000_000))
+        var two = Notebook(replicaID: forked, wallClock: FixedWallClock(1_700_000_000_500))
+        let (a, _) = one.createNote(title: "one", body: "copy one")
+        _ = try one.setPinned(a, true)
+        let (b, _) = two.createNote(title: "two", body: "copy two")
+        _ = try two.setPinned(b, true)
+        let first = one.changes(since: VersionVector())
+        let second = two.changes(since: VersionVector())
+        #expect(first.map(\.endSeq) == second.map(\.endSeq) && first != second, "the premise: one identity's seqs, written twice")
+        return (first, second)
+    }
+
+    @Test(arguments: [RelayBackend.sqliteMemory, .sqliteFile])
+    func aBranchSentAgainIsKeptBesideTheChainOnce(_ backend: RelayBackend) async throws {
+        try await backend.with { storage in
+            let s = uniqueSpace()
+            let (first, second) = try Self.forkedChanges()
+            let author = first[0].replica
+            #expect(try await storage.append(space: s, records: records(first)) == Array(first.indices))
+            // A plain append of the other branch is a repeat: nothing is stored.
+            #expect(try await storage.append(space: s, records: records(second)).isEmpty)
+            // Sent again, it is kept beside the chain, once.
+            #expect(try await storage.appendAgain(space: s, records: records(second)) == Array(second.indices))
+            #expect(try await storage.appendAgain(space: s, records: records(second)).isEmpty)
+            let status = try await storage.status(space: s)
+            #expect(status.version[author] == first.last!.endSeq)
+            #expect(status.changes == first.count + second.count)
+            // A client that lacks the seqs gets both branches, the second marked as sent again.
+            let page = try await storage.page(space: s, after: VersionVector(), limits: RelayPageLimits())
+            #expect(page.records.filter { !$0.record.again }.map(\.record.payload) == records(first).map(\.payload))
+            #expect(page.records.filter(\.record.again).map(\.record.payload) == records(second).map(\.payload))
+            #expect(!page.more)
+            // One that holds them gets neither.
+            var holds = VersionVector()
+            holds[author] = first.last!.endSeq
+            #expect(try await storage.page(space: s, after: holds, limits: RelayPageLimits()).records.isEmpty)
+            // Past the chain, a record sent again is an append like any other.
+            var three = Notebook(replicaID: author, wallClock: FixedWallClock(1_700_000_009_000))
+            _ = try three.apply(contentsOf: first)
+            _ = three.createNote(title: "three")
+            let tail = three.changes(since: holds)
+            #expect(try await storage.appendAgain(space: s, records: records(tail)) == Array(tail.indices))
+            #expect(try await storage.status(space: s).version[author] == tail.last!.endSeq)
+        }
+    }
+
     @Test func refusesAFileThatIsNotARelayStore() throws {
         let folder = try temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }

@@ -57,6 +57,12 @@ struct ForkRepairStoreTests {
         #expect(reissues.count >= 1 && reissues.allSatisfy { $0.own && $0.replica == old && $0.by == copies.second.replicaID })
         #expect(try copies.first.reissues().allSatisfy { !$0.own && $0.replica == old })
         #expect(try copies.second.identityChanges().last?.reason.contains("re-issued") == true)
+        // Both hold the branch that stays over the re-issued seqs: what a sync sends a relay again.
+        let start = try #require(reissues.map(\.startSeq).min())
+        let end = try #require(reissues.map { $0.startSeq + $0.count - 1 }.max())
+        let held = try copies.first.versionVector[old]
+        #expect(try copies.first.keptBranches() == [old: start ... min(end, held)])
+        #expect(try copies.second.keptBranches() == copies.first.keptBranches())
     }
 
     /// What the repair wrote is what the database holds: opened again, the same notes, digest and log.

@@ -48,6 +48,31 @@ struct SyncSessionTests {
         #expect(a.digest() == b.digest())
     }
 
+    @Test func anotherBranchAtSeqsAlreadyReceivedIsHandedOver() throws {
+        // Two copies of one replica's database wrote seqs 1-2 differently; a relay serves both
+        // (the second sent again): the session must not take the second for a repeat.
+        var rng = SplitMix64(seed: 9)
+        let forked = ReplicaID.random(using: &rng)
+        var one = Notebook(replicaID: forked, wallClock: FixedWallClock(1_700_000_000_000))
+        var two = Notebook(replicaID: forked, wallClock: FixedWallClock(1_700_000_000_500))
+        _ = one.createNote(title: "one")
+        _ = two.createNote(title: "two")
+        let first = one.changes(since: VersionVector())
+        let second = two.changes(since: VersionVector())
+        #expect(first.map(\.endSeq) == second.map(\.endSeq))
+        #expect(first != second)
+        let local = Self.notebook(10)
+        var session = SyncSession(local: local.replicaID, version: local.versionVector)
+        _ = try session.startReceiving(from: local.versionVector)
+        let relay = ReplicaID.random(using: &rng)
+        let received = ReceiveResult(bundles: [
+            ReceivedBundle(bundle: SyncBundle(sender: relay, senderVersion: one.versionVector, changes: first), source: "page"),
+            ReceivedBundle(bundle: SyncBundle(sender: relay, senderVersion: one.versionVector, changes: second), source: "page"),
+        ])
+        guard case .apply(let changes) = try session.received(received) else { Issue.record("expected apply"); return }
+        #expect(Set(changes) == Set(first + second))
+    }
+
     @Test func nothingToSendGoesStraightToReceiving() throws {
         let a = Self.notebook(3)
         var session = SyncSession(local: a.replicaID, version: a.versionVector)
