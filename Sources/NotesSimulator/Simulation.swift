@@ -1183,6 +1183,7 @@ public final class Simulation: @unchecked Sendable {
     /// before it writes, or two devices hand out the same seqs.
     func copyReplica(_ d: Int, from source: Int) async {
         stats.copies += 1
+        if Simulation.printsSteps { print("t=\(elapsed) COPY d\(source) over d\(d)") }
         let before = devices[source].replicaID
         await replaceStore(of: d) { device in
             device.database = try InMemoryDatabase(copying: devices[source].database, label: "device \(d) copy \(device.incarnation)")
