@@ -1412,20 +1412,49 @@ public final class Simulation: @unchecked Sendable {
 
     /// The seqs of `replica` that exist beyond its device: applied or waiting in `holders`' stores,
     /// at the relays, or in `carried` bundle bytes (in flight, in folders).
-    private func seqsHeld(of replica: ReplicaID, by holders: [SimDevice], carried: [[UInt8]]) async throws -> [ClosedRange<UInt64>] {
+    private func seqsHeld(of replica: ReplicaID, by holders: [SimDevice], carried: [[UInt8]],
+                          alike owner: Notebook? = nil) async throws -> [ClosedRange<UInt64>] {
+        // Up to what the owner holds, a seq counts only where the same operation is held: after a
+        // fork a relay or a device may hold the other branch's at the seq (the owner's never left).
+        let owned = owner?.versionVector[replica] ?? 0
         var kept: [ClosedRange<UInt64>] = []
+        func add(_ range: ClosedRange<UInt64>) {
+            guard range.upperBound > owned else { return }
+            kept.append(max(range.lowerBound, owned + 1) ... range.upperBound)
+        }
+        func add(_ change: Change) {
+            add(change.startSeq ... change.endSeq)
+            if let owner { kept += owner.seqsHeldAlike(in: change) }
+        }
         for other in holders {
             let notebook = try other.store.notebook
-            if notebook.versionVector[replica] > 0 { kept.append(1 ... notebook.versionVector[replica]) }
-            for change in notebook.pendingChanges where change.replica == replica { kept.append(change.startSeq ... change.endSeq) }
+            if notebook.versionVector[replica] > 0 { add(1 ... notebook.versionVector[replica]) }
+            for change in notebook.pendingChanges where change.replica == replica { add(change.startSeq ... change.endSeq) }
+            if let owner { kept += owner.seqsHeldAlike(of: replica, in: notebook) }
         }
         for (_, relay) in relays.sorted(by: { $0.key < $1.key }) {
-            let held = try await relay.storage.status(space: SimRelayHub.space).version[replica]
-            if held > 0 { kept.append(1 ... held) }
+            let status = try await relay.storage.status(space: SimRelayHub.space)
+            guard status.version[replica] > 0 else { continue }
+            add(1 ... status.version[replica])
+            guard owner != nil, owned > 0 else { continue }
+            // What the relay holds of the replica's seqs the owner has, its chain's and those sent again.
+            var others = status.version
+            others[replica] = 0
+            while true {
+                let page = try await relay.storage.page(space: SimRelayHub.space, after: others, limits: RelayPageLimits(maxChanges: 10_000, maxBytes: .max),
+                                                        needsPayload: { _ in true })
+                for stored in page.records where stored.record.author == replica {
+                    // A sealed unit holds what its header says (an encrypted space's relay forks nothing).
+                    if stored.record.sealed { kept.append(stored.record.startSeq ... stored.record.endSeq) }
+                    for change in stored.record.sealed ? [] : (try? ChangeCodec.decode(stored.record.payload)) ?? [] { add(change) }
+                    others[replica] = max(others[replica], stored.record.endSeq)
+                }
+                if !page.more || page.records.isEmpty || others[replica] >= status.version[replica] { break }
+            }
         }
         for bytes in carried {
             guard let bundle = try? SyncBundle.decode(bytes) else { continue }
-            for change in bundle.changes where change.replica == replica { kept.append(change.startSeq ... change.endSeq) }
+            for change in bundle.changes where change.replica == replica { add(change) }
             // A sealed unit holds what its header says, unless a member forged it.
             for unit in bundle.sealedUnits where unit.author == replica && !forgedUnits.contains(unit.bytes) {
                 kept.append(unit.startSeq ... unit.endSeq)
@@ -1453,7 +1482,7 @@ public final class Simulation: @unchecked Sendable {
         do {
             var carried: [[UInt8]] = inFlight.map(\.request.body)
             for folder in folders.values { carried += folder.everyBundleBytes(excluding: d) }
-            let kept = try await seqsHeld(of: old, by: devices.filter { $0.index != d }, carried: carried)
+            let kept = try await seqsHeld(of: old, by: devices.filter { $0.index != d }, carried: carried, alike: try device.store.notebook)
             if let alsoKeeping {
                 forget(old, branch: device.branch, keeping: kept + alsoKeeping)
                 // What it wrote as identities it moved away from at a sync went nowhere else either.
@@ -1497,7 +1526,7 @@ public final class Simulation: @unchecked Sendable {
         let replica = device.replicaID
         var kept: [ClosedRange<UInt64>] = []
         do {
-            kept = try await seqsHeld(of: replica, by: liveDevices.filter { $0.index != d }, carried: inFlight.map(\.request.body))
+            kept = try await seqsHeld(of: replica, by: liveDevices.filter { $0.index != d }, carried: inFlight.map(\.request.body), alike: try device.store.notebook)
         } catch {
             violation("device \(d): cannot account for its edits at its death: \(error)")
         }

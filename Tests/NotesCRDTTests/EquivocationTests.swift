@@ -64,6 +64,30 @@ struct EquivocationTests {
         if let found = late.forkPoint(of: whole) { #expect(late.forkBound(of: whole, at: found) >= copied + 1) }
     }
 
+    /// What of one copy's branch another holder keeps: the shared prefix and nothing past the
+    /// fork, however the holder's log joins the changes.
+    @Test func theSeqsHeldAlikeAreThePrefixBothCopiesShare() throws {
+        let id = ReplicaID(Identifier128(high: 2, low: 2))
+        var base = Notebook(replicaID: id, wallClock: FixedWallClock(1_700_000_000_000))
+        let (note, _) = base.createNote(title: "t", body: "base")
+        let copied = base.versionVector[id]
+        var one = try Notebook(snapshot: base.snapshot(), wallClock: FixedWallClock(1_700_000_100_000))
+        var two = try Notebook(snapshot: base.snapshot(), wallClock: FixedWallClock(1_700_000_200_000))
+        for text in ["a", "b"] { _ = try one.insertText(note, at: 0, text) }
+        for text in ["x", "y", "z"] { _ = try two.insertText(note, at: 0, text) }
+        // Another device that holds the second copy's branch (its log joins what follows on).
+        var holder = Notebook(replicaID: .random(), wallClock: FixedWallClock(1_700_000_300_000))
+        for change in two.changes(since: VersionVector()) { _ = holder.apply(change) }
+        func seqs(_ runs: [ClosedRange<UInt64>]) -> Set<UInt64> { Set(runs.flatMap { Array($0) }) }
+        #expect(seqs(one.seqsHeldAlike(of: id, in: holder)) == Set(1 ... copied))
+        #expect(seqs(two.seqsHeldAlike(of: id, in: holder)) == Set(1 ... copied + 3))
+        // Each change of the other copy's past the copy: none of it is the first copy's.
+        var past = VersionVector()
+        past[id] = copied
+        #expect(two.changes(since: past).flatMap(one.seqsHeldAlike(in:)).isEmpty)
+        #expect(seqs(one.changes(since: past).flatMap(one.seqsHeldAlike(in:))) == [copied + 1, copied + 2])
+    }
+
     /// Two copies typing on at the end of one text write the same seqs at the same timestamps;
     /// only the content tells the forks apart.
     @Test func forksAtTheSameTimestampAreRefusedByContent() throws {

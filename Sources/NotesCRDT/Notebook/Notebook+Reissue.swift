@@ -255,6 +255,43 @@ extension Notebook {
         return held.change.timestamp(ofSeq: seq - 1) != entry.source.timestamp(ofSeq: entry.reissue.firstSeq + (seq - 1 - original.seq))
     }
 
+    /// The seqs of `change` at which this replica's log holds the same operation (the same unit
+    /// at the same timestamp), in runs: what of its branch of a forked identity a holder of
+    /// `change` keeps (the simulator's reference, when a device's database is replaced). O(the
+    /// change's seqs) after one placement per log entry.
+    package func seqsHeldAlike(in change: Change) -> [ClosedRange<UInt64>] {
+        var runs: [ClosedRange<UInt64>] = []
+        let last = min(change.endSeq, versionVector[change.replica])
+        guard change.startSeq <= last else { return runs }
+        var budget = Int.max
+        guard var theirs = Change.SeqCursor(change, at: change.startSeq, budget: &budget) else { return runs }
+        var ours: Change.SeqCursor?
+        var seq = change.startSeq
+        while true {
+            if ours == nil || ours!.change.endSeq < seq {
+                var whole = Int.max
+                ours = loggedChange(change.replica, seq).flatMap { Change.SeqCursor($0, at: seq, budget: &whole) }
+            }
+            if let held = ours, held.change.timestamp(ofSeq: seq) == change.timestamp(ofSeq: seq),
+               Notebook.canonical(held.unit, SeqMap()) == Notebook.canonical(theirs.unit, SeqMap()) {
+                if let end = runs.last?.upperBound, end + 1 == seq { runs[runs.count - 1] = runs[runs.count - 1].lowerBound ... seq } else { runs.append(seq ... seq) }
+            }
+            if seq == last { return runs }
+            seq += 1
+            theirs.advance()
+            if ours != nil, ours!.change.endSeq >= seq { ours!.advance() }
+        }
+    }
+
+    /// Per log entry, waiting and quarantined change of `replica` in `other`, the seqs at which
+    /// this replica holds the same operations (`seqsHeldAlike(in:)`).
+    package func seqsHeldAlike(of replica: ReplicaID, in other: Notebook) -> [ClosedRange<UInt64>] {
+        let changes = (other.historyIndex[replica] ?? []).map { other.history[$0] }
+            + other.pendingChanges.filter { $0.replica == replica }
+            + other.quarantinedChanges.map(\.change).filter { $0.replica == replica }
+        return changes.flatMap(seqsHeldAlike(in:))
+    }
+
     /// A cursor at an operation in the log, or nil (not held, or deeper in its entry than the
     /// fork check's budget).
     private func heldCursor(of id: OpID) -> Change.SeqCursor? {
