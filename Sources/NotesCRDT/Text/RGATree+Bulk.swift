@@ -129,9 +129,31 @@ struct RGABulkList {
     /// of the slot fails and the table is searched).
     private var lastSearched: (agent: Int32, page: UInt64, slot: Int) = (-1, 0, 0)
 
+    /// The pages made at once for the batch (`reserve`): `agent`'s seqs `from ..< end` have their
+    /// entries in `leafMap` from `start` on, in order, so an entry there is found without a page
+    /// lookup (agent -1: none).
+    private var batchPages: (agent: Int32, from: UInt64, end: UInt64, start: Int) = (-1, 0, 0, 0)
+
+    /// Where the entry of `agent`'s `seq` is in `leafMap` when it is in the batch's pages.
+    @inline(__always)
+    private func batchEntry(agent: Int32, seq: UInt64) -> Int? {
+        guard agent == batchPages.agent, seq >= batchPages.from, seq < batchPages.end else { return nil }
+        return batchPages.start + Int(seq - batchPages.from)
+    }
+
     /// Points the ID index entries of `agent`'s seqs `from ..< to` at run `run`.
     private mutating func assignIndex(agent: Int32, from: UInt64, to: UInt64, run: Int32) {
         let run = -2 - run
+        if from < to, let lo = batchEntry(agent: agent, seq: from), to <= batchPages.end {
+            // In the batch's pages: one fill, no page lookup.
+            let count = Int(to - from)
+            tree.leafMap.withUnsafeMutableBufferPointer { map in
+                precondition(lo + count <= map.count, "the batch's pages")
+                // Through the pointer (checked above): a slice's update was not vectorized.
+                (map.baseAddress! + lo).update(repeating: run, count: count)
+            }
+            return
+        }
         var seq = from
         while seq < to {
             let page = seq >> RGATree.pageShift
@@ -182,8 +204,13 @@ struct RGABulkList {
 
     /// The run holding `(agent, seq)` and the offset in it, or nil when the text does not hold it.
     private mutating func find(agent: Int32, seq: UInt64) -> (run: Int32, offset: Int)? {
-        guard let start = pageStart(agent: agent, page: seq >> RGATree.pageShift, creating: false) else { return nil }
-        let entry = tree.leafMap[Int(start) + Int(seq & UInt64(RGATree.pageSize - 1))]
+        let entry: Int32
+        if let at = batchEntry(agent: agent, seq: seq) {
+            entry = tree.leafMap[at]
+        } else {
+            guard let start = pageStart(agent: agent, page: seq >> RGATree.pageShift, creating: false) else { return nil }
+            entry = tree.leafMap[Int(start) + Int(seq & UInt64(RGATree.pageSize - 1))]
+        }
         guard entry <= -2 else { return nil }
         var index = -2 - entry
         // An insert's first piece: on to the piece that holds the seq (at most `maxPieces` steps).
@@ -323,8 +350,11 @@ struct RGABulkList {
         runs.reserveCapacity(runs.count + characters / 8)
         links.reserveCapacity(runs.count + characters / 8)
         guard characters > 0, seqSpan > 0, seqSpan <= 2 * UInt64(characters) + UInt64(RGATree.pageSize) else { return }
-        tree.addPages(agent: tree.agent(for: replica), from: firstSeq >> RGATree.pageShift,
-                      through: (firstSeq + seqSpan - 1) >> RGATree.pageShift)
+        let agent = tree.agent(for: replica)
+        let last = (firstSeq + seqSpan - 1) >> RGATree.pageShift  // (a checked change's seqs are at most 2^53 - 1)
+        if let (first, start) = tree.addPages(agent: agent, from: firstSeq >> RGATree.pageShift, through: last) {
+            batchPages = (agent, first << RGATree.pageShift, (last + 1) << RGATree.pageShift, start)
+        }
     }
 
     /// The tree again: the runs in document order packed into leaves three quarters full, the
