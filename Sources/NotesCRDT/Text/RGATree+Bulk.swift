@@ -371,24 +371,27 @@ struct RGABulkList {
         // The leaf each run goes to, by run index: the ID index is then rewritten in one pass in
         // its own order, instead of run by run in document order (a page lookup per run).
         var leafOfRun = [Int32](repeating: -1, count: runs.count)
-        var leaf = RGATree.Leaf()
-        leaf.runs.reserveCapacity(perLeaf)
         var index = head
-        while true {
-            if index < 0 || leaf.runs.count == perLeaf {
-                let number = Int32(tree.leaves.count)
-                if number > 0 { tree.leaves[Int(number) - 1].next = number }
-                tree.leaves.append(leaf)
-                if index < 0 { break }
-                leaf = RGATree.Leaf()
-                leaf.runs.reserveCapacity(perLeaf)
+        repeat {
+            // A leaf's runs written into its array as it is made: appended one at a time, each
+            // append checked the array's uniqueness and capacity.
+            let number = Int32(tree.leaves.count)
+            var leaf = RGATree.Leaf()
+            leaf.runs = [RGATree.Run](unsafeUninitializedCapacity: perLeaf) { buffer, initialized in
+                var n = 0
+                while n < perLeaf, index >= 0 {
+                    let run = runs[Int(index)]
+                    if !run.deleted { leaf.visible += Int(run.length) }
+                    buffer.initializeElement(at: n, to: run)
+                    leafOfRun[Int(index)] = number
+                    index = links[Int(index)].next
+                    n += 1
+                }
+                initialized = n
             }
-            let run = runs[Int(index)]
-            if !run.deleted { leaf.visible += Int(run.length) }
-            leaf.runs.append(run)
-            leafOfRun[Int(index)] = Int32(tree.leaves.count)
-            index = links[Int(index)].next
-        }
+            if number > 0 { tree.leaves[Int(number) - 1].next = number }
+            tree.leaves.append(leaf)
+        } while index >= 0
         // Entries name runs, resolved through `leafOfRun`; only the pieces of an insert that are in
         // another leaf than its first piece (whose leaf its entries give) get theirs written.
         for index in runs.indices where links[index].firstPiece == Int32(index) {

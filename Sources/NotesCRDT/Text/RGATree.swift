@@ -675,7 +675,11 @@ struct RGATree: Sendable {
             }
             initialized = count
         }
-        pageTables[Int(agent)].append(contentsOf: pages)
+        if pageTables[Int(agent)].isEmpty {
+            pageTables[Int(agent)] = pages  // (appending copied them an element at a time)
+        } else {
+            pageTables[Int(agent)].append(contentsOf: pages)
+        }
         leafMapUsed = used
         return (first, start)
     }
