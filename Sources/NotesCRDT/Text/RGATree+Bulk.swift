@@ -129,6 +129,9 @@ struct RGABulkList {
     /// of the slot fails and the table is searched).
     private var lastSearched: (agent: Int32, page: UInt64, slot: Int) = (-1, 0, 0)
 
+    /// The replica whose agent was asked for last, and its agent (-1: none yet).
+    fileprivate var lastAgent: (replica: ReplicaID, agent: Int32) = (ReplicaID(Identifier128(high: 0, low: 0)), -1)
+
     /// The pages made at once for the batch (`reserve`): `agent`'s seqs `from ..< end` have their
     /// entries in `leafMap` from `start` on, in order, so an entry there is found without a page
     /// lookup (agent -1: none).
@@ -492,14 +495,24 @@ extension RGAText: TextIntegration {
 }
 
 extension RGABulkList: TextIntegration {
+    /// The agent of `replica` when the text has one: the replica asked last first (a batch's
+    /// inserts are all its author's, and its origins and deletes mostly name them).
+    @inline(__always)
+    private mutating func knownAgent(_ replica: ReplicaID) -> Int32? {
+        if lastAgent.agent >= 0, lastAgent.replica == replica { return lastAgent.agent }
+        guard let agent = tree.existingAgent(replica) else { return nil }
+        lastAgent = (replica, agent)
+        return agent
+    }
+
     mutating func place(id: OpID, origin: OpID?, key: UInt64, scalars: InsertedText) {
         guard missing == nil else { return }
         var originAgent: Int32 = -1
         if let origin {
-            guard let known = tree.existingAgent(origin.replica) else { return miss(.origin(origin)) }
+            guard let known = knownAgent(origin.replica) else { return miss(.origin(origin)) }
             originAgent = known
         }
-        let agent = tree.agent(for: id.replica)
+        let agent = knownAgent(id.replica) ?? tree.agent(for: id.replica)
         if !integrate(agent: agent, seq: id.seq, key: key, originAgent: originAgent, originSeq: origin?.seq ?? 0, scalars: scalars) {
             miss(.origin(origin!))
         }
@@ -507,7 +520,7 @@ extension RGABulkList: TextIntegration {
 
     mutating func tombstone(_ range: OpIDRange) {
         guard missing == nil, range.count > 0 else { return }
-        guard let agent = tree.existingAgent(range.replica), delete(agent: agent, seq: range.seq, count: range.count) else {
+        guard let agent = knownAgent(range.replica), delete(agent: agent, seq: range.seq, count: range.count) else {
             return miss(.deleted(range))
         }
     }

@@ -21,6 +21,7 @@ struct RGATree: Sendable {
 
         /// The run cut before `offset` (0 < offset < length): its first characters, and the rest,
         /// whose first character now has the last of the first part as its origin.
+        @inline(__always)  // a call returned both runs through memory (a split is a few stores)
         func split(at offset: Int) -> (head: Run, tail: Run) {
             var head = self
             var tail = self
