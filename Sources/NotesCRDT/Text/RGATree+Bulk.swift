@@ -376,8 +376,8 @@ struct RGABulkList {
         var leafOfRun = [Int32](repeating: -1, count: runs.count)
         var index = head
         repeat {
-            // A leaf's runs written into its array as it is made: appended one at a time, each
-            // append checked the array's uniqueness and capacity.
+            // A leaf's runs written in place as its array is made (n < perLeaf, its capacity):
+            // appended one at a time, each append checked the array's uniqueness and capacity.
             let number = Int32(tree.leaves.count)
             var leaf = RGATree.Leaf()
             leaf.runs = [RGATree.Run](unsafeUninitializedCapacity: perLeaf) { buffer, initialized in
