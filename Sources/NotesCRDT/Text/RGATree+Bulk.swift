@@ -129,9 +129,34 @@ struct RGABulkList {
     /// of the slot fails and the table is searched).
     private var lastSearched: (agent: Int32, page: UInt64, slot: Int) = (-1, 0, 0)
 
+    /// The replica whose agent was asked for last, and its agent (-1: none yet).
+    fileprivate var lastAgent: (replica: ReplicaID, agent: Int32) = (ReplicaID(Identifier128(high: 0, low: 0)), -1)
+
+    /// The pages made at once for the batch (`reserve`): `agent`'s seqs `from ..< end` have their
+    /// entries in `leafMap` from `start` on, in order, so an entry there is found without a page
+    /// lookup (agent -1: none).
+    private var batchPages: (agent: Int32, from: UInt64, end: UInt64, start: Int) = (-1, 0, 0, 0)
+
+    /// Where the entry of `agent`'s `seq` is in `leafMap` when it is in the batch's pages.
+    @inline(__always)
+    private func batchEntry(agent: Int32, seq: UInt64) -> Int? {
+        guard agent == batchPages.agent, seq >= batchPages.from, seq < batchPages.end else { return nil }
+        return batchPages.start + Int(seq - batchPages.from)
+    }
+
     /// Points the ID index entries of `agent`'s seqs `from ..< to` at run `run`.
     private mutating func assignIndex(agent: Int32, from: UInt64, to: UInt64, run: Int32) {
         let run = -2 - run
+        if from < to, let lo = batchEntry(agent: agent, seq: from), to <= batchPages.end {
+            // In the batch's pages: one fill, no page lookup.
+            let count = Int(to - from)
+            tree.leafMap.withUnsafeMutableBufferPointer { map in
+                precondition(lo + count <= map.count, "the batch's pages")
+                // Through the pointer (checked above): a slice's update was not vectorized.
+                (map.baseAddress! + lo).update(repeating: run, count: count)
+            }
+            return
+        }
         var seq = from
         while seq < to {
             let page = seq >> RGATree.pageShift
@@ -182,8 +207,13 @@ struct RGABulkList {
 
     /// The run holding `(agent, seq)` and the offset in it, or nil when the text does not hold it.
     private mutating func find(agent: Int32, seq: UInt64) -> (run: Int32, offset: Int)? {
-        guard let start = pageStart(agent: agent, page: seq >> RGATree.pageShift, creating: false) else { return nil }
-        let entry = tree.leafMap[Int(start) + Int(seq & UInt64(RGATree.pageSize - 1))]
+        let entry: Int32
+        if let at = batchEntry(agent: agent, seq: seq) {
+            entry = tree.leafMap[at]
+        } else {
+            guard let start = pageStart(agent: agent, page: seq >> RGATree.pageShift, creating: false) else { return nil }
+            entry = tree.leafMap[Int(start) + Int(seq & UInt64(RGATree.pageSize - 1))]
+        }
         guard entry <= -2 else { return nil }
         var index = -2 - entry
         // An insert's first piece: on to the piece that holds the seq (at most `maxPieces` steps).
@@ -323,8 +353,11 @@ struct RGABulkList {
         runs.reserveCapacity(runs.count + characters / 8)
         links.reserveCapacity(runs.count + characters / 8)
         guard characters > 0, seqSpan > 0, seqSpan <= 2 * UInt64(characters) + UInt64(RGATree.pageSize) else { return }
-        tree.addPages(agent: tree.agent(for: replica), from: firstSeq >> RGATree.pageShift,
-                      through: (firstSeq + seqSpan - 1) >> RGATree.pageShift)
+        let agent = tree.agent(for: replica)
+        let last = (firstSeq + seqSpan - 1) >> RGATree.pageShift  // (a checked change's seqs are at most 2^53 - 1)
+        if let (first, start) = tree.addPages(agent: agent, from: firstSeq >> RGATree.pageShift, through: last) {
+            batchPages = (agent, first << RGATree.pageShift, (last + 1) << RGATree.pageShift, start)
+        }
     }
 
     /// The tree again: the runs in document order packed into leaves three quarters full, the
@@ -341,24 +374,27 @@ struct RGABulkList {
         // The leaf each run goes to, by run index: the ID index is then rewritten in one pass in
         // its own order, instead of run by run in document order (a page lookup per run).
         var leafOfRun = [Int32](repeating: -1, count: runs.count)
-        var leaf = RGATree.Leaf()
-        leaf.runs.reserveCapacity(perLeaf)
         var index = head
-        while true {
-            if index < 0 || leaf.runs.count == perLeaf {
-                let number = Int32(tree.leaves.count)
-                if number > 0 { tree.leaves[Int(number) - 1].next = number }
-                tree.leaves.append(leaf)
-                if index < 0 { break }
-                leaf = RGATree.Leaf()
-                leaf.runs.reserveCapacity(perLeaf)
+        repeat {
+            // A leaf's runs written in place as its array is made (n < perLeaf, its capacity):
+            // appended one at a time, each append checked the array's uniqueness and capacity.
+            let number = Int32(tree.leaves.count)
+            var leaf = RGATree.Leaf()
+            leaf.runs = [RGATree.Run](unsafeUninitializedCapacity: perLeaf) { buffer, initialized in
+                var n = 0
+                while n < perLeaf, index >= 0 {
+                    let run = runs[Int(index)]
+                    if !run.deleted { leaf.visible += Int(run.length) }
+                    buffer.initializeElement(at: n, to: run)
+                    leafOfRun[Int(index)] = number
+                    index = links[Int(index)].next
+                    n += 1
+                }
+                initialized = n
             }
-            let run = runs[Int(index)]
-            if !run.deleted { leaf.visible += Int(run.length) }
-            leaf.runs.append(run)
-            leafOfRun[Int(index)] = Int32(tree.leaves.count)
-            index = links[Int(index)].next
-        }
+            if number > 0 { tree.leaves[Int(number) - 1].next = number }
+            tree.leaves.append(leaf)
+        } while index >= 0
         // Entries name runs, resolved through `leafOfRun`; only the pieces of an insert that are in
         // another leaf than its first piece (whose leaf its entries give) get theirs written.
         for index in runs.indices where links[index].firstPiece == Int32(index) {
@@ -459,14 +495,24 @@ extension RGAText: TextIntegration {
 }
 
 extension RGABulkList: TextIntegration {
+    /// The agent of `replica` when the text has one: the replica asked last first (a batch's
+    /// inserts are all its author's, and its origins and deletes mostly name them).
+    @inline(__always)
+    private mutating func knownAgent(_ replica: ReplicaID) -> Int32? {
+        if lastAgent.agent >= 0, lastAgent.replica == replica { return lastAgent.agent }
+        guard let agent = tree.existingAgent(replica) else { return nil }
+        lastAgent = (replica, agent)
+        return agent
+    }
+
     mutating func place(id: OpID, origin: OpID?, key: UInt64, scalars: InsertedText) {
         guard missing == nil else { return }
         var originAgent: Int32 = -1
         if let origin {
-            guard let known = tree.existingAgent(origin.replica) else { return miss(.origin(origin)) }
+            guard let known = knownAgent(origin.replica) else { return miss(.origin(origin)) }
             originAgent = known
         }
-        let agent = tree.agent(for: id.replica)
+        let agent = knownAgent(id.replica) ?? tree.agent(for: id.replica)
         if !integrate(agent: agent, seq: id.seq, key: key, originAgent: originAgent, originSeq: origin?.seq ?? 0, scalars: scalars) {
             miss(.origin(origin!))
         }
@@ -474,7 +520,7 @@ extension RGABulkList: TextIntegration {
 
     mutating func tombstone(_ range: OpIDRange) {
         guard missing == nil, range.count > 0 else { return }
-        guard let agent = tree.existingAgent(range.replica), delete(agent: agent, seq: range.seq, count: range.count) else {
+        guard let agent = knownAgent(range.replica), delete(agent: agent, seq: range.seq, count: range.count) else {
             return miss(.deleted(range))
         }
     }

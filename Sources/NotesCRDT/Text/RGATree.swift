@@ -21,6 +21,7 @@ struct RGATree: Sendable {
 
         /// The run cut before `offset` (0 < offset < length): its first characters, and the rest,
         /// whose first character now has the last of the first part as its origin.
+        @inline(__always)  // a call returned both runs through memory (a split is a few stores)
         func split(at offset: Int) -> (head: Run, tail: Run) {
             var head = self
             var tail = self
@@ -655,10 +656,14 @@ struct RGATree: Sendable {
 
     /// Allocates, empty, the ID index pages `first ... last` of `agent` that come after its last
     /// page (the pages of a large batch's new characters, made at once instead of one by one).
-    mutating func addPages(agent: Int32, from first: UInt64, through last: UInt64) {
+    ///
+    /// - Returns: the first page made and where it starts in `leafMap` (the others follow it
+    ///   there, in order), or nil when none was made.
+    @discardableResult
+    mutating func addPages(agent: Int32, from first: UInt64, through last: UInt64) -> (page: UInt64, start: Int)? {
         var first = first
         if let end = pageTables[Int(agent)].last?.page { first = max(first, end + 1) }
-        guard first <= last else { return }
+        guard first <= last else { return nil }
         let count = Int(last - first + 1)
         let used = leafMapUsed + count << RGATree.pageShift
         precondition(used <= Int(Int32.max), "an ID index past 2^31 entries")
@@ -671,8 +676,13 @@ struct RGATree: Sendable {
             }
             initialized = count
         }
-        pageTables[Int(agent)].append(contentsOf: pages)
+        if pageTables[Int(agent)].isEmpty {
+            pageTables[Int(agent)] = pages  // (appending copied them an element at a time)
+        } else {
+            pageTables[Int(agent)].append(contentsOf: pages)
+        }
         leafMapUsed = used
+        return (first, start)
     }
 
     private mutating func recountLeaf(_ leaf: Int32) {
