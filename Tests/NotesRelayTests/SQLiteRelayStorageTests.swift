@@ -135,6 +135,37 @@ struct SQLiteRelayStorageTests {
         }
     }
 
+    /// A relay file as schema v3 made it, holding `records` of `author` in space "s".
+    static func writeVersion3Store(at path: String, author: ReplicaID, records: [RelayRecord]) throws {
+        let queue = try DatabaseQueue(path: path)
+        try SQLiteRelayStorage.migrator.migrate(queue, upTo: "v3-e2e-sealed-records")
+        try queue.write { db in
+            try db.execute(sql: "PRAGMA application_id = \(SQLiteRelayStorage.applicationID)")
+            try db.execute(sql: "INSERT INTO relay_meta(key, value) VALUES ('relay_id', ?)", arguments: [Data(repeating: 7, count: 16)])
+            for record in records {
+                try db.execute(sql: "INSERT INTO relay_change(space, author, startSeq, endSeq, payload) VALUES ('s', ?, ?, ?, ?)",
+                               arguments: [Data(author.raw.bytes), Int64(record.startSeq), Int64(record.endSeq), Data(record.payload)])
+            }
+            try db.execute(sql: "INSERT INTO relay_author(space, author, seq, changes, bytes) VALUES ('s', ?, ?, ?, ?)",
+                           arguments: [Data(author.raw.bytes), Int64(records.last!.endSeq), records.count, records.reduce(0) { $0 + $1.payload.count }])
+        }
+    }
+
+    /// A relay file from before records sent again (schema v3) opens with its records as they were.
+    @Test func aStoreFromBeforeRecordsSentAgainKeepsItsRecords() async throws {
+        let path = try temporaryFolder().appendingPathComponent("v3.sqlite").path
+        let (first, second) = try Self.forkedChanges()
+        let author = first[0].replica
+        try Self.writeVersion3Store(at: path, author: author, records: records(first))
+        let storage = try SQLiteRelayStorage(path: path)
+        #expect(storage.relayID == [UInt8](repeating: 7, count: 16))
+        #expect(try await storage.status(space: "s").version[author] == first.last!.endSeq)
+        let page = try await storage.page(space: "s", after: VersionVector(), limits: RelayPageLimits())
+        #expect(page.records.map(\.record.payload) == records(first).map(\.payload))
+        #expect(page.records.allSatisfy { !$0.record.again })
+        #expect(try await storage.appendAgain(space: "s", records: records(second)) == Array(second.indices))
+    }
+
     @Test func refusesAFileThatIsNotARelayStore() throws {
         let folder = try temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
