@@ -181,6 +181,13 @@ extension NoteStore {
             while let changes = try next() {
                 let before = loaded!.notebook.versionVector
                 let appliedBefore = applied
+                // In our name past what we made but what a re-issue holds again: the withdrawn
+                // branch of a fork already repaired (a folder keeps its files), not a copy's.
+                let changes = changes.flatMap { change -> [Change] in
+                    guard change.replica == own, change.endSeq > before[own], let parts = loaded!.notebook.withoutReissued(change) else { return [change] }
+                    if parts.isEmpty { duplicates += 1 }
+                    return parts
+                }
                 for change in changes {
                     // Seqs in our name past what we made: a copy of this database wrote them. Applied
                     // now, our next operations would repeat their seqs; so they wait for the move.

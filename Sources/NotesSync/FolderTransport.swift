@@ -149,6 +149,14 @@ public struct FolderTransport: SyncTransport {
         return version
     }
 
+    /// Writes the kept branch as files, as `send(_:)` does: the folder's coverage is read from
+    /// file names, which cannot tell two copies' files of one identity apart, so a replica took
+    /// seqs it holds of the branch that stays (or made after them) for written already.
+    public func sendAgain(_ bundle: SyncBundle) async throws -> Bool {
+        _ = try await send(bundle)
+        return true
+    }
+
     /// Writes one file per author, in the sender's own subfolder.
     public func send(_ bundle: SyncBundle) async throws -> SendResult {
         let sub = FileSystemPaths.join(folder, bundle.sender.description)
@@ -333,10 +341,12 @@ public struct FolderTransport: SyncTransport {
             var units: [SealedUnit] = []
             var senderVersion = VersionVector()
             var used: [Entry] = []
+            var held: [String: [Change]] = [:]
             for file in files.sorted(by: { ($0.first, $0.path) < ($1.first, $1.path) }) {
                 guard case .success(let bundle) = read(file) else { continue }
                 units.append(contentsOf: bundle.sealedUnits)
                 changes.append(contentsOf: bundle.changes)
+                held[file.path] = bundle.changes
                 senderVersion.merge(bundle.senderVersion)
                 used.append(file)
             }
@@ -351,6 +361,9 @@ public struct FolderTransport: SyncTransport {
             var covered = changes[0].startSeq - 1
             for change in changes {
                 if change.startSeq - 1 > covered { break }
+                // Two files at one seq that differ are both branches of a copied identity: joined,
+                // the file would keep one and the other's file would be removed.
+                if change.startSeq <= covered, Self.disagrees(change, contiguous) { break }
                 if change.endSeq > covered {
                     contiguous.append(change.startSeq <= covered ? change.suffix(from: covered + 1)! : change)
                     covered = change.endSeq
@@ -361,12 +374,20 @@ public struct FolderTransport: SyncTransport {
                                               FolderTransport.fileName(author: author, first: first, last: covered))
             try fileSystem.writeAtomically(SyncBundle(sender: writer, senderVersion: senderVersion, changes: contiguous).encoded(using: &encoder),
                                            to: target)
-            for file in used where file.path != target && file.first >= first && file.last <= covered {
+            // Only files whose every change the new file holds as they are.
+            for file in used where file.path != target && file.first >= first && file.last <= covered
+                && !(held[file.path] ?? []).contains(where: { Self.disagrees($0, contiguous) }) {
                 try? fileSystem.remove(file.path)
                 removed += 1
             }
         }
         return removed
+    }
+
+    /// Whether `change` holds another operation than `joined` (sorted, its ends rising) at a seq
+    /// both hold: two copies of one identity wrote it (a fork), each file holds one branch.
+    private static func disagrees(_ change: Change, _ joined: [Change]) -> Bool {
+        joined.reversed().prefix(while: { $0.endSeq >= change.startSeq }).contains { !$0.agrees(with: change) }
     }
 
     /// Joins a writer's files of sealed units of one author into one file: the units as they

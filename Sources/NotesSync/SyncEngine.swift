@@ -108,7 +108,8 @@ public struct SyncEngine: Sendable {
     /// and seq there (recorded under "again " and the check key). A relay keeps one operation
     /// per seq as it first got it: one that took the withdrawn branch (or one copy's head and
     /// the other's tail) served it for good, and a replica that syncs only with it waited for
-    /// good for the other branch (Docs/Sync.md, "Sending a kept branch again").
+    /// good for the other branch. A folder's coverage is read from file names, which do not tell
+    /// the branches apart either (Docs/Sync.md, "Sending a kept branch again").
     private func sendKeptBranches(_ replica: any SyncReplica, over transport: any SyncTransport, at key: String,
                                   remote: VersionVector) async throws {
         let kept = try replica.keptBranches()

@@ -99,8 +99,8 @@ public protocol SyncTransport: Sendable {
     /// Hands over changes at seqs the other side may hold another branch of (a copied replica's
     /// fork, repaired by a re-issue): a side that keeps one operation per seq (a relay) keeps
     /// these beside what it holds, so that a replica that lacks the seqs gets both branches and
-    /// keeps the one no re-issue withdrew. False (the default): the transport keeps every copy
-    /// sent already (a folder's files), nothing was sent.
+    /// keeps the one no re-issue withdrew; a folder writes them as files. False (the default):
+    /// nothing was sent.
     func sendAgain(_ bundle: SyncBundle) async throws -> Bool
 }
 

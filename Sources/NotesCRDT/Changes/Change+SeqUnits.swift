@@ -37,6 +37,26 @@ extension Change {
         }
     }
 
+    /// Whether this change and `other`, of one author, hold the same operation (unit and
+    /// timestamp) at every seq both hold: two copies of one database write one seq differently.
+    /// True when they do not overlap or are of different authors. O(overlapping seqs + each
+    /// change's operations before the overlap).
+    package func agrees(with other: Change) -> Bool {
+        guard replica == other.replica else { return true }
+        let first = Swift.max(startSeq, other.startSeq), last = Swift.min(endSeq, other.endSeq)
+        guard first <= last else { return true }
+        var budget = Int.max
+        guard var mine = SeqCursor(self, at: first, budget: &budget), var theirs = SeqCursor(other, at: first, budget: &budget) else { return false }
+        var seq = first
+        while true {
+            if timestamp(ofSeq: seq) != other.timestamp(ofSeq: seq) || mine.unit != theirs.unit { return false }
+            if seq == last { return true }
+            seq += 1
+            mine.advance()
+            theirs.advance()
+        }
+    }
+
     /// Walks a change's units one seq at a time, from a given seq.
     struct SeqCursor {
         let change: Change

@@ -170,7 +170,7 @@ extension Notebook {
     /// none (apply it as it is), else the parts before and after the first such run (either may
     /// be missing; the part after waits for the seqs cut out, which never come: a branch that
     /// went on past what its copy re-issued).
-    func withoutReissued(_ change: Change) -> [Change]? {
+    package func withoutReissued(_ change: Change) -> [Change]? {
         guard !reissueTable.isEmpty, let span = reissueTable.span(of: change.replica),
               change.endSeq >= span.lowerBound, change.startSeq <= span.upperBound,
               let run = reissuedRun(in: change) else { return nil }
