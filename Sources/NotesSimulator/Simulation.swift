@@ -927,8 +927,9 @@ public final class Simulation: @unchecked Sendable {
                 // those (the relay's are another branch's than those before them here).
                 let quarantined = (notebook.quarantinedChanges.map(\.change) + notebook.pendingChanges).filter(madeOnAForkedIdentity)
                     .map { OpIDRange(replica: $0.replica, seq: $0.startSeq, count: $0.endSeq - $0.startSeq + 1) }
+                let otherBranch = try await otherBranchAtRelay(hub, relayHeld: relayHeld, device: notebook)
                 if let shortfall = Self.syncShortfall(relayHeld: relayHeld, device: notebook.versionVector,
-                                                      withdrawn: notebook.reissues.map(\.original) + quarantined) {
+                                                      withdrawn: notebook.reissues.map(\.original) + quarantined + otherBranch) {
                     violation("device \(d): a sync over \(scenario.hubs[hub].name) succeeded but did not bring everything: \(shortfall)")
                 }
             }
@@ -965,6 +966,13 @@ public final class Simulation: @unchecked Sendable {
             let notebook = try device.store.notebook
             // The changes the sync applied, in the order applied: each after what it depends on.
             let changes = notebook.versionVector != before ? notebook.changes(since: before) : []
+            if Simulation.printsSteps, ProcessInfo.processInfo.environment["SIM_DEBUG_CHANGES"] != nil {
+                print("  applied: \(changes.map { "\($0.replica.description.prefix(8)):\($0.startSeq)-\($0.endSeq)@\($0.timestamp(ofSeq: $0.startSeq))" })")
+                for change in notebook.pendingChanges {
+                    let missing = change.dependencies.sortedEntries.filter { $0.seq > notebook.versionVector[$0.replica] }
+                    print("  waiting \(change.replica.description.prefix(8)):\(change.startSeq)-\(change.endSeq) on \(missing.map { "\($0.replica.description.prefix(8)):\($0.seq)" }) ops \(change.operations.prefix(3))")
+                }
+            }
             if let problem = Self.causalProblem(changes, after: before) { violation("device \(d): \(problem)") }
             if let clockBefore, let problem = Self.clockDragged(from: clockBefore, to: notebook.clock, wallMilliseconds: clocks.reading(for: d)) {
                 violation("device \(d): \(problem)")
@@ -1463,6 +1471,33 @@ public final class Simulation: @unchecked Sendable {
         return kept
     }
 
+    /// Where the relay's records of an identity go on from seqs the device holds other operations
+    /// at (a fork not yet repaired: the device took the other branch there), the seqs from there
+    /// to what the relay holds: the device cannot take them until one branch is re-issued.
+    private func otherBranchAtRelay(_ hub: Int, relayHeld: VersionVector, device notebook: Notebook) async throws -> [OpIDRange] {
+        guard let relay = relays[hub] else { return [] }
+        var ranges: [OpIDRange] = []
+        for entry in relayHeld.sortedEntries where entry.seq > notebook.versionVector[entry.replica] {
+            let held = notebook.versionVector[entry.replica]
+            guard held > 0 else { continue }
+            var after = relayHeld
+            after[entry.replica] = held
+            let page = try await relay.storage.page(space: SimRelayHub.space, after: after, limits: RelayPageLimits(maxChanges: 10_000, maxBytes: .max),
+                                                    needsPayload: { _ in true })
+            let diverges = page.records.contains { stored in
+                guard stored.record.author == entry.replica, !stored.record.sealed, stored.record.startSeq <= held else { return false }
+                return ((try? ChangeCodec.decode(stored.record.payload)) ?? []).contains { change in
+                    guard change.startSeq <= held else { return false }
+                    let alike = notebook.seqsHeldAlike(in: change)
+                    return Self.covers(alike.map { OpIDRange(replica: change.replica, seq: $0.lowerBound, count: UInt64($0.count)) },
+                                       change.replica, from: change.startSeq, through: min(change.endSeq, held)) == false
+                }
+            }
+            if diverges { ranges.append(OpIDRange(replica: entry.replica, seq: held + 1, count: entry.seq - held)) }
+        }
+        return ranges
+    }
+
     /// Tells the reference that `replica`'s operations outside `kept` are legitimately gone.
     private func forget(_ replica: ReplicaID, branch: Int, keeping kept: [ClosedRange<UInt64>]) {
         let forgottenBefore = reference.forgottenOperations
@@ -1726,10 +1761,15 @@ public final class Simulation: @unchecked Sendable {
         let version = notebook.versionVector
         if !device.lastVersion.isCovered(by: version) {
             // Only where a re-issue took seqs back (two copies wrote them: one copy's went to its new identity).
+            // Or where what went back waits again, on operations a re-issue took out of the state
+            // it was built on (the rebuild after a re-issue replays it; it is applied when the
+            // branch that stays brings those seqs, and waits at the end otherwise).
             let reissues = notebook.reissues
+            let waiting = reissues.isEmpty ? [] : (notebook.pendingChanges + notebook.quarantinedChanges.map(\.change)).map(\.idRange)
             for entry in device.lastVersion.sortedEntries where version[entry.replica] < entry.seq {
                 let next = version[entry.replica] + 1
-                if !reissues.contains(where: { $0.original.replica == entry.replica && $0.original.seq <= next && next < $0.original.seq + $0.original.count }) {
+                if !reissues.contains(where: { $0.original.replica == entry.replica && $0.original.seq <= next && next < $0.original.seq + $0.original.count })
+                    && !Self.covers(waiting, entry.replica, from: next, through: entry.seq) {
                     violation("device \(device.index): the version vector went back from \(device.lastVersion) to \(version)")
                     break
                 }
