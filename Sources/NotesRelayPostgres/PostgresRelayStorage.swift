@@ -14,9 +14,10 @@ import Synchronization
 /// CONFLICT DO UPDATE`), so appends of one space are serialized across all instances; it reads the
 /// authors' heads and signing keys after taking the lock, fixes the space's kind (sealed or plain)
 /// with its first stored record, and takes arrival numbers (an identity column) under the lock, so
-/// they commit in order within a space. A page is one statement too (one snapshot, so the version
-/// vector and the records agree), and a sync request's append and page one statement together
-/// (`crdt_relay_sync`). After an append that stored something has committed, the instance sends
+/// they commit in order within a space; records sent again (`appendAgain`) go through the same
+/// function, kept beside the chain as `SQLiteRelayStorage` keeps them. A page is one statement too
+/// (one snapshot, so the version vector and the records agree), and a sync request's append and
+/// page one statement together (`crdt_relay_sync`). After an append that stored something has committed, the instance sends
 /// `NOTIFY crdt_sync_relay, 'space'` (batched); every instance LISTENs on a dedicated connection
 /// and signals `changes`, so live push works whichever instance took the upload. Docs/HTTP.md,
 /// "PostgreSQL", says more.
@@ -161,13 +162,29 @@ public final class PostgresRelayStorage: RelayStorage {
         // NOTIFY inside: a notifying commit takes a database-wide lock, which would serialize every
         // append (and its commit flush) behind the others while holding its space's row lock.
         // A sync request (an append, then a page that sees it) is one statement too.
-        Migration(version: 3, name: "relay-pg-v3-append-function", statements: [appendFunction, syncFunction]),
+        Migration(version: 3, name: "relay-pg-v3-append-function", statements: [appendFunctionV3, syncFunctionV3]),
+        // Records sent again, as SQLiteRelayStorage's "v4-records-sent-again": a copied replica's
+        // other branch, at seqs the space holds, lies beside the author's chain (`again`), so two
+        // records may end at one seq; the chain's are still one per end (a partial unique index).
+        // The append and sync functions that keep and serve them are overloads (one argument
+        // more, `again`): version 3's stay, so instances not yet upgraded go on working.
+        Migration(version: 4, name: "relay-pg-v4-records-sent-again", statements: [
+            // A constant default: existing rows are not rewritten, and read as in the chain.
+            "ALTER TABLE relay_change ADD COLUMN again boolean NOT NULL DEFAULT false",
+            "CREATE UNIQUE INDEX relay_change_chain ON relay_change (space, author, end_seq) WHERE NOT again",
+            // Pages and the check for a record sent again read an author's records, chain and
+            // sent again, in (end, arrival) order.
+            "CREATE INDEX relay_change_end ON relay_change (space, author, end_seq, arrival)",
+            "ALTER TABLE relay_change DROP CONSTRAINT relay_change_space_author_end_seq_key",
+            appendFunction, syncFunction,
+        ]),
     ]
 
-    /// `crdt_relay_sync`: `crdt_relay_append` (when there are records), then the page statement
-    /// (`pageSQL`, its own snapshot, which holds the append); rows as `pageSQL`'s, after one row per
-    /// stored record's index (a NULL author, the index as the number).
-    static let syncFunction = """
+    /// Migration 3's `crdt_relay_sync` (frozen: migration 4 adds the one in use, `syncFunction`):
+    /// `crdt_relay_append` (when there are records), then the page statement (`pageSQLV3`, its own
+    /// snapshot, which holds the append); rows as `pageSQLV3`'s, after one row per stored record's
+    /// index (a NULL author, the index as the number).
+    static let syncFunctionV3 = """
         CREATE FUNCTION crdt_relay_sync(p_space text, p_authors bytea[], p_starts bigint[], p_ends bigint[],
                                         p_payloads bytea[], p_sealed boolean[], p_keys bytea[],
                                         p_client_authors bytea[], p_client_haves bigint[], p_max_changes bigint, p_max_bytes bigint)
@@ -178,6 +195,27 @@ public final class PostgresRelayStorage: RelayStorage {
                 RETURN QUERY SELECT NULL::bytea, stored::bigint, NULL::bigint, NULL::bigint, NULL::boolean, NULL::bytea
                     FROM unnest(crdt_relay_append(p_space, p_authors, p_starts, p_ends, p_payloads, p_sealed, p_keys)) AS stored;
             END IF;
+            RETURN QUERY \(pageSQLV3.replacingOccurrences(of: "$1", with: "p_space").replacingOccurrences(of: "$2", with: "p_client_authors")
+                .replacingOccurrences(of: "$3", with: "p_client_haves").replacingOccurrences(of: "$4", with: "p_max_changes")
+                .replacingOccurrences(of: "$5", with: "p_max_bytes"));
+        END
+        $fn$
+        """
+
+    /// `crdt_relay_sync` (migration 4): `crdt_relay_append` with `p_again` (when there are records),
+    /// then the page statement (`pageSQL`, its own snapshot, which holds the append); rows as
+    /// `pageSQL`'s, after one row per stored record's index (a NULL author, the index as the number).
+    static let syncFunction = """
+        CREATE FUNCTION crdt_relay_sync(p_space text, p_authors bytea[], p_starts bigint[], p_ends bigint[],
+                                        p_payloads bytea[], p_sealed boolean[], p_keys bytea[], p_again boolean,
+                                        p_client_authors bytea[], p_client_haves bigint[], p_max_changes bigint, p_max_bytes bigint)
+        RETURNS TABLE (o_author bytea, o_number bigint, o_start bigint, o_end bigint, o_sealed boolean, o_payload bytea, o_again boolean)
+        LANGUAGE plpgsql AS $fn$
+        BEGIN
+            IF coalesce(array_length(p_authors, 1), 0) > 0 THEN
+                RETURN QUERY SELECT NULL::bytea, stored::bigint, NULL::bigint, NULL::bigint, NULL::boolean, NULL::bytea, NULL::boolean
+                    FROM unnest(crdt_relay_append(p_space, p_authors, p_starts, p_ends, p_payloads, p_sealed, p_keys, p_again)) AS stored;
+            END IF;
             RETURN QUERY \(pageSQL.replacingOccurrences(of: "$1", with: "p_space").replacingOccurrences(of: "$2", with: "p_client_authors")
                 .replacingOccurrences(of: "$3", with: "p_client_haves").replacingOccurrences(of: "$4", with: "p_max_changes")
                 .replacingOccurrences(of: "$5", with: "p_max_bytes"));
@@ -185,10 +223,79 @@ public final class PostgresRelayStorage: RelayStorage {
         $fn$
         """
 
-    /// `crdt_relay_append`: the rules of `SQLiteRelayStorage.append`, server-side, under the space's
-    /// row lock; returns the indexes (from 0) of the records stored. Seqs are a UInt64's bits in a
-    /// bigint, so they are compared with the sign bit flipped (unsigned order).
+    /// `crdt_relay_append` (migration 4): the rules of `SQLiteRelayStorage.append`, server-side,
+    /// under the space's row lock; returns the indexes (from 0) of the records stored. With
+    /// `p_again` (`appendAgain`), a record that ends at or before what the space holds of its
+    /// author is kept beside the chain (`again`), unless one with the same author, seqs and payload
+    /// is stored already. Seqs are a UInt64's bits in a bigint, so they are compared with the sign
+    /// bit flipped (unsigned order).
     static let appendFunction = """
+        CREATE FUNCTION crdt_relay_append(p_space text, p_authors bytea[], p_starts bigint[], p_ends bigint[],
+                                          p_payloads bytea[], p_sealed boolean[], p_keys bytea[], p_again boolean)
+        RETURNS integer[] LANGUAGE plpgsql AS $fn$
+        DECLARE
+            v_kind boolean;
+            v_stored integer[] := '{}';
+            v_covered bigint;
+            v_known bytea;
+            v_count integer := coalesce(array_length(p_authors, 1), 0);
+            v_sign constant bigint := -9223372036854775808;
+        BEGIN
+            -- Creates the space's row or locks it: every append of the space, whichever instance,
+            -- waits here; the first append that stores fixes the kind (a refused one rolls back).
+            INSERT INTO relay_space AS s (space, sealed) VALUES (p_space, p_sealed[1])
+                ON CONFLICT (space) DO UPDATE SET sealed = coalesce(s.sealed, excluded.sealed)
+                RETURNING s.sealed INTO v_kind;
+            FOR i IN 1 .. v_count LOOP
+                IF p_sealed[i] IS DISTINCT FROM v_kind THEN
+                    RAISE EXCEPTION 'the space is % and a record is not', CASE WHEN v_kind THEN 'sealed' ELSE 'plain' END
+                        USING ERRCODE = 'CRK01', DETAIL = (i - 1)::text || ' ' || v_kind::text;
+                END IF;
+            END LOOP;
+            -- READ COMMITTED: each statement below reads what committed before the lock, and this
+            -- function's own writes.
+            FOR i IN 1 .. v_count LOOP
+                IF octet_length(p_keys[i]) > 0 THEN
+                    SELECT public_key INTO v_known FROM relay_signing_key WHERE space = p_space AND author = p_authors[i];
+                    IF NOT FOUND THEN
+                        INSERT INTO relay_signing_key(space, author, public_key) VALUES (p_space, p_authors[i], p_keys[i]);
+                    ELSIF v_known <> p_keys[i] THEN
+                        RAISE EXCEPTION 'a unit is signed with another key than the first' USING ERRCODE = 'CRS01', DETAIL = (i - 1)::text;
+                    END IF;
+                END IF;
+                SELECT seq INTO v_covered FROM relay_author WHERE space = p_space AND author = p_authors[i];
+                IF NOT FOUND THEN v_covered := 0; END IF;
+                IF (p_ends[i] # v_sign) <= (v_covered # v_sign) THEN
+                    -- A repeat; sent again, kept beside the chain once per payload at those seqs
+                    -- (the author's row exists: it covers the record's end, at least seq 1).
+                    CONTINUE WHEN p_again IS NOT TRUE OR EXISTS (
+                        SELECT 1 FROM relay_change WHERE space = p_space AND author = p_authors[i] AND end_seq = p_ends[i]
+                            AND start_seq = p_starts[i] AND payload = p_payloads[i]);
+                    INSERT INTO relay_change(space, author, start_seq, end_seq, payload, sealed, again)
+                        VALUES (p_space, p_authors[i], p_starts[i], p_ends[i], p_payloads[i], p_sealed[i], true);
+                    UPDATE relay_author SET changes = changes + 1, bytes = bytes + octet_length(p_payloads[i])
+                        WHERE space = p_space AND author = p_authors[i];
+                    v_stored := v_stored || (i - 1);
+                    CONTINUE;
+                END IF;
+                -- Past the test above v_covered < UInt64.max, so its + 1 cannot overflow.
+                IF p_starts[i] = 0 OR (p_starts[i] # v_sign) > (v_covered # v_sign) + 1 THEN
+                    RAISE EXCEPTION 'a record would leave a gap' USING ERRCODE = 'CRG01', DETAIL = (i - 1)::text || ' ' || v_covered::text;
+                END IF;
+                INSERT INTO relay_change(space, author, start_seq, end_seq, payload, sealed, again)
+                    VALUES (p_space, p_authors[i], p_starts[i], p_ends[i], p_payloads[i], p_sealed[i], false);
+                INSERT INTO relay_author AS a (space, author, seq, changes, bytes)
+                    VALUES (p_space, p_authors[i], p_ends[i], 1, octet_length(p_payloads[i]))
+                    ON CONFLICT (space, author) DO UPDATE SET seq = excluded.seq, changes = a.changes + 1, bytes = a.bytes + excluded.bytes;
+                v_stored := v_stored || (i - 1);
+            END LOOP;
+            RETURN v_stored;
+        END
+        $fn$
+        """
+
+    /// Migration 3's `crdt_relay_append` (frozen: migration 4 adds the one in use, `appendFunction`).
+    static let appendFunctionV3 = """
         CREATE FUNCTION crdt_relay_append(p_space text, p_authors bytea[], p_starts bigint[], p_ends bigint[],
                                           p_payloads bytea[], p_sealed boolean[], p_keys bytea[])
         RETURNS integer[] LANGUAGE plpgsql AS $fn$
@@ -328,16 +435,19 @@ public final class PostgresRelayStorage: RelayStorage {
     /// Stores the records that extend what the space holds: one statement (`crdt_relay_append`),
     /// its own READ COMMITTED transaction under the space's row lock; returns the indexes of those stored.
     public func append(space: String, records: [RelayRecord]) async throws -> [Int] {
+        try await append(space: space, records: records, again: false)
+    }
+
+    /// `append`, but a record at seqs the space holds is kept beside the author's chain, once per
+    /// payload: the same statement, with `again`.
+    public func appendAgain(space: String, records: [RelayRecord]) async throws -> [Int] {
+        try await append(space: space, records: records, again: true)
+    }
+
+    private func append(space: String, records: [RelayRecord], again: Bool) async throws -> [Int] {
         guard !records.isEmpty else { return [] }
         if let refusal = RelayRecord.rangeRefusal(records) { throw refusal }
-        let authors = records.map { ByteBuffer(bytes: $0.author.raw.bytes) }
-        let starts = records.map { Int64(bitPattern: $0.startSeq) }
-        let ends = records.map { Int64(bitPattern: $0.endSeq) }
-        let payloads = records.map { ByteBuffer(bytes: $0.payload) }
-        let sealed = records.map(\.sealed)
-        // An empty key stands for none (a real one is 32 bytes).
-        let keys = records.map { ByteBuffer(bytes: $0.signingKey ?? []) }
-        let statement = AppendStatement(space: space, authors: authors, starts: starts, ends: ends, payloads: payloads, sealed: sealed, keys: keys)
+        let statement = AppendStatement(records, space: space, again: again)
         let stored: [Int] = try await withStorageErrors {
             do {
                 var indexes: [Int] = []
@@ -371,16 +481,13 @@ public final class PostgresRelayStorage: RelayStorage {
         if let refusal = RelayRecord.rangeRefusal(records) { throw refusal }
         let (clientAuthors, haves) = Self.clientArrays(clientVersion)
         let statement = SyncStatement(
-            append: AppendStatement(space: space, authors: records.map { ByteBuffer(bytes: $0.author.raw.bytes) },
-                                    starts: records.map { Int64(bitPattern: $0.startSeq) }, ends: records.map { Int64(bitPattern: $0.endSeq) },
-                                    payloads: records.map { ByteBuffer(bytes: $0.payload) }, sealed: records.map(\.sealed),
-                                    keys: records.map { ByteBuffer(bytes: $0.signingKey ?? []) }),
+            append: AppendStatement(records, space: space, again: false),
             clientAuthors: clientAuthors, haves: haves, maxChanges: Int64(limits.maxChanges), maxBytes: Int64(limits.maxBytes))
         let builder: PageBuilder = try await withStorageErrors {
             do {
                 var builder = PageBuilder()
                 try await self.client.each(statement, logger: self.logger) { row in
-                    try builder.add(row.0, row.1, row.2, row.3, row.4, row.5, needsPayload: needsPayload)
+                    try builder.add(row.0, row.1, row.2, row.3, row.4, row.5, row.6, needsPayload: needsPayload)
                 }
                 return builder
             } catch let error as PSQLError {
@@ -452,12 +559,41 @@ public final class PostgresRelayStorage: RelayStorage {
     }
 
     /// The page statement: the space's vector (rows with a NULL start) and the page's records with
-    /// their payloads. Per lagging author its first rows past the client's entry (through the
-    /// (space, author, end_seq) index); an author's rows in seq order are in arrival order too
-    /// (arrivals are taken under the space's lock), so merging the authors by arrival is ordering
-    /// them all by arrival; the page is the prefix within `$4` rows and `$5` bytes (the first row
-    /// always fits), as `RelayPageCandidate.pick` makes it.
+    /// their payloads and `again`. Per lagging author its first rows past the client's entry in
+    /// (end_seq, arrival) order (through the (space, author, end_seq, arrival) index): its queue.
+    /// The queues merged as `RelayPageCandidate.pick` merges them (the queue whose head arrived
+    /// first goes next) are the candidates ordered by (`lead`, `place`), where `lead` is the latest
+    /// arrival up to a row in its queue and `place` its place there: a head is taken only after
+    /// every head that arrived before it, and the rows after it that arrived earlier (records sent
+    /// again, which lie at seqs the chain holds) follow it. (Without records sent again, an
+    /// author's rows in seq order are in arrival order, and this is ordering them all by
+    /// arrival.) The page is the prefix within `$4` rows and `$5` bytes (the first row always fits).
     static let pageSQL = """
+        WITH client(author, have) AS (SELECT * FROM unnest($2::bytea[], $3::bigint[])),
+        heads AS (
+            SELECT a.author, a.seq, coalesce(c.have, 0) AS have
+            FROM relay_author a LEFT JOIN client c ON c.author = a.author WHERE a.space = $1),
+        candidates AS (
+            SELECT h.author, r.arrival, r.end_seq, r.size FROM heads h CROSS JOIN LATERAL (
+                SELECT arrival, end_seq, octet_length(payload) AS size FROM relay_change
+                WHERE space = $1 AND author = h.author AND end_seq > h.have ORDER BY end_seq, arrival LIMIT $4) r
+            WHERE h.seq > h.have),
+        queued AS (
+            SELECT arrival, size, max(arrival) OVER q AS lead, row_number() OVER q AS place FROM candidates
+            WINDOW q AS (PARTITION BY author ORDER BY end_seq, arrival ROWS UNBOUNDED PRECEDING)),
+        picked AS (
+            SELECT arrival, row_number() OVER w AS n, sum(size) OVER w AS total FROM queued
+            WINDOW w AS (ORDER BY lead, place ROWS UNBOUNDED PRECEDING))
+        SELECT author, seq, NULL::bigint, NULL::bigint, NULL::boolean, NULL::bytea, NULL::boolean FROM heads
+        UNION ALL
+        SELECT c.author, c.arrival, c.start_seq, c.end_seq, c.sealed, c.payload, c.again
+        FROM picked p JOIN relay_change c ON c.arrival = p.arrival
+        WHERE p.n <= $4 AND (p.n = 1 OR p.total <= $5)
+        """
+
+    /// Migration 3's page statement (frozen: `crdt_relay_sync` of version 3 holds it; `pageSQL` is
+    /// the one in use).
+    static let pageSQLV3 = """
         WITH client(author, have) AS (SELECT * FROM unnest($2::bytea[], $3::bigint[])),
         heads AS (
             SELECT a.author, a.seq, coalesce(c.have, 0) AS have
@@ -484,7 +620,7 @@ public final class PostgresRelayStorage: RelayStorage {
                                       maxChanges: Int64(limits.maxChanges), maxBytes: Int64(limits.maxBytes))
         var builder = PageBuilder()
         try await client.each(statement, logger: logger) { row in
-            try builder.add(row.0, row.1, row.2, row.3, row.4, row.5, needsPayload: needsPayload)
+            try builder.add(row.0, row.1, row.2, row.3, row.4, row.5, row.6, needsPayload: needsPayload)
         }
         return builder.page(after: clientVersion)
     }
@@ -503,7 +639,7 @@ public final class PostgresRelayStorage: RelayStorage {
         var records: [RelayStoredRecord] = []
         var delivered: [ReplicaID: UInt64] = [:]
 
-        mutating func add(_ key: Data?, _ number: Int64, _ start: Int64?, _ end: Int64?, _ sealed: Bool?, _ payload: Data?,
+        mutating func add(_ key: Data?, _ number: Int64, _ start: Int64?, _ end: Int64?, _ sealed: Bool?, _ payload: Data?, _ again: Bool?,
                           needsPayload: (Int64) -> Bool) throws {
             guard let key else {
                 stored.append(Int(number))
@@ -515,7 +651,8 @@ public final class PostgresRelayStorage: RelayStorage {
                 return
             }
             let record = RelayRecord(author: author, startSeq: UInt64(bitPattern: start), endSeq: UInt64(bitPattern: end),
-                                     payload: needsPayload(number) ? payload.map { [UInt8]($0) } ?? [] : [], sealed: sealed ?? false)
+                                     payload: needsPayload(number) ? payload.map { [UInt8]($0) } ?? [] : [], sealed: sealed ?? false,
+                                     again: again ?? false)
             records.append(RelayStoredRecord(arrival: number, record: record))
             delivered[author] = max(delivered[author] ?? 0, record.endSeq)
         }
@@ -524,15 +661,32 @@ public final class PostgresRelayStorage: RelayStorage {
             let more = version.sortedEntries.contains { entry in
                 entry.seq > clientVersion[entry.replica] && (delivered[entry.replica] ?? clientVersion[entry.replica]) < entry.seq
             }
-            return RelayPage(records: records.sorted { $0.arrival < $1.arrival }, version: version, more: more)
+            return RelayPage(records: ordered(), version: version, more: more)
+        }
+
+        /// The records in the order `RelayPageCandidate.pick` gives them (`SQLiteRelayStorage`'s):
+        /// they are the first of each author's queue (in (endSeq, arrival) order), so merging
+        /// those again gives the page's order. Arrival order when no record was sent again.
+        func ordered() -> [RelayStoredRecord] {
+            var queues: [ReplicaID: [RelayPageCandidate]] = [:]
+            var byArrival: [Int64: RelayStoredRecord] = [:]
+            for stored in records {
+                let record = stored.record
+                queues[record.author, default: []].append(
+                    RelayPageCandidate(stored.arrival, record.author, record.startSeq, record.endSeq, 0, again: record.again))
+                byArrival[stored.arrival] = stored
+            }
+            let sorted = queues.values.map { $0.sorted { ($0.endSeq, $0.id) < ($1.endSeq, $1.id) } }
+            let merged = RelayPageCandidate.pick(sorted, limits: RelayPageLimits(maxChanges: records.count, maxBytes: .max)).picked
+            return merged.compactMap { byArrival[$0.id] }
         }
     }
 
     // MARK: Prepared statements (each connection parses and plans them once)
 
     struct AppendStatement: PostgresPreparedStatement {
-        static let name = "crdt_sync_relay_append_v3"
-        static let sql = "SELECT crdt_relay_append($1, $2::bytea[], $3::bigint[], $4::bigint[], $5::bytea[], $6::boolean[], $7::bytea[])"
+        static let name = "crdt_sync_relay_append_v4"
+        static let sql = "SELECT crdt_relay_append($1, $2::bytea[], $3::bigint[], $4::bigint[], $5::bytea[], $6::boolean[], $7::bytea[], $8::boolean)"
         typealias Row = [Int32]
         var space: String
         var authors: [ByteBuffer]
@@ -541,9 +695,22 @@ public final class PostgresRelayStorage: RelayStorage {
         var payloads: [ByteBuffer]
         var sealed: [Bool]
         var keys: [ByteBuffer]
+        var again: Bool
+
+        /// The records as arrays; an empty key stands for none (a real one is 32 bytes).
+        init(_ records: [RelayRecord], space: String, again: Bool) {
+            self.space = space
+            authors = records.map { ByteBuffer(bytes: $0.author.raw.bytes) }
+            starts = records.map { Int64(bitPattern: $0.startSeq) }
+            ends = records.map { Int64(bitPattern: $0.endSeq) }
+            payloads = records.map { ByteBuffer(bytes: $0.payload) }
+            sealed = records.map(\.sealed)
+            keys = records.map { ByteBuffer(bytes: $0.signingKey ?? []) }
+            self.again = again
+        }
 
         func makeBindings() throws -> PostgresBindings {
-            var binds = PostgresBindings(capacity: 7)
+            var binds = PostgresBindings(capacity: 8)
             binds.append(space)
             binds.append(authors)
             binds.append(starts)
@@ -551,6 +718,7 @@ public final class PostgresRelayStorage: RelayStorage {
             binds.append(payloads)
             binds.append(sealed)
             binds.append(keys)
+            binds.append(again)
             return binds
         }
 
@@ -558,9 +726,9 @@ public final class PostgresRelayStorage: RelayStorage {
     }
 
     struct PageStatement: PostgresPreparedStatement {
-        static let name = "crdt_sync_relay_page_v3"
+        static let name = "crdt_sync_relay_page_v4"
         static var sql: String { PostgresRelayStorage.pageSQL }
-        typealias Row = (Data, Int64, Int64?, Int64?, Bool?, Data?)
+        typealias Row = (Data, Int64, Int64?, Int64?, Bool?, Data?, Bool?)
         var space: String
         var authors: [ByteBuffer]
         var haves: [Int64]
@@ -581,12 +749,12 @@ public final class PostgresRelayStorage: RelayStorage {
     }
 
     struct SyncStatement: PostgresPreparedStatement {
-        static let name = "crdt_sync_relay_sync_v3"
+        static let name = "crdt_sync_relay_sync_v4"
         static let sql = """
-            SELECT * FROM crdt_relay_sync($1, $2::bytea[], $3::bigint[], $4::bigint[], $5::bytea[], $6::boolean[], $7::bytea[],
-                                          $8::bytea[], $9::bigint[], $10, $11)
+            SELECT * FROM crdt_relay_sync($1, $2::bytea[], $3::bigint[], $4::bigint[], $5::bytea[], $6::boolean[], $7::bytea[], $8::boolean,
+                                          $9::bytea[], $10::bigint[], $11, $12)
             """
-        typealias Row = (Data?, Int64, Int64?, Int64?, Bool?, Data?)
+        typealias Row = (Data?, Int64, Int64?, Int64?, Bool?, Data?, Bool?)
         var append: AppendStatement
         var clientAuthors: [ByteBuffer]
         var haves: [Int64]

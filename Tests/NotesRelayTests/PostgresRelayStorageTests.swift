@@ -112,6 +112,92 @@ struct PostgresRelayStorageTests {
         try await admin.close()
     }
 
+    /// A database from before records sent again (schema version 3) migrates with its rows as they
+    /// were (arrival numbers, seqs, payloads; none sent again), takes records sent again beside
+    /// the chain, and still holds the chain to one record per end. Version 3's append function
+    /// (an instance not yet upgraded) goes on storing and skipping repeats as before.
+    @Test func aDatabaseFromBeforeRecordsSentAgainKeepsItsRecords() async throws {
+        let logger = Logger(label: "test")
+        let base = try PostgresLocation(url: RelayBackend.postgresURL ?? "")
+        let admin = try await PostgresConnection.connect(configuration: try base.connectionConfiguration(), id: 1, logger: logger)
+        let name = "crdt_sync_v3_\(UUID().uuidString.prefix(8).lowercased())"
+        try await admin.run(PostgresQuery(unsafeSQL: "CREATE DATABASE \(name)"), logger: logger)
+        var location = base
+        location.database = name
+        let (first, second) = try SQLiteRelayStorageTests.forkedChanges()
+        let author = first[0].replica
+        let old = try await PostgresConnection.connect(configuration: try location.connectionConfiguration(), id: 2, logger: logger)
+        _ = try await PostgresRelayStorage.migrate(old, relayID: nil, upTo: 3, logger: logger)
+        #expect(try await Self.appendV3(old, "s", records(first), logger: logger) == Array(first.indices).map(Int32.init))
+        let before = try await Self.rows(old, logger: logger)
+        try await old.close()
+
+        let storage = try await PostgresRelayStorage.connect(location, maxConnections: 2)
+        let migrated = try await PostgresConnection.connect(configuration: try location.connectionConfiguration(), id: 3, logger: logger)
+        #expect(try await Self.rows(migrated, logger: logger) == before)
+        #expect(before.count == first.count)
+        let page = try await storage.page(space: "s", after: VersionVector(), limits: RelayPageLimits())
+        #expect(page.records.map(\.record.payload) == records(first).map(\.payload) && page.records.allSatisfy { !$0.record.again })
+        #expect(try await storage.appendAgain(space: "s", records: records(second)) == Array(second.indices))
+        #expect(try await storage.appendAgain(space: "s", records: records(second)).isEmpty)
+        #expect(try await Self.rows(migrated, logger: logger).filter(\.again).map(\.payload) == records(second).map { Data($0.payload) })
+        // The chain is still one record per end: a second one (not sent again) is refused.
+        let chainRepeat = "INSERT INTO relay_change(space, author, start_seq, end_seq, payload) SELECT space, author, start_seq, end_seq, payload FROM relay_change WHERE NOT again LIMIT 1"
+        await #expect(throws: (any Error).self) { try await migrated.run(PostgresQuery(unsafeSQL: chainRepeat), logger: logger) }
+        // Version 3's function: a repeat is skipped (sent again or not), the next record stored.
+        var more = Notebook(replicaID: author, wallClock: FixedWallClock(1_700_000_009_000))
+        _ = try more.apply(contentsOf: first)
+        _ = more.createNote(title: "next")
+        var holds = VersionVector()
+        holds[author] = first.last!.endSeq
+        let tail = more.changes(since: holds)
+        #expect(try await Self.appendV3(migrated, "s", records(second + tail), logger: logger) == Array(second.count ..< second.count + tail.count).map(Int32.init))
+        #expect(try await storage.status(space: "s").version[author] == tail.last!.endSeq)
+        #expect(try await storage.status(space: "s").changes == first.count + second.count + tail.count)
+        try await migrated.close()
+        await storage.close()
+        try await admin.run(PostgresQuery(unsafeSQL: "DROP DATABASE \(name)"), logger: logger)
+        try await admin.close()
+    }
+
+    struct ChangeRow: Hashable {
+        var arrival: Int64, space: String, author: Data, start: Int64, end: Int64, payload: Data, sealed: Bool, again: Bool
+    }
+
+    /// Every row of relay_change, in arrival order (`again` false where the column is not there yet).
+    static func rows(_ connection: PostgresConnection, logger: Logger) async throws -> [ChangeRow] {
+        var hasAgain = false
+        for try await count in try await connection.query(
+            "SELECT count(*) FROM information_schema.columns WHERE table_name = 'relay_change' AND column_name = 'again'", logger: logger).decode(Int64.self) {
+            hasAgain = count > 0
+        }
+        let sql = "SELECT arrival, space, author, start_seq, end_seq, payload, sealed, \(hasAgain ? "again" : "false") FROM relay_change ORDER BY arrival"
+        var rows: [ChangeRow] = []
+        for try await (arrival, space, author, start, end, payload, sealed, again) in try await connection.query(PostgresQuery(unsafeSQL: sql), logger: logger)
+            .decode((Int64, String, Data, Int64, Int64, Data, Bool, Bool).self) {
+            rows.append(ChangeRow(arrival: arrival, space: space, author: author, start: start, end: end, payload: payload, sealed: sealed, again: again))
+        }
+        return rows
+    }
+
+    /// An append through version 3's `crdt_relay_append` (seven arguments), as an instance from
+    /// before version 4 makes it.
+    static func appendV3(_ connection: PostgresConnection, _ space: String, _ records: [RelayRecord], logger: Logger) async throws -> [Int32] {
+        let authors = records.map { ByteBuffer(bytes: $0.author.raw.bytes) }
+        let starts = records.map { Int64(bitPattern: $0.startSeq) }
+        let ends = records.map { Int64(bitPattern: $0.endSeq) }
+        let payloads = records.map { ByteBuffer(bytes: $0.payload) }
+        let sealed = records.map(\.sealed)
+        let keys = records.map { _ in ByteBuffer() }
+        var stored: [Int32] = []
+        for try await indexes in try await connection.query(
+            "SELECT crdt_relay_append(\(space), \(authors)::bytea[], \(starts)::bigint[], \(ends)::bigint[], \(payloads)::bytea[], \(sealed)::boolean[], \(keys)::bytea[])",
+            logger: logger).decode([Int32].self) {
+            stored = indexes
+        }
+        return stored
+    }
+
     @Test func instancesStartingTogetherShareOneSchemaAndIdentity() async throws {
         async let first = Self.instance()
         async let second = Self.instance()
@@ -157,6 +243,32 @@ struct PostgresRelayStorageTests {
                 #expect(seqs[all[0].author] == all.map(\.startSeq))
                 #expect(status.version[all[0].author] == all.last?.endSeq)
             }
+        }
+        await a.close()
+        await b.close()
+    }
+
+    /// One branch sent again through two instances at once, by several clients (as devices that
+    /// hold it do, and their retries): it is kept once, beside the chain.
+    @Test func aBranchSentAgainThroughTwoInstancesAtOnceIsKeptOnce() async throws {
+        let a = try await Self.instance()
+        let b = try await Self.instance()
+        for round in 0 ..< 6 {
+            let space = uniqueSpace("again")
+            let (first, second) = try SQLiteRelayStorageTests.forkedChanges()
+            #expect(try await a.append(space: space, records: records(first)) == Array(first.indices))
+            let stored = try await withThrowingTaskGroup(of: Int.self) { group in
+                for client in 0 ..< 6 {
+                    let instance = client % 2 == 0 ? a : b
+                    group.addTask { try await instance.appendAgain(space: space, records: records(second)).count }
+                }
+                return try await group.reduce(0, +)
+            }
+            #expect(stored == second.count, "round \(round)")
+            let status = try await b.status(space: space)
+            #expect(status.changes == first.count + second.count && status.version[first[0].replica] == first.last!.endSeq, "round \(round)")
+            let page = try await a.page(space: space, after: VersionVector(), limits: RelayPageLimits())
+            #expect(page.records.filter(\.record.again).map(\.record.payload) == records(second).map(\.payload), "round \(round)")
         }
         await a.close()
         await b.close()

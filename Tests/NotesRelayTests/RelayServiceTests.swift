@@ -34,7 +34,7 @@ struct RelayServiceTests {
         (try? JSONDecoder().decode([String: String].self, from: Data(response.body)))?["error"] ?? String(decoding: response.body, as: UTF8.self)
     }
 
-    @Test(arguments: [RelayBackend.sqliteMemory, .sqliteFile])
+    @Test(arguments: RelayBackend.available)
     func aBranchSentAgainReachesAClientThatLacksItsSeqs(_ backend: RelayBackend) async throws {
         try await Self.withService(backend) { service, space in
             let (first, second) = try SQLiteRelayStorageTests.forkedChanges()

@@ -101,37 +101,45 @@ struct SQLiteRelayStorageTests {
         return (first, second)
     }
 
-    @Test(arguments: [RelayBackend.sqliteMemory, .sqliteFile])
+    @Test(arguments: RelayBackend.available)
     func aBranchSentAgainIsKeptBesideTheChainOnce(_ backend: RelayBackend) async throws {
         try await backend.with { storage in
+            let name = backend.rawValue
             let s = uniqueSpace()
             let (first, second) = try Self.forkedChanges()
             let author = first[0].replica
-            #expect(try await storage.append(space: s, records: records(first)) == Array(first.indices))
+            #expect(try await storage.append(space: s, records: records(first)) == Array(first.indices), "\(name)")
             // A plain append of the other branch is a repeat: nothing is stored.
-            #expect(try await storage.append(space: s, records: records(second)).isEmpty)
+            #expect(try await storage.append(space: s, records: records(second)).isEmpty, "\(name)")
             // Sent again, it is kept beside the chain, once.
-            #expect(try await storage.appendAgain(space: s, records: records(second)) == Array(second.indices))
-            #expect(try await storage.appendAgain(space: s, records: records(second)).isEmpty)
+            #expect(try await storage.appendAgain(space: s, records: records(second)) == Array(second.indices), "\(name)")
+            #expect(try await storage.appendAgain(space: s, records: records(second)).isEmpty, "\(name)")
+            // The chain's own records sent again are already there: nothing is stored.
+            #expect(try await storage.appendAgain(space: s, records: records(first)).isEmpty, "\(name)")
             let status = try await storage.status(space: s)
-            #expect(status.version[author] == first.last!.endSeq)
-            #expect(status.changes == first.count + second.count)
-            // A client that lacks the seqs gets both branches, the second marked as sent again.
+            #expect(status.version[author] == first.last!.endSeq, "\(name)")
+            #expect(status.changes == first.count + second.count, "\(name)")
+            #expect(status.bytes == (records(first) + records(second)).reduce(0) { $0 + $1.payload.count }, "\(name)")
+            // A client that lacks the seqs gets both branches, the second marked as sent again,
+            // each author's records in seq order (the chain's and those sent again merged).
             let page = try await storage.page(space: s, after: VersionVector(), limits: RelayPageLimits())
-            #expect(page.records.filter { !$0.record.again }.map(\.record.payload) == records(first).map(\.payload))
-            #expect(page.records.filter(\.record.again).map(\.record.payload) == records(second).map(\.payload))
-            #expect(!page.more)
+            #expect(page.records.filter { !$0.record.again }.map(\.record.payload) == records(first).map(\.payload), "\(name)")
+            #expect(page.records.filter(\.record.again).map(\.record.payload) == records(second).map(\.payload), "\(name)")
+            #expect(page.records.map(\.record.payload) == zip(records(first), records(second)).flatMap { [$0.payload, $1.payload] }, "\(name)")
+            #expect(!page.more, "\(name)")
             // One that holds them gets neither.
             var holds = VersionVector()
             holds[author] = first.last!.endSeq
-            #expect(try await storage.page(space: s, after: holds, limits: RelayPageLimits()).records.isEmpty)
+            #expect(try await storage.page(space: s, after: holds, limits: RelayPageLimits()).records.isEmpty, "\(name)")
             // Past the chain, a record sent again is an append like any other.
             var three = Notebook(replicaID: author, wallClock: FixedWallClock(1_700_000_009_000))
             _ = try three.apply(contentsOf: first)
             _ = three.createNote(title: "three")
             let tail = three.changes(since: holds)
-            #expect(try await storage.appendAgain(space: s, records: records(tail)) == Array(tail.indices))
-            #expect(try await storage.status(space: s).version[author] == tail.last!.endSeq)
+            #expect(try await storage.appendAgain(space: s, records: records(tail)) == Array(tail.indices), "\(name)")
+            #expect(try await storage.status(space: s).version[author] == tail.last!.endSeq, "\(name)")
+            let after = try await storage.page(space: s, after: holds, limits: RelayPageLimits())
+            #expect(after.records.map(\.record.payload) == records(tail).map(\.payload) && after.records.allSatisfy { !$0.record.again }, "\(name)")
         }
     }
 
