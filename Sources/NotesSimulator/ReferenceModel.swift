@@ -81,6 +81,32 @@ struct ReferenceModel {
         kept[Author(replica: replica, branch: branch)] = ranges
     }
 
+    /// Whether some branch of `replica` recorded `seq` and every one that did forgot it (its
+    /// device was replaced or died before passing it on).
+    func forgot(_ replica: ReplicaID, _ seq: UInt64) -> Bool {
+        var recorded = false
+        for (author, list) in changes where author.replica == replica && list.contains(where: { $0.startSeq <= seq && seq <= $0.endSeq }) {
+            if survives(author, seq) { return false }
+            recorded = true
+        }
+        return recorded
+    }
+
+    /// Forgets the operations `change` holds, on every branch that recorded them: it waits for
+    /// good on forgotten operations (an author's seqs apply in order, so a device's later seqs
+    /// that left it are gone with the earlier ones that did not).
+    mutating func forgetWaiting(_ change: Change) {
+        for (author, list) in changes where author.replica == change.replica
+            && list.contains(where: { $0.startSeq <= change.startSeq && change.startSeq <= $0.endSeq && Self.sameOperation($0, change, at: change.startSeq) }) {
+            var ranges: [ClosedRange<UInt64>] = []
+            for range in kept[author] ?? [1 ... UInt64.max] {
+                if range.lowerBound < change.startSeq { ranges.append(range.lowerBound ... min(range.upperBound, change.startSeq - 1)) }
+                if range.upperBound > change.endSeq { ranges.append(max(range.lowerBound, change.endSeq + 1) ... range.upperBound) }
+            }
+            kept[author] = ranges
+        }
+    }
+
     /// The seqs of `replica` that `branch` recorded and another branch recorded too, with other
     /// operations: a fork not repaired yet (empty when there is none).
     func contestedSeqs(of replica: ReplicaID, branch: Int) -> [ClosedRange<UInt64>] {

@@ -119,4 +119,36 @@ struct ReferenceModelTests {
         #expect(model.forgottenOperations == 1)
         #expect(ReferenceModel.differences(a, model.expected(), device: "a") == [])
     }
+
+    /// A device's later seqs that left it, after earlier ones it never passed on (then replaced):
+    /// they wait for good everywhere, so the reference forgets them too (`Simulation` does, for
+    /// each change that waits at the end only on forgotten operations).
+    @Test func changesWaitingOnForgottenSeqsAreForgottenToo() throws {
+        var rng = SplitMix64(seed: 12)
+        let writer = ReplicaID.random(using: &rng)
+        var device = Notebook(replicaID: writer, wallClock: FixedWallClock(1_700_000_000_000))
+        let note = device.createNote(id: NoteID.random(using: &rng), title: "t", body: "x").id
+        var model = ReferenceModel()
+        let start = device.changes(since: VersionVector())
+        for change in start { model.record(change) }
+        let base = device.versionVector
+        try device.insertText(note, at: 1, "lost")
+        let unsent = device.versionVector
+        try device.insertText(note, at: 5, "left")
+        for change in device.changes(since: base) { model.record(change) }
+        let left = try #require(device.changes(since: unsent).first)
+        // Another device has what the writer passed on: the start, and the later seqs, waiting.
+        var other = Notebook(replicaID: ReplicaID.random(using: &rng), wallClock: FixedWallClock(1_700_000_100_000))
+        other.apply(contentsOf: start + [left])
+        #expect(other.pendingChanges == [left])
+
+        #expect(!model.forgot(writer, base[writer] + 1), "nothing is forgotten before the device goes")
+        model.forget(replica: writer, keeping: [1 ... base[writer], unsent[writer] + 1 ... device.versionVector[writer]])
+        #expect(model.forgot(writer, base[writer] + 1))
+        #expect(!model.forgot(writer, unsent[writer] + 1), "the later seqs left the device")
+        #expect(!ReferenceModel.differences(other, model.expected(), device: "other").isEmpty, "the later characters are expected")
+        model.forgetWaiting(left)
+        #expect(model.forgot(writer, unsent[writer] + 1))
+        #expect(ReferenceModel.differences(other, model.expected(), device: "other") == [])
+    }
 }
