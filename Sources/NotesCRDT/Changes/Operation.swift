@@ -51,6 +51,15 @@ public enum Operation: Hashable, Sendable {
         return InsertedText()
     }
 
+    /// An insert's text, else empty, without retaining its buffer: only trivial values leave the
+    /// match, so the operation is borrowed, not copied (see `UnretainedText`).
+    var unretainedInsertedText: UnretainedText {
+        if case .insertText(_, _, let text) = self {
+            return UnretainedText(buffer: .passUnretained(text.buffer), start: text.start, count: text.count)
+        }
+        return UnretainedText(buffer: .passUnretained(ScalarBuffer.empty), start: 0, count: 0)
+    }
+
     /// A `deleteText`'s targets, else none (as `insertedText`).
     var deleteTargets: [OpIDRange] {
         if case .deleteText(_, let targets) = self { return targets }

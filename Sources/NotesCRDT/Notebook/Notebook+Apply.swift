@@ -564,9 +564,10 @@ extension Notebook {
                 seq += 1
             case .insertText(let n, let origin, _):
                 guard n == note else { return }
-                let scalars = operations[index].insertedText
+                // Unretained: the change holds the text while it is applied.
+                let scalars = operations[index].unretainedInsertedText
                 let count = UInt64(scalars.count)
-                text.place(id: id, origin: origin, key: timestamp.rawValue, scalars: scalars)
+                text.place(id: id, origin: origin, key: timestamp.rawValue, text: scalars)
                 record.touch(timestamp.advanced(by: count - 1))
                 seq += count
                 lastEdit = seq - 1
