@@ -574,18 +574,19 @@ extension Notebook {
                 lastTouch = seq - 1
             case .deleteText(let n, _):
                 guard n == note else { return }
-                for target in operations[index].deleteTargets { delete(target) }
+                // Read in place, target by target: a copy of the array is an atomic retain and release.
+                for i in 0 ..< operations[index].deletePartCount { delete(operations[index].deleteTarget(i)) }
                 record.touch(timestamp)
                 lastEdit = seq
                 lastTouch = seq
                 seq += 1
             case .deleteEach(let n, _):
                 guard n == note else { return }
-                let runs = operations[index].deleteRuns
                 var count: UInt64 = 0
-                for i in runs.indices {
-                    delete(runs[i].range)
-                    count += runs[i].operationCount
+                for i in 0 ..< operations[index].deletePartCount {  // in place, as a `deleteText`'s
+                    let run = operations[index].deleteRun(i)
+                    delete(run.range)
+                    count += run.operationCount
                 }
                 record.touch(timestamp.advanced(by: count - 1))
                 seq += count
