@@ -47,6 +47,20 @@ public struct InsertedText: RandomAccessCollection, Hashable, Sendable, Expressi
         length = UInt32(count)
     }
 
+    /// The view `text` names (retaining its buffer).
+    init(_ text: UnretainedText) {
+        self.init(buffer: text.buffer.takeUnretainedValue(), start: text.start, count: text.count)
+    }
+
+    /// Appends `more`, widening the view when it continues it in the same buffer (no retain), else copied.
+    mutating func append(contentsOf more: UnretainedText) {
+        if more.buffer.toOpaque() == Unmanaged.passUnretained(buffer).toOpaque(), start + count == more.start {
+            count += more.count
+            return
+        }
+        append(contentsOf: InsertedText(more))
+    }
+
     /// The scalars of `scalars`, copied.
     public init(_ scalars: some Sequence<Unicode.Scalar>) {
         self.init()
@@ -249,5 +263,24 @@ final class ScalarBuffer: ManagedBuffer<ScalarBuffer.Header, Unicode.Scalar> {
         // then grows in fewer, larger steps (each step is a block freed, and the heap fragments).
         let made = ScalarBuffer.create(minimumCapacity: capacity) { Header(count: 0, capacity: Swift.min($0.capacity, maxCount)) }
         return unsafeDowncast(made, to: ScalarBuffer.self)
+    }
+}
+
+/// An insert's text read from its operation without retaining its buffer (an atomic increment
+/// and decrement per applied insert): valid only while the operation that holds it is.
+struct UnretainedText {
+    let buffer: Unmanaged<ScalarBuffer>
+    let start: Int
+    let count: Int
+
+    init(buffer: Unmanaged<ScalarBuffer>, start: Int, count: Int) {
+        self.buffer = buffer
+        self.start = start
+        self.count = count
+    }
+
+    /// The view of `text`, which the caller keeps alive while this is used.
+    init(_ text: InsertedText) {
+        self.init(buffer: .passUnretained(text.buffer), start: text.start, count: text.count)
     }
 }

@@ -51,6 +51,37 @@ public enum Operation: Hashable, Sendable {
         return InsertedText()
     }
 
+    /// An insert's text, else empty, without retaining its buffer: only trivial values leave the
+    /// match, so the operation is borrowed, not copied (see `UnretainedText`).
+    var unretainedInsertedText: UnretainedText {
+        if case .insertText(_, _, let text) = self {
+            return UnretainedText(buffer: .passUnretained(text.buffer), start: text.start, count: text.count)
+        }
+        return UnretainedText(buffer: .passUnretained(ScalarBuffer.empty), start: 0, count: 0)
+    }
+
+    /// How many targets a `deleteText` has, or runs a `deleteEach`, else 0; with `deleteTarget(_:)`
+    /// and `deleteRun(_:)`, read without retaining the array (only trivial values leave the match).
+    var deletePartCount: Int {
+        switch self {
+        case .deleteText(_, let targets): targets.count
+        case .deleteEach(_, let runs): runs.count
+        default: 0
+        }
+    }
+
+    /// Target `i` of a `deleteText` (`i` below `deletePartCount`).
+    func deleteTarget(_ i: Int) -> OpIDRange {
+        guard case .deleteText(_, let targets) = self else { preconditionFailure("not a deleteText") }
+        return targets[i]
+    }
+
+    /// Run `i` of a `deleteEach` (`i` below `deletePartCount`).
+    func deleteRun(_ i: Int) -> DeleteRun {
+        guard case .deleteEach(_, let runs) = self else { preconditionFailure("not a deleteEach") }
+        return runs[i]
+    }
+
     /// A `deleteText`'s targets, else none (as `insertedText`).
     var deleteTargets: [OpIDRange] {
         if case .deleteText(_, let targets) = self { return targets }

@@ -564,27 +564,29 @@ extension Notebook {
                 seq += 1
             case .insertText(let n, let origin, _):
                 guard n == note else { return }
-                let scalars = operations[index].insertedText
+                // Unretained: the change holds the text while it is applied.
+                let scalars = operations[index].unretainedInsertedText
                 let count = UInt64(scalars.count)
-                text.place(id: id, origin: origin, key: timestamp.rawValue, scalars: scalars)
+                text.place(id: id, origin: origin, key: timestamp.rawValue, text: scalars)
                 record.touch(timestamp.advanced(by: count - 1))
                 seq += count
                 lastEdit = seq - 1
                 lastTouch = seq - 1
             case .deleteText(let n, _):
                 guard n == note else { return }
-                for target in operations[index].deleteTargets { delete(target) }
+                // Read in place, target by target: a copy of the array is an atomic retain and release.
+                for i in 0 ..< operations[index].deletePartCount { delete(operations[index].deleteTarget(i)) }
                 record.touch(timestamp)
                 lastEdit = seq
                 lastTouch = seq
                 seq += 1
             case .deleteEach(let n, _):
                 guard n == note else { return }
-                let runs = operations[index].deleteRuns
                 var count: UInt64 = 0
-                for i in runs.indices {
-                    delete(runs[i].range)
-                    count += runs[i].operationCount
+                for i in 0 ..< operations[index].deletePartCount {  // in place, as a `deleteText`'s
+                    let run = operations[index].deleteRun(i)
+                    delete(run.range)
+                    count += run.operationCount
                 }
                 record.touch(timestamp.advanced(by: count - 1))
                 seq += count

@@ -269,7 +269,7 @@ struct RGABulkList {
     /// `RGATree.integrate` on the list: places new characters after their origin, skipping the
     /// items that sort before them. False (and nothing changed) when the origin is not there.
     mutating func integrate(agent: Int32, seq: UInt64, key: UInt64, originAgent: Int32, originSeq: UInt64,
-                            scalars: some Collection<Unicode.Scalar>) -> Bool {
+                            scalars: UnretainedText) -> Bool {
         let length = scalars.count
         guard length > 0 else { return true }
         // The run the new characters would follow, and the candidate item after it.
@@ -295,10 +295,10 @@ struct RGABulkList {
         }
         if offset > 0 { before = split(candidate, at: offset).head }
         let contentStart = tree.arena.count
-        if contentStart == 0, let view = scalars as? InsertedText {
-            tree.arena = view  // the decoded text as it is: the next inserts continue it in its buffer
+        if contentStart == 0 {
+            tree.arena = InsertedText(scalars)  // the decoded text as it is: the next inserts continue it in its buffer
         } else {
-            tree.appendToArena(scalars)
+            tree.arena.append(contentsOf: scalars)
         }
         tree.totalCharacters += length
         if before >= 0 {
@@ -453,17 +453,25 @@ protocol TextIntegration {
     /// Whether references are checked as they are integrated (deletes are then integrated at
     /// once, not gathered: a character must be there when its delete comes).
     var checksReferences: Bool { get }
-    /// Inserts characters whose first identity is `id` after `origin` (which exists).
-    mutating func place(id: OpID, origin: OpID?, key: UInt64, scalars: InsertedText)
+    /// Inserts characters whose first identity is `id` after `origin` (which exists); `text` is
+    /// held by the caller for the call.
+    mutating func place(id: OpID, origin: OpID?, key: UInt64, text: UnretainedText)
     /// Marks the characters of `range` (which all exist) deleted.
     mutating func tombstone(_ range: OpIDRange)
+}
+
+extension TextIntegration {
+    /// `place(id:origin:key:text:)` with a view held for the call.
+    mutating func place(id: OpID, origin: OpID?, key: UInt64, scalars: InsertedText) {
+        withExtendedLifetime(scalars) { place(id: id, origin: origin, key: key, text: UnretainedText(scalars)) }
+    }
 }
 
 extension RGAText: TextIntegration {
     var checksReferences: Bool { false }
 
-    mutating func place(id: OpID, origin: OpID?, key: UInt64, scalars: InsertedText) {
-        integrate(id: id, origin: origin, key: key, scalars: scalars)
+    mutating func place(id: OpID, origin: OpID?, key: UInt64, text: UnretainedText) {
+        integrate(id: id, origin: origin, key: key, scalars: InsertedText(text))
     }
 
     mutating func tombstone(_ range: OpIDRange) { delete(range) }
@@ -505,7 +513,7 @@ extension RGABulkList: TextIntegration {
         return agent
     }
 
-    mutating func place(id: OpID, origin: OpID?, key: UInt64, scalars: InsertedText) {
+    mutating func place(id: OpID, origin: OpID?, key: UInt64, text scalars: UnretainedText) {
         guard missing == nil else { return }
         var originAgent: Int32 = -1
         if let origin {

@@ -547,9 +547,10 @@ struct RGATree: Sendable {
     private var utf8Count: Int {
         var length = 0
         forEachVisibleBuffer { scalars in
-            // Branch-free, so the loop vectorizes: the bytes past the first of each scalar.
+            // Eight ASCII scalars (the usual) at a time, then branch-free: the bytes past the first of each.
+            let ascii = RGATree.asciiPrefix(scalars)
             var extra = 0
-            for scalar in scalars {
+            for scalar in scalars[ascii...] {
                 let value = scalar.value
                 extra &+= (value >= 0x80 ? 1 : 0) &+ (value >= 0x800 ? 1 : 0) &+ (value >= 0x10000 ? 1 : 0)
             }
@@ -565,7 +566,18 @@ struct RGATree: Sendable {
         var at = 0
         let out = buffer.baseAddress!
         forEachVisibleBuffer { scalars in
-            for scalar in scalars {
+            // Eight ASCII scalars at a time, narrowed in vector registers, then one by one.
+            var ascii = 0
+            if let base = scalars.baseAddress {
+                let source = UnsafeRawPointer(base)
+                while ascii + 8 <= scalars.count, RGATree.isASCII8(source + 4 * ascii) {
+                    let wide = source.loadUnaligned(fromByteOffset: 4 * ascii, as: SIMD8<UInt32>.self)
+                    UnsafeMutableRawPointer(out + at).storeBytes(of: SIMD8<UInt8>(truncatingIfNeeded: wide), as: SIMD8<UInt8>.self)
+                    at += 8
+                    ascii += 8
+                }
+            }
+            for scalar in scalars[ascii...] {
                 let value = scalar.value
                 if value < 0x80 {
                     out[at] = UInt8(truncatingIfNeeded: value)
@@ -576,6 +588,23 @@ struct RGATree: Sendable {
             }
         }
         return at
+    }
+
+    /// How many of the first scalars, a multiple of eight, are below U+0080 (read eight at a time).
+    @inline(__always)
+    private static func asciiPrefix(_ scalars: UnsafeBufferPointer<Unicode.Scalar>) -> Int {
+        guard let base = scalars.baseAddress else { return 0 }
+        var k = 0
+        while k + 8 <= scalars.count, isASCII8(UnsafeRawPointer(base) + 4 * k) { k += 8 }
+        return k
+    }
+
+    /// Whether the eight scalars at `raw` are below U+0080 (tested as four words).
+    @inline(__always)
+    private static func isASCII8(_ raw: UnsafeRawPointer) -> Bool {
+        let a = raw.loadUnaligned(fromByteOffset: 0, as: UInt64.self) | raw.loadUnaligned(fromByteOffset: 8, as: UInt64.self)
+        let b = raw.loadUnaligned(fromByteOffset: 16, as: UInt64.self) | raw.loadUnaligned(fromByteOffset: 24, as: UInt64.self)
+        return (a | b) & 0xFFFF_FF80_FFFF_FF80 == 0
     }
 
     /// Every run in document order, tombstones included.
