@@ -358,36 +358,30 @@ public struct FolderTransport: SyncTransport {
             // One file must hold a gap-free range: stop at the first gap.
             changes.sort { ($0.startSeq, $0.endSeq) < ($1.startSeq, $1.endSeq) }
             var contiguous: [Change] = []
-            var covered = changes[0].startSeq - 1
+            var joined = JoinedSeqs(author: author, first: changes[0].startSeq)
             for change in changes {
-                if change.startSeq - 1 > covered { break }
+                if change.startSeq - 1 > joined.last { break }
                 // Two files at one seq that differ are both branches of a copied identity: joined,
                 // the file would keep one and the other's file would be removed.
-                if change.startSeq <= covered, Self.disagrees(change, contiguous) { break }
-                if change.endSeq > covered {
-                    contiguous.append(change.startSeq <= covered ? change.suffix(from: covered + 1)! : change)
-                    covered = change.endSeq
+                if !joined.agrees(with: change) { break }
+                if change.endSeq > joined.last {
+                    contiguous.append(change.startSeq <= joined.last ? change.suffix(from: joined.last + 1)! : change)
+                    joined.append(change)
                 }
             }
-            let first = contiguous[0].startSeq
+            let first = joined.first, covered = joined.last
             let target = FileSystemPaths.join(FileSystemPaths.join(folder, writer.description),
                                               FolderTransport.fileName(author: author, first: first, last: covered))
             try fileSystem.writeAtomically(SyncBundle(sender: writer, senderVersion: senderVersion, changes: contiguous).encoded(using: &encoder),
                                            to: target)
             // Only files whose every change the new file holds as they are.
             for file in used where file.path != target && file.first >= first && file.last <= covered
-                && !(held[file.path] ?? []).contains(where: { Self.disagrees($0, contiguous) }) {
+                && (held[file.path] ?? []).allSatisfy(joined.agrees(with:)) {
                 try? fileSystem.remove(file.path)
                 removed += 1
             }
         }
         return removed
-    }
-
-    /// Whether `change` holds another operation than `joined` (sorted, its ends rising) at a seq
-    /// both hold: two copies of one identity wrote it (a fork), each file holds one branch.
-    private static func disagrees(_ change: Change, _ joined: [Change]) -> Bool {
-        joined.reversed().prefix(while: { $0.endSeq >= change.startSeq }).contains { !$0.agrees(with: change) }
     }
 
     /// Joins a writer's files of sealed units of one author into one file: the units as they

@@ -132,3 +132,54 @@ extension Change {
         }
     }
 }
+
+/// One author's gap-free run of seqs, unit by unit, to check changes against it in time linear
+/// in their overlap: `Change.agrees(with:)` steps over each change's operations before the
+/// overlap, so checking many small files against one long joined change was quadratic.
+package struct JoinedSeqs {
+    package let author: ReplicaID
+    package let first: UInt64
+    private var held: [(timestamp: Timestamp, unit: Change.SeqUnit)] = []
+
+    package init(author: ReplicaID, first: UInt64) {
+        self.author = author
+        self.first = first
+    }
+
+    /// The last seq held (`first - 1` when none is).
+    package var last: UInt64 { first &- 1 &+ UInt64(held.count) }
+
+    /// Adds `change`'s seqs past `last`. It must be the author's and start at or before `last + 1`.
+    package mutating func append(_ change: Change) {
+        precondition(change.replica == author && change.startSeq <= last &+ 1, "JoinedSeqs: not the next seqs of its author")
+        guard change.endSeq > last else { return }
+        var budget = Int.max
+        let from = Swift.max(change.startSeq, first)
+        guard var cursor = Change.SeqCursor(change, at: from, budget: &budget) else { return }
+        var seq = from
+        while true {
+            if seq > last { held.append((change.timestamp(ofSeq: seq), cursor.unit)) }
+            if seq == change.endSeq { return }
+            seq += 1
+            cursor.advance()
+        }
+    }
+
+    /// Whether `change` holds the same operation (unit and timestamp) as this run at every seq
+    /// both hold; true for another author's change or one that does not overlap.
+    package func agrees(with change: Change) -> Bool {
+        guard change.replica == author else { return true }
+        let from = Swift.max(change.startSeq, first), to = Swift.min(change.endSeq, last)
+        guard from <= to else { return true }
+        var budget = Int.max
+        guard var cursor = Change.SeqCursor(change, at: from, budget: &budget) else { return false }
+        var seq = from
+        while true {
+            let mine = held[Int(seq - first)]
+            if mine.timestamp != change.timestamp(ofSeq: seq) || mine.unit != cursor.unit { return false }
+            if seq == to { return true }
+            seq += 1
+            cursor.advance()
+        }
+    }
+}
