@@ -1986,6 +1986,23 @@ public final class Simulation: @unchecked Sendable {
             }
             known[relay.service.relayReplica(for: SimRelayHub.space)] = held
         }
+        // Every folder's files hold what its devices have, judged from the files' contents (the
+        // cloud's copies, which every device's copy now equals), not from their names as the
+        // shipped reader judges them: a writer that takes a range for written when it is not
+        // never writes it, and a device that syncs only with the folder waits for it for good.
+        for (hub, folder) in folders.sorted(by: { $0.key < $1.key }) {
+            var union = VersionVector()
+            for member in scenario.members(ofHub: hub) where !dead.contains(member) {
+                union.merge(known[devices[member].replicaID] ?? VersionVector())
+            }
+            let held = Self.coverage(ofFiles: folder.cloudFiles.map(\.bytes))
+            let short = union.sortedEntries.filter { $0.seq > held[$0.replica]
+                && !withdrawnEverywhere($0.replica, from: held[$0.replica] + 1, through: $0.seq) }
+            if !short.isEmpty {
+                let lacks = short.map { "\($0.replica):\(held[$0.replica] + 1)-\($0.seq)" }.joined(separator: ", ")
+                violation("folder \(scenario.hubs[hub].name)'s files lack \(lacks), which its devices have")
+            }
+        }
         // What a peer re-issued or dropped as re-issued (its version went back there) may stay in
         // a record of it: what it holds again under other identities.
         var withdrawnBy: [ReplicaID: [OpIDRange]] = [:]
@@ -2000,6 +2017,27 @@ public final class Simulation: @unchecked Sendable {
                 }
             }
         }
+    }
+
+    /// Per author, how far bundle files that decode cover its seqs from 1 without a gap, by the
+    /// changes and sealed units they hold.
+    static func coverage(ofFiles files: [[UInt8]]) -> VersionVector {
+        var ranges: [ReplicaID: [(first: UInt64, last: UInt64)]] = [:]
+        for bytes in files {
+            guard let bundle = try? SyncBundle.decode(bytes) else { continue }
+            for change in bundle.changes { ranges[change.replica, default: []].append((change.startSeq, change.endSeq)) }
+            for unit in bundle.sealedUnits { ranges[unit.author, default: []].append((unit.startSeq, unit.endSeq)) }
+        }
+        var version = VersionVector()
+        for (author, list) in ranges {
+            var covered: UInt64 = 0
+            for range in list.sorted(by: { $0.first < $1.first }) {
+                if range.first - 1 > covered { break }
+                covered = max(covered, range.last)
+            }
+            version[author] = covered
+        }
+        return version
     }
 
     /// Whether every live device holds a re-issue of `replica`'s seqs `first ... last`.

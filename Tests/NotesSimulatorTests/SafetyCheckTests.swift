@@ -1,6 +1,7 @@
 import NotesCRDT
 @testable import NotesSimulator
 import NotesStore
+import NotesSync
 import Testing
 
 /// The checks added after planting bugs in the shipped code (Scripts/mutants.sh): each passes on
@@ -203,6 +204,26 @@ struct SafetyCheckTests {
                                          withdrawn: [OpIDRange(replica: a, seq: 5, count: 1)]) != nil)
         #expect(Simulation.syncShortfall(relayHeld: held, device: VersionVector([a: 3, b: 2]),
                                          withdrawn: [OpIDRange(replica: b, seq: 4, count: 2)]) != nil)
+    }
+
+    /// A folder's coverage is read from what its files hold: from seq 1 up to the first gap,
+    /// whatever the files' names or order, and a file that does not decode (damaged) holds nothing.
+    @Test func aFolderThatLacksWhatItsDevicesHaveIsCaught() throws {
+        var notebook = Notebook(replicaID: ReplicaID.random())
+        let (note, created) = notebook.createNote(title: "t", body: "")
+        var changes = [created]
+        for word in ["one ", "two ", "three "] { changes.append(try #require(try notebook.insertText(note, at: 0, word))) }
+        let id = notebook.replicaID
+        let files = changes.map { SyncBundle(sender: id, senderVersion: notebook.versionVector, changes: [$0]).encoded() }
+        let all = notebook.versionVector[id]
+        #expect(Simulation.coverage(ofFiles: files)[id] == all)
+        #expect(Simulation.coverage(ofFiles: files.reversed())[id] == all)
+        // The second file gone: the folder holds only the first change, though later files are there.
+        #expect(Simulation.coverage(ofFiles: [files[0], files[2], files[3]])[id] == changes[0].endSeq)
+        var damaged = files[1]
+        damaged[damaged.count / 2] ^= 0x5A
+        #expect(Simulation.coverage(ofFiles: [files[0], damaged, files[2], files[3]])[id] == changes[0].endSeq)
+        #expect(Simulation.coverage(ofFiles: [files[1], files[2]])[id] == 0, "nothing from seq 1")
     }
 
     /// A change that waited must, after a step, be applied or still wait: one that a rebuild
