@@ -50,8 +50,19 @@ def rss_mb():
     # under), as crdt-sync measures its own.
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * resource.getpagesize() / 1048576.0
+def trim():
+    # Freed memory given back to the system (glibc's malloc_trim), as crdt-sync does before its
+    # replay and before its cold merge (COLD_NO_TRIM=1 skips the second, in both).
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 def merges(merge):
     # One cold merge, then `repeats` warm ones, each into a fresh document (as crdt-sync's --repeat).
+    import os
+    if not os.environ.get("COLD_NO_TRIM"):
+        trim()
     cold, out = merge()
     warm = []
     for _ in range(repeats):
@@ -64,13 +75,7 @@ def merges(merge):
     result["matches"] = out == trace["endContent"]
 import gc
 gc.collect()
-try:
-    # Freed memory given back first, as crdt-sync does before its replay (malloc_trim), so that
-    # both measure memory growth, and take their merges' memory, from the same kind of heap.
-    import ctypes
-    ctypes.CDLL("libc.so.6").malloc_trim(0)
-except (OSError, AttributeError):
-    pass
+trim()
 base = rss_mb()
 result = {}
 if system == "yrs":

@@ -108,6 +108,12 @@ public struct TraceReplayer {
         // The cold merge comes right after the one local replay and the encoding, as in the peers'
         // script, and its replica is dropped before the warm ones (as theirs is): kept, it made the
         // first warm merge take fresh memory.
+        #if os(Linux)
+        // Freed memory given back before the cold merge, in the peers' script too: else each merge
+        // took whatever its own replay left free (the peers' Python replay leaves megabytes), where a
+        // process's first merge takes fresh pages. COLD_NO_TRIM=1 skips it (the measure until now).
+        if ProcessInfo.processInfo.environment["COLD_NO_TRIM"] == nil { _ = glibcMallocTrim(0) }
+        #endif
         var fresh: Notebook
         let text: String, mergeColdNanos: UInt64
         (fresh, text, mergeColdNanos) = try merge()
