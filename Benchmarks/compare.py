@@ -7,10 +7,10 @@ and prints one table of medians with the ratio ours/theirs.
 
     python3 Benchmarks/compare.py [--runs 5] [--repeat 20] [--traces automerge-paper,rustcode] [--markdown]
 
-Every system is measured the same way: each run is one process, which replays the trace once, then
-merges the whole history into a fresh document once cold and --repeat more times warm (a fresh
-document each time); the merge figure is the median of the warm merges, the cold one is reported
-apart. The table gives the medians over --runs processes.
+Every system is measured the same way: each run is one process, which replays the trace once, gives
+freed memory back (malloc_trim), then merges the whole history into a fresh document once cold and
+--repeat more times warm (a fresh document each time); the merge figure is the median of the warm
+merges, the cold one is reported apart. The table gives the medians over --runs processes.
 
 Figures per system and trace:
   local   ms to apply every patch as local edits, the first replay of the process (Yrs: one
