@@ -109,9 +109,8 @@ public struct TraceReplayer {
         // script, and its replica is dropped before the warm ones (as theirs is): kept, it made the
         // first warm merge take fresh memory.
         #if os(Linux)
-        // Freed memory given back before the cold merge, in the peers' script too: else each merge
-        // took whatever its own replay left free (the peers' Python replay leaves megabytes), where a
-        // process's first merge takes fresh pages. COLD_NO_TRIM=1 skips it (the measure until now).
+        // Freed memory given back before the cold merge, in the peers' script too: a process's first
+        // merge takes fresh pages, not what its replay left free. COLD_NO_TRIM=1 skips it, in both.
         if ProcessInfo.processInfo.environment["COLD_NO_TRIM"] == nil { _ = glibcMallocTrim(0) }
         #endif
         var fresh: Notebook
