@@ -7,10 +7,10 @@ and prints one table of medians with the ratio ours/theirs.
 
     python3 Benchmarks/compare.py [--runs 5] [--repeat 20] [--traces automerge-paper,rustcode] [--markdown]
 
-Every system is measured the same way: each run is one process, which replays the trace once, then
-merges the whole history into a fresh document once cold and --repeat more times warm (a fresh
-document each time); the merge figure is the median of the warm merges, the cold one is reported
-apart. The table gives the medians over --runs processes.
+Every system is measured the same way: each run is one process, which replays the trace once, gives
+freed memory back (malloc_trim), then merges the whole history into a fresh document once cold and
+--repeat more times warm (a fresh document each time); the merge figure is the median of the warm
+merges, the cold one is reported apart. The table gives the medians over --runs processes.
 
 Figures per system and trace:
   local   ms to apply every patch as local edits, the first replay of the process (Yrs: one
@@ -50,8 +50,19 @@ def rss_mb():
     # under), as crdt-sync measures its own.
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * resource.getpagesize() / 1048576.0
+def trim():
+    # Freed memory given back to the system (glibc's malloc_trim), as crdt-sync does before its
+    # replay and before its cold merge (COLD_NO_TRIM=1 skips the second, in both).
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 def merges(merge):
     # One cold merge, then `repeats` warm ones, each into a fresh document (as crdt-sync's --repeat).
+    import os
+    if not os.environ.get("COLD_NO_TRIM"):
+        trim()
     cold, out = merge()
     warm = []
     for _ in range(repeats):
@@ -64,6 +75,7 @@ def merges(merge):
     result["matches"] = out == trace["endContent"]
 import gc
 gc.collect()
+trim()
 base = rss_mb()
 result = {}
 if system == "yrs":

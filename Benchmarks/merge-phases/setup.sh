@@ -5,7 +5,7 @@
 #   ./cg.sh .build/release/Phase rustcode 2 /tmp/cg.out   # instructions per merge, by phase (valgrind)
 # Modes (third argument): none = wall time per phase over N merges; "cg" = the same, reading the
 # encoded history cached in /tmp by an earlier run; "local" = N local replays; "stats" = what the
-# history holds.
+# history holds; "cold" = each merge of the process apart, with its page faults (see main.swift).
 set -e
 cd "$(dirname "$0")"
 root=$(cd ../.. && pwd)

@@ -88,8 +88,6 @@ public struct TraceReplayer {
         let memoryBefore = peakResidentMB()
         let (replicas, patchCount, localColdNanos) = try local.run()
         let peakMemory = peakResidentMB() - memoryBefore
-        var localWarm: [Double] = []
-        for _ in 0 ..< repeats { localWarm.append(Double(try local.run().nanos) / 1e6) }
 
         // The whole history: what every replica made, in causal order.
         var everything = setup
@@ -107,13 +105,29 @@ public struct TraceReplayer {
             let text = fresh.body(of: noteID)!.string
             return (fresh, text, DispatchTime.now().uptimeNanoseconds - mergeStart)
         }
-        let (fresh, text, mergeColdNanos) = try merge()
+        // The cold merge comes right after the one local replay and the encoding, as in the peers'
+        // script, and its replica is dropped before the warm ones (as theirs is): kept, it made the
+        // first warm merge take fresh memory.
+        #if os(Linux)
+        // Freed memory given back before the cold merge, in the peers' script too: a process's first
+        // merge takes fresh pages, not what its replay left free. COLD_NO_TRIM=1 skips it, in both.
+        if ProcessInfo.processInfo.environment["COLD_NO_TRIM"] == nil { _ = glibcMallocTrim(0) }
+        #endif
+        var fresh: Notebook
+        let text: String, mergeColdNanos: UInt64
+        (fresh, text, mergeColdNanos) = try merge()
         var mergeWarm: [Double] = []
         for _ in 0 ..< repeats {
-            let (_, warmText, nanos) = try merge()
+            fresh = Notebook(replicaID: mergeID, wallClock: clock)
+            let (warmReplica, warmText, nanos) = try merge()
             guard warmText == text else { throw TraceError("a repeated merge gave another text") }
+            fresh = warmReplica
             mergeWarm.append(Double(nanos) / 1e6)
         }
+        // The warm local replays after the merges: before them, they warmed our cold merge's heap
+        // and code, which the peers' single replay does not.
+        var localWarm: [Double] = []
+        for _ in 0 ..< repeats { localWarm.append(Double(try local.run().nanos) / 1e6) }
 
         let snapshot = fresh.snapshot()
         let loadStart = DispatchTime.now().uptimeNanoseconds

@@ -214,7 +214,9 @@ struct GatheredDeletes {
             defer { firstArray = nil }
             return .deleteText(note: note, targets: firstArray ?? [first])
         }
-        let op = Operation.deleteEach(note: note, runs: Array(runs[...]))
+        // Copied at its length: `Array(runs[...])` took the whole buffer, spare capacity and all,
+        // and `removeAll` then allocated one as large for the next gathering.
+        let op = Operation.deleteEach(note: note, runs: runs.withUnsafeBufferPointer { Array($0) })
         runs.removeAll(keepingCapacity: true)
         firstArray = nil
         return op

@@ -37,6 +37,7 @@ let setup = local.setup
     if mode == "cg", let data = FileManager.default.contents(atPath: cache) {
         encoding = [UInt8](data)
     } else {
+        if ProcessInfo.processInfo.environment["TRIM"] != nil { _ = phaseMallocTrim(0) }
         let (replicas, _, _) = try local.run()
         var everything = setup
         for replica in replicas { try everything.merge(replica) }
@@ -62,6 +63,50 @@ let setup = local.setup
         print("runs after merge", f.body(of: noteID)!.runCount, "visible", f.body(of: noteID)!.count)
         return
     }
+    if mode == "cold" {
+        // Each merge of the process on its own line, phase by phase: ms / minor page faults. The
+        // first merge's replica is kept, as a caller keeps what it merged. Environment: TRIM=1
+        // gives freed memory back before the replay, COLD_TRIM=1 before the first merge (as
+        // `trace replay` does); DLOPEN=1 loads libdeflate first; WARMUP_TRACE=path merges another
+        // trace's history first (the code warm, the memory not); MARK=1 writes each phase's
+        // name to stderr (to match allocations logged by an LD_PRELOAD shim).
+        func faults() -> Int { var u = rusage(); getrusage(RUSAGE_SELF.rawValue, &u); return u.ru_minflt }
+        let env = ProcessInfo.processInfo.environment
+        func mark(_ s: String) { if env["MARK"] != nil { var s = s; s.withUTF8 { _ = write(2, $0.baseAddress, $0.count) } } }
+        var kept: [Notebook] = []
+        if env["DLOPEN"] != nil { _ = LibDeflate.shared }
+        if let other = env["WARMUP_TRACE"] {
+            let o = LocalReplay(try EditingTrace.load(path: other))
+            var all = o.setup
+            for r in try o.run().replicas { try all.merge(r) }
+            let enc = ChangeCodec.encode(all.changes(since: VersionVector()))
+            var nb = Notebook(replicaID: o.mergeID, wallClock: o.clock)
+            try nb.applyStored(contentsOf: ChangeCodec.decode(Deflate.decompress(Deflate.compress(enc), length: enc.count)))
+            _ = nb.body(of: o.noteID)!.string
+        }
+        if env["COLD_TRIM"] != nil { _ = phaseMallocTrim(0) }
+        for i in 0 ..< iterations {
+            let f0 = faults(), t0 = now()
+            mark("PHASE \(i) inflate\n")
+            let inflated = try phaseInflate(compressed, encoding.count)
+            let f1 = faults(), t1 = now()
+            mark("PHASE \(i) decode\n")
+            let changes = try phaseDecode(inflated)
+            let f2 = faults(), t2 = now()
+            mark("PHASE \(i) apply\n")
+            let fresh = try phaseApply(changes)
+            let f3 = faults(), t3 = now()
+            mark("PHASE \(i) read\n")
+            let text = phaseRead(fresh)
+            let f4 = faults(), t4 = now()
+            if i == 0 { kept.append(fresh) }
+            precondition(text.unicodeScalars.elementsEqual(trace.endContent.unicodeScalars), "wrong text")
+            print(String(format: "%d inflate %.3f/%d decode %.3f/%d apply %.3f/%d read %.3f/%d total %.3f/%d", i,
+                         Double(t1 - t0) / 1e6, f1 - f0, Double(t2 - t1) / 1e6, f2 - f1, Double(t3 - t2) / 1e6, f3 - f2,
+                         Double(t4 - t3) / 1e6, f4 - f3, Double(t4 - t0) / 1e6, f4 - f0))
+        }
+        return
+    }
     var times: [[Double]] = [[], [], [], [], []]
     var expected: String? = nil
     for _ in 0 ..< iterations {
@@ -85,3 +130,4 @@ let setup = local.setup
                  trace.name, med(times[0]), med(times[1]), med(times[2]), med(times[3]), med(times[4]), mn(times[4]), iterations, encoding.count, history.count))
 }
 try run()
+@_silgen_name("malloc_trim") func phaseMallocTrim(_ pad: Int) -> Int32
