@@ -2020,7 +2020,8 @@ public final class Simulation: @unchecked Sendable {
     }
 
     /// Per author, how far bundle files that decode cover its seqs from 1 without a gap, by the
-    /// changes and sealed units they hold.
+    /// changes and sealed units they hold. (Worked out here, not by `FolderTransport.contiguousCoverage`,
+    /// which a bug in the reader would bend the same way as what it checks.)
     static func coverage(ofFiles files: [[UInt8]]) -> VersionVector {
         var ranges: [ReplicaID: [(first: UInt64, last: UInt64)]] = [:]
         for bytes in files {
