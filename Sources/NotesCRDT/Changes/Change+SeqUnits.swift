@@ -154,11 +154,10 @@ package struct JoinedSeqs {
         precondition(change.replica == author && change.startSeq <= last &+ 1, "JoinedSeqs: not the next seqs of its author")
         guard change.endSeq > last else { return }
         var budget = Int.max
-        let from = Swift.max(change.startSeq, first)
-        guard var cursor = Change.SeqCursor(change, at: from, budget: &budget) else { return }
-        var seq = from
+        var seq = Swift.max(change.startSeq, last &+ 1)
+        guard var cursor = Change.SeqCursor(change, at: seq, budget: &budget) else { return }
         while true {
-            if seq > last { held.append((change.timestamp(ofSeq: seq), cursor.unit)) }
+            held.append((change.timestamp(ofSeq: seq), cursor.unit))
             if seq == change.endSeq { return }
             seq += 1
             cursor.advance()

@@ -44,15 +44,9 @@ public enum Operation: Hashable, Sendable {
         return nil
     }
 
-    /// An insert's text, else empty. (Binding a payload in a switch over an operation in a buffer
-    /// copies the whole operation, through its value witness; this copies the text alone.)
-    var insertedText: InsertedText {
-        if case .insertText(_, _, let text) = self { return text }
-        return InsertedText()
-    }
-
-    /// An insert's text, else empty, without retaining its buffer: only trivial values leave the
-    /// match, so the operation is borrowed, not copied (see `UnretainedText`).
+    /// An insert's text, else empty, without retaining its buffer. (Binding a payload in a switch
+    /// over an operation in a buffer copies the whole operation, through its value witness; only
+    /// trivial values leave this match, so the operation is borrowed: see `UnretainedText`.)
     var unretainedInsertedText: UnretainedText {
         if case .insertText(_, _, let text) = self {
             return UnretainedText(buffer: .passUnretained(text.buffer), start: text.start, count: text.count)
@@ -80,18 +74,6 @@ public enum Operation: Hashable, Sendable {
     func deleteRun(_ i: Int) -> DeleteRun {
         guard case .deleteEach(_, let runs) = self else { preconditionFailure("not a deleteEach") }
         return runs[i]
-    }
-
-    /// A `deleteText`'s targets, else none (as `insertedText`).
-    var deleteTargets: [OpIDRange] {
-        if case .deleteText(_, let targets) = self { return targets }
-        return []
-    }
-
-    /// A `deleteEach`'s runs, else none (as `insertedText`).
-    var deleteRuns: [DeleteRun] {
-        if case .deleteEach(_, let runs) = self { return runs }
-        return []
     }
 
     /// The note the operation touches, if any.
