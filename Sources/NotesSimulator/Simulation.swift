@@ -1638,9 +1638,10 @@ public final class Simulation: @unchecked Sendable {
     }
 
     /// A member device (it holds the space key) forges: it seals a change in another device's
-    /// name (the next seq of that device, a title no device writes) with its own signing key, and
-    /// hands it to each hub it is attached to, a relay upload and a file in its folder. The relay
-    /// must refuse the upload (another key for a known author); readers must skip the file; no
+    /// name (the next seq of that device, a title no device writes) with its own signing key, or
+    /// with the victim's public keys in the header and no tag, and hands it to each hub it is
+    /// attached to, a relay upload and a file in its folder. The relay must refuse the upload
+    /// (another key for a known author, or a signature that does not verify); readers must skip the file; no
     /// device may apply the change, which the end-of-run check would see as an edit nobody made.
     func forgeAsMember(_ d: Int, payload: UInt64) async {
         guard spaceKey != nil, let sealer = try? devices[d].store.spaceSealer() else { return }
@@ -1652,7 +1653,17 @@ public final class Simulation: @unchecked Sendable {
         let change = Change(replica: victim.replicaID, startSeq: version[victim.replicaID] + 1, timestamp: Timestamp(milliseconds: clocks.now),
                             dependencies: VersionVector(), operations: [.setNoteField(note: note, field: .title, value: .string("forged by a member"))])
         var encoder = ChangeCodec.Encoder()
-        guard let unit = try? sealer.seal(author: victim.replicaID, changes: [change], encoder: &encoder) else { return }
+        // Half seal with the forger's own key (its id check refuses them), half name the victim's
+        // public keys and carry no tag, so that only the signature refuses them.
+        let unit: SealedUnit
+        if rng.below(2) == 0, let victimSealer = try? victim.store.spaceSealer(),
+           let claimed = try? sealer.forge(author: victim.replicaID, changes: [change], claimingKey: victimSealer.signer.publicKey,
+                                           agreementKey: victimSealer.agreementPublicKey, encoder: &encoder) {
+            unit = claimed
+        } else {
+            guard let own = try? sealer.seal(author: victim.replicaID, changes: [change], encoder: &encoder) else { return }
+            unit = own
+        }
         var claimed = version
         claimed[victim.replicaID] = change.endSeq
         let bundle = SyncBundle(sender: devices[d].replicaID, senderVersion: claimed, sealed: [unit])

@@ -334,14 +334,26 @@ public struct SpaceSealer: Sendable {
         }
     }
 
-    private func seal(author: ReplicaID, changes: [Change], flags: UInt8, body: [UInt8], recipients: [[UInt8]], version: UInt8) throws -> SealedUnit {
+    /// A unit in `author`'s name whose header names another member's public keys (`publicKey`,
+    /// `agreementKey`) but which this sealer signs, with no tags: what a member can make in
+    /// another's name with what every member knows. For the simulator's forgers and tests; it is
+    /// not taken as verified here, so this replica checks it like anyone's.
+    package func forge(author: ReplicaID, changes: [Change], claimingKey publicKey: [UInt8], agreementKey: [UInt8],
+                       encoder: inout ChangeCodec.Encoder) throws -> SealedUnit {
+        let (flags, body) = SyncBundle.packBody(encoder.encode(changes))
+        return try seal(author: author, changes: changes, flags: flags, body: body, recipients: [], version: SealedUnit.unitVersion,
+                        claiming: (publicKey, agreementKey))
+    }
+
+    private func seal(author: ReplicaID, changes: [Change], flags: UInt8, body: [UInt8], recipients: [[UInt8]], version: UInt8,
+                      claiming: (publicKey: [UInt8], agreementKey: [UInt8])? = nil) throws -> SealedUnit {
         precondition(!changes.isEmpty && changes.allSatisfy { $0.replica == author })
         precondition(version == 1 || version == 2)
         let startSeq = changes.map(\.startSeq).min()!
         let endSeq = changes.map(\.endSeq).max()!
         let salt = SymmetricKey(size: .bits256).withUnsafeBytes { Array($0) }
-        let publicKey = signer.publicKey
-        let agreementKey = version >= 2 ? agreementPublicKey : nil
+        let publicKey = claiming?.publicKey ?? signer.publicKey
+        let agreementKey = version >= 2 ? (claiming?.agreementKey ?? agreementPublicKey) : nil
         var writer = BinaryWriter()
         writer.byte(version)
         writer.raw(author.raw.bytes)
@@ -375,7 +387,7 @@ public struct SpaceSealer: Sendable {
             }
         }
         // Signed here: a folder reader that meets it again (our own file) need not verify it.
-        verified?.insert(writer.bytes)
+        if claiming == nil { verified?.insert(writer.bytes) }
         return try SealedUnit(parsing: writer.bytes)
     }
 

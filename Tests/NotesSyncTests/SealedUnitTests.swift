@@ -150,6 +150,30 @@ struct SealedUnitTests {
         #expect(try b.space()?.members.first { $0.replica == a.replicaID }?.publicKey != nil)
     }
 
+    /// A member (it has the space key, so the ciphertext authenticates) seals a change in another
+    /// member's name with that member's public keys in the header and no tags: only the signature
+    /// can tell, so every reader checks it, with or without a tag path for the author, the forger
+    /// included when its unit comes back to it.
+    @Test func aUnitInAnotherMembersNameWithItsKeysAndNoTagIsRefusedOnTheSignature() throws {
+        let a = try member(), b = try member(), c = try member(), mallory = try member()
+        try acquaint(a, b)
+        _ = try introduce(a, to: c)
+        _ = try introduce(a, to: mallory)
+        let prior = try #require(try a.changes(since: VersionVector()).last)
+        let change = Change(replica: a.replicaID, startSeq: prior.endSeq + 1, timestamp: prior.timestamp.advanced(by: prior.seqCount + 1),
+                            dependencies: VersionVector(),
+                            operations: [.setNoteField(note: try #require(try a.notebook.noteIDs.first), field: .title, value: .string("pwned"))])
+        let aSealer = try #require(try a.spaceSealer())
+        var encoder = ChangeCodec.Encoder()
+        let forged = try #require(try mallory.spaceSealer()).forge(author: a.replicaID, changes: [change], claimingKey: aSealer.signer.publicKey,
+                                                                    agreementKey: aSealer.agreementPublicKey, encoder: &encoder)
+        #expect(forged.publicKey == aSealer.signer.publicKey && forged.agreementKey == aSealer.agreementPublicKey && forged.tags.isEmpty)
+        #expect(forged.authorKeyProblem == nil && !forged.hasValidSignature)
+        for reader in [b, c, mallory] {
+            try expectRefused([forged], by: reader, "the signature of \(forged.label) does not verify")
+        }
+    }
+
     /// Changes made before a replica entered the space stay under its older id, which is not made
     /// from a key: the first key introduced for it is the one taken after (trust on first use), so
     /// a member that seals them again with its own key is refused where the author was heard first.
