@@ -273,6 +273,8 @@ public final class Simulation: @unchecked Sendable {
     var syncNanoseconds: UInt64 = 0
     /// The bytes of every unit a member forged (the world knows; no device does).
     var forgedUnits: Set<[UInt8]> = []
+    /// Steps that read touched notes, counted to check the search index at every fourth.
+    var searchChecks = 0
     var folders: [Int: SimFolderHub] = [:]
     var links: [[LinkState]]
     /// The randomness of the event being run (network faults, jitter, choices).
@@ -1808,6 +1810,13 @@ public final class Simulation: @unchecked Sendable {
                 throw error
             }
             for (id, row) in zip(notes, stored) { compare(device, notebook, id, row) }
+            // A person searches now and then (every fourth such step: the check re-reads all text):
+            // the index is brought up to date here, so the next writes must record what they make
+            // stale (at the end of a run alone, every row was still recorded as new).
+            searchChecks &+= 1
+            if searchChecks % 4 == 0 {
+                for problem in try device.store.searchIndexProblems() { violation("device \(device.index): \(problem)") }
+            }
         }
     }
 
@@ -1893,6 +1902,8 @@ public final class Simulation: @unchecked Sendable {
         }
         for problem in try Self.tagRowDifferences(device.store, notebook) { violation("device \(device.index): \(problem)") }
         if let problem = try Self.tombstoneDifference(device.store, notebook) { violation("device \(device.index): \(problem)") }
+        // What search finds: the index brought up to date holds each stored note's title and body.
+        for problem in try device.store.searchIndexProblems() { violation("device \(device.index): \(problem)") }
         // What another process reads without loading the replica: the digest and version vector
         // the writes stored, and each note's stored state.
         let reader = try NoteStore.open(device.database, options: storeOptions(device.index))

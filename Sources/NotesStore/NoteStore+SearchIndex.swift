@@ -92,3 +92,36 @@ extension NoteStore {
         return count
     }
 }
+
+extension NoteStore {
+    /// For checks (the simulator, tests): how the search index disagrees with the notes, after it
+    /// is brought up to date. Empty when the full-text index holds exactly `note_text` (SQLite's
+    /// own comparison of the two) and `note_text` has one title row for each stored note, with its
+    /// title, and rows for no other note.
+    package func searchIndexProblems() throws -> [String] {
+        try updateSearchIndex()
+        return try queue.inDatabase { db in
+            var problems: [String] = []
+            do {
+                // With rank 1, FTS5 also tokenizes the content table's rows and compares them with its index.
+                try db.execute(sql: "INSERT INTO note_fts (note_fts, rank) VALUES ('integrity-check', 1)")
+            } catch {
+                problems.append("the full-text index does not hold the notes' text as stored (\(error))")
+            }
+            let untitled = try String.fetchAll(db, sql: """
+                SELECT notes.id FROM notes LEFT JOIN note_text ON note_text.note = notes.id AND note_text.ord = -1
+                WHERE note_text.id IS NULL OR note_text.title != notes.title ORDER BY notes.id
+                """)
+            if let first = untitled.first {
+                problems.append("\(untitled.count) note(s) have no title row in the search text, or one with another title (first \(first))")
+            }
+            let orphans = try String.fetchAll(db, sql: """
+                SELECT DISTINCT note FROM note_text WHERE note NOT IN (SELECT id FROM notes) ORDER BY note
+                """)
+            if let first = orphans.first {
+                problems.append("the search text holds rows of \(orphans.count) note(s) that are not stored (first \(first))")
+            }
+            return problems
+        }
+    }
+}

@@ -35,11 +35,13 @@ struct MaterializationTests {
 
     /// FTS5's own check that the index holds exactly the content table's words, once it is
     /// brought up to date (as it is before every search).
-    static func checkIndex(_ store: NoteStore) throws {
+    static func checkIndex(_ store: NoteStore, sourceLocation: SourceLocation = #_sourceLocation) throws {
         try store.updateSearchIndex()
         try store.queue.writeWithoutTransaction { db in
             try db.execute(sql: "INSERT INTO note_fts (note_fts) VALUES ('integrity-check')")
         }
+        // The index against the stored text, and the stored titles against the notes.
+        #expect(try store.searchIndexProblems() == [], sourceLocation: sourceLocation)
     }
 
     /// A random edit of `store`'s notes: typing, deleting, pasting long text (new chunks),

@@ -43,6 +43,39 @@ struct SearchIndexTests {
         try MaterializationTests.checkIndex(store)
     }
 
+    /// The check the simulator makes (`searchIndexProblems`) sees an index entry left stale, a
+    /// title row that is not the note's title, and text of a note that is not stored.
+    @Test func theIndexCheckSeesStaleEntriesWrongTitlesAndStrayText() throws {
+        let store = try NoteStore.openInMemory()
+        let a = try store.createNote(title: "Walrus", body: "apple banana ")
+        _ = try store.createNote(title: "Other", body: "cherry ")
+        #expect(try store.searchIndexProblems() == [])
+        // A body row changed without recording its entry as stale (what a write that forgot it leaves).
+        try store.queue.writeWithoutTransaction { db in
+            try db.execute(sql: "UPDATE note_text SET body = 'durian ' WHERE note = ? AND ord >= 0", arguments: [a.raw.hex])
+        }
+        let stale = try store.searchIndexProblems()
+        #expect(stale.count == 1 && stale[0].contains("does not hold the notes' text"), "\(stale)")
+        #expect(try store.search("durian").isEmpty)
+        // Indexed again from the stored text, then a title row that says another title.
+        try store.queue.writeWithoutTransaction { db in try db.execute(sql: "INSERT INTO note_fts (note_fts) VALUES ('rebuild')") }
+        #expect(try store.searchIndexProblems() == [])
+        try store.queue.writeWithoutTransaction { db in
+            try db.execute(sql: "UPDATE note_text SET title = 'Narwhal' WHERE note = ? AND ord = -1", arguments: [a.raw.hex])
+            try db.execute(sql: "INSERT INTO note_fts (note_fts) VALUES ('rebuild')")
+        }
+        let titled = try store.searchIndexProblems()
+        #expect(titled.count == 1 && titled[0].contains("1 note(s) have no title row") && titled[0].contains(a.raw.hex), "\(titled)")
+        // Text of a note nobody stores.
+        try store.queue.writeWithoutTransaction { db in
+            try db.execute(sql: "UPDATE note_text SET title = 'Walrus' WHERE note = ? AND ord = -1", arguments: [a.raw.hex])
+            try db.execute(sql: "INSERT INTO note_text (note, ord, title) VALUES ('00ff', -1, 'stray')")
+            try db.execute(sql: "INSERT INTO note_fts (note_fts) VALUES ('rebuild')")
+        }
+        let stray = try store.searchIndexProblems()
+        #expect(stray.count == 1 && stray[0].contains("rows of 1 note(s) that are not stored (first 00ff)"), "\(stray)")
+    }
+
     /// The same edits on two stores, one bringing its index up to date after every edit (what
     /// writing the index in every transaction gave), one only when it searches: the same hits,
     /// ranks and snippets.
