@@ -43,6 +43,14 @@ struct SealedUnitTests {
         _ = try introduce(b, to: a)
     }
 
+    /// A change as `a`'s next seq (a title `a` never wrote): what a forger makes in its name.
+    func nextChange(inNameOf a: NoteStore) throws -> Change {
+        let prior = try #require(try a.changes(since: VersionVector()).last)
+        return Change(replica: a.replicaID, startSeq: prior.endSeq + 1, timestamp: prior.timestamp.advanced(by: prior.seqCount + 1),
+                      dependencies: VersionVector(),
+                      operations: [.setNoteField(note: try #require(try a.notebook.noteIDs.first), field: .title, value: .string("pwned"))])
+    }
+
     /// How `store` checks `unit`'s authorship with what it knows of the unit's author.
     func check(_ unit: SealedUnit, by store: NoteStore) throws -> UnitCheck {
         let sealer = try #require(try store.spaceSealer())
@@ -137,10 +145,7 @@ struct SealedUnitTests {
         _ = try introduce(a, to: b)
         _ = try introduce(a, to: mallory)
         // Mallory makes a change as a (the next seqs of a) and seals it with its own signing key.
-        let prior = try #require(try a.changes(since: VersionVector()).last)
-        let change = Change(replica: a.replicaID, startSeq: prior.endSeq + 1, timestamp: prior.timestamp.advanced(by: prior.seqCount + 1),
-                            dependencies: VersionVector(),
-                            operations: [.setNoteField(note: try #require(try a.notebook.noteIDs.first), field: .title, value: .string("pwned"))])
+        let change = try nextChange(inNameOf: a)
         let mallorySealer = try #require(try mallory.spaceSealer())
         var encoder = ChangeCodec.Encoder()
         let unit = try mallorySealer.seal(author: a.replicaID, changes: [change], encoder: &encoder)
@@ -159,10 +164,7 @@ struct SealedUnitTests {
         try acquaint(a, b)
         _ = try introduce(a, to: c)
         _ = try introduce(a, to: mallory)
-        let prior = try #require(try a.changes(since: VersionVector()).last)
-        let change = Change(replica: a.replicaID, startSeq: prior.endSeq + 1, timestamp: prior.timestamp.advanced(by: prior.seqCount + 1),
-                            dependencies: VersionVector(),
-                            operations: [.setNoteField(note: try #require(try a.notebook.noteIDs.first), field: .title, value: .string("pwned"))])
+        let change = try nextChange(inNameOf: a)
         let aSealer = try #require(try a.spaceSealer())
         var encoder = ChangeCodec.Encoder()
         let forged = try #require(try mallory.spaceSealer()).forge(author: a.replicaID, changes: [change], claimingKey: aSealer.signer.publicKey,
