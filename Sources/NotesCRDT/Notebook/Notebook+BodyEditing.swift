@@ -71,10 +71,14 @@ public struct BodyEditor {
         let before = runText.count
         add(&runText)
         // Read in place (a second reference to `runText`'s buffer cost a retain and a release per
-        // keystroke), widened when it is compact.
+        // keystroke), widened when it is compact; a keystroke's one scalar as it is.
         let key = nextKey
-        runText.withScalars(in: before ..< runText.count) { added in
-            text.integrate(id: id, context: context, key: key, scalars: added)
+        if runText.count - before == 1 {
+            text.integrate(id: id, context: context, key: key, scalars: CollectionOfOne(runText[before]))
+        } else {
+            runText.withScalars(in: before ..< runText.count) { added in
+                text.integrate(id: id, context: context, key: key, scalars: added)
+            }
         }
         let length = UInt64(runText.count - before)
         nextSeq += length
