@@ -1,5 +1,6 @@
 /// The characters of an insert (`Operation.insertText`): a view of Unicode scalars held in a
-/// buffer that other inserts may share.
+/// buffer that other inserts may share (a byte a scalar when they are mostly ASCII: see
+/// `ScalarBuffer`).
 ///
 /// A decoder holds all the text it decodes in one buffer and gives each insert a view into it, so
 /// merging a history does not allocate, fill and free an array per insert. A view is immutable
@@ -108,7 +109,7 @@ public struct InsertedText: RandomAccessCollection, Hashable, Sendable, Expressi
         precondition(range.lowerBound >= 0 && range.upperBound <= count, "a range outside the view")
         let from = start + range.lowerBound
         if buffer.isWide {
-            return try body(UnsafeBufferPointer(start: buffer.wideElements + from, count: range.count))
+            return try withExtendedLifetime(buffer) { try body(UnsafeBufferPointer(start: buffer.wideElements + from, count: range.count)) }
         }
         return try withUnsafeTemporaryAllocation(of: Unicode.Scalar.self, capacity: range.count) { wide in
             buffer.widen(from: from, count: range.count, into: wide.baseAddress!)
@@ -319,7 +320,7 @@ public struct InsertedText: RandomAccessCollection, Hashable, Sendable, Expressi
     }
 
     /// After wide scalars were written into a compact buffer: moves the view to a wide one when
-    /// they are too many for the byte form to save memory (each takes a byte and a table entry of 8).
+    /// they are too many for the byte form to pay (see `ScalarBuffer.prefersWide`).
     @inline(__always)
     private mutating func settle() {
         guard !buffer.isWide, ScalarBuffer.prefersWide(count: buffer.written, wideScalars: buffer.wideTotal) else { return }
@@ -336,7 +337,7 @@ public struct InsertedText: RandomAccessCollection, Hashable, Sendable, Expressi
 /// positions and values (sorted by position, as scalars are only ever written at the end). Most
 /// text (code, English prose) is ASCII with a few other scalars: a byte a scalar takes a quarter
 /// of the memory a merge writes for the text, and fresh memory is what a cold merge pays for.
-/// Text with many scalars past U+007F (one in eight or more) is kept wide.
+/// Text with many scalars past U+007F (more than one in eight) is kept wide.
 ///
 /// Safe to share between threads, though `ManagedBuffer` cannot say so: a scalar any view can see
 /// is never written again; one is written only past every view's end, through a buffer uniquely
@@ -361,7 +362,9 @@ final class ScalarBuffer: ManagedBuffer<ScalarBuffer.Header, UInt8> {
     /// The most scalars a buffer holds (views count them in 32 bits).
     static let maxCount = Int(UInt32.max)
 
-    /// Whether scalars of which `wideScalars` of `count` are past U+007F take less room wide.
+    /// Whether scalars of which `wideScalars` of `count` are past U+007F are better kept wide: past
+    /// one in eight the compact form saves less than half the room (a table entry is 8 bytes) and
+    /// every eighth read is a search of the table.
     @inline(__always)
     static func prefersWide(count: Int, wideScalars: Int) -> Bool {
         wideScalars > 16 && wideScalars * 8 > count
