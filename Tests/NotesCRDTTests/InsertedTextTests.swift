@@ -116,4 +116,113 @@ struct InsertedTextTests {
         #expect(reader.note(id)?.body == writer.note(id)?.body)
         #expect(reader.note(id)?.body.isEmpty == false)
     }
+
+    /// ASCII with a few other scalars (accents, an emoji, a combining mark, the last byte value
+    /// ASCII lacks) is stored a byte a scalar with the others apart, and reads as the scalars given:
+    /// at every position, in parts that start or end at an other scalar, hashed and compared alike
+    /// with the same scalars stored four bytes each.
+    @Test func compactTextReadsAsItsScalarsAcrossOtherScalars() {
+        let source = String(repeating: "ab", count: 20) + "é" + "x\u{0301}" + String(repeating: "cd", count: 9) + "😀ÿ\u{7F}" + "z"
+        let scalars = Array(source.unicodeScalars)
+        let text = InsertedText(source)
+        #expect(text.isCompact)
+        #expect(Array(text) == scalars)
+        for i in scalars.indices { #expect(text[i] == scalars[i], "at \(i)") }
+        // Every part that starts or ends at, before or after an other scalar.
+        let others = scalars.indices.filter { scalars[$0].value >= 0x80 }
+        #expect(others.count == 4)
+        for edge in others {
+            for (from, to) in [(edge, scalars.count), (0, edge), (0, edge + 1), (edge, edge + 1), (edge - 1, edge + 2), (edge + 1, scalars.count)] {
+                let part = InsertedText(text[from ..< to])
+                #expect(Array(part) == Array(scalars[from ..< to]), "\(from) ..< \(to)")
+                // Copied into another buffer (the other scalars' places move with it).
+                var copied = InsertedText("q")
+                copied.append(contentsOf: part)
+                #expect(Array(copied) == ["q"] + Array(scalars[from ..< to]), "\(from) ..< \(to)")
+                #expect(copied.isCompact)
+            }
+        }
+        // Against the same scalars in a wide buffer (many other scalars make one wide first).
+        let wideSource = String(repeating: "ж", count: 40) + source
+        let wide = InsertedText(InsertedText(wideSource)[40...])
+        #expect(!wide.isCompact)
+        #expect(wide == text && wide.hashValue == text.hashValue)
+        #expect(wide.description == text.description)
+        #expect(text.withUnsafeBufferPointer { Array($0) } == scalars)
+    }
+
+    /// Text that is mostly other scalars goes wide once they pass one in eight (a byte and a
+    /// table entry each would take more than four bytes), and stays right as it does.
+    @Test func manyOtherScalarsMakeTheTextWide() {
+        var typed = InsertedText()
+        var expected: [Unicode.Scalar] = []
+        for i in 0 ..< 200 {
+            let scalar: Unicode.Scalar = i % 3 == 0 ? "д" : "a"
+            typed.append(scalar)
+            expected.append(scalar)
+            #expect(typed.last == scalar)
+        }
+        #expect(!typed.isCompact)
+        #expect(Array(typed) == expected)
+        var mostlyASCII = InsertedText()
+        for i in 0 ..< 200 { mostlyASCII.append(i % 50 == 0 ? "ü" : "u") }
+        #expect(mostlyASCII.isCompact && mostlyASCII.filter { $0 == "ü" }.count == 4)
+    }
+
+    /// The decoder stores a body's text a byte a scalar, and the inserts after those that were
+    /// one in eight or more other scalars in a wide buffer; either way it decodes and encodes
+    /// again the same.
+    @Test func decodedTextGoesWideAfterMostlyOtherScalars() throws {
+        for (body, compact) in [("plain ascii text with an é and a 😀 and \u{301} inside it", true),
+                                ("кириллица и немного ascii", false)] {
+            let change = Change(replica: Self.a, startSeq: 1, timestamp: Timestamp(rawValue: 100), dependencies: VersionVector(), operations: [
+                .insertText(note: Self.n, origin: nil, text: InsertedText(body)),
+                .insertText(note: Self.n, origin: OpID(replica: Self.a, seq: 3), text: InsertedText("ä b")),
+            ])
+            let encoded = ChangeCodec.encode([change])
+            let decoded = try ChangeCodec.decode(encoded)
+            #expect(decoded == [change])
+            #expect(ChangeCodec.encode(decoded) == encoded)
+            guard case .insertText(_, _, let first) = decoded[0].operations[0],
+                  case .insertText(_, _, let second) = decoded[0].operations[1] else {
+                Issue.record("not inserts: \(decoded)")
+                continue
+            }
+            #expect(first.isCompact, "\(body)")
+            #expect(second.isCompact == compact, "\(body)")
+            #expect(String(String.UnicodeScalarView(first)) == body)
+            #expect(String(String.UnicodeScalarView(second)) == "ä b")
+        }
+    }
+
+    /// A merged text whose arena is compact reads, and finds offsets, the same on both sides of
+    /// an other scalar.
+    @Test func aMergedTextFindsOffsetsAcrossOtherScalars() throws {
+        var writer = makeNotebook(1)
+        let (id, _) = writer.createNote(title: "t", body: "")
+        try writer.editBody(id) { editor in
+            for i in 0 ..< 200 {
+                try editor.insert(i % 17 == 0 ? "ö\u{308}😀" : "w\(i) ", at: editor.count)
+                if i % 13 == 0 { try editor.delete(editor.count / 3 ..< editor.count / 3 + 2) }
+            }
+        }
+        let history = try ChangeCodec.decode(ChangeCodec.encode(writer.changes(since: VersionVector())))
+        var reader = makeNotebook(2)
+        #expect(reader.apply(contentsOf: history).applied == history.count)
+        let written = try #require(writer.body(of: id))
+        let read = try #require(reader.body(of: id))
+        #expect(read.string == written.string && read.spells(written.string))
+        #expect(read.utf8 == Array(written.string.utf8))
+        let scalars = Array(written.string.unicodeScalars)
+        for (i, scalar) in scalars.enumerated() where scalar.value >= 0x80 {
+            for at in [i - 1, i, i + 1] where at >= 0 && at < scalars.count {
+                #expect(read.identity(at: at) == written.identity(at: at))
+                #expect(read.position(of: read.identity(at: at)) == at)
+            }
+        }
+        // Typing on into the merged text (its arena copied, other scalars and all).
+        try reader.editBody(id) { editor in try editor.insert("ñ!", at: 5) }
+        let edited = try #require(reader.body(of: id))
+        #expect(Array(edited.string.unicodeScalars) == Array(scalars[..<5]) + ["ñ", "!"] + Array(scalars[5...]))
+    }
 }

@@ -58,15 +58,7 @@ public struct BinaryWriter: Sendable {
 
     /// Appends the UTF-8 encoding of `scalars` (no length).
     mutating func utf8(_ text: InsertedText) {
-        text.withUnsafeBufferPointer { scalars in
-            for scalar in scalars {
-                if scalar.value < 0x80 {
-                    bytes.append(UInt8(truncatingIfNeeded: scalar.value))
-                } else {
-                    UTF8.encode(scalar) { bytes.append($0) }
-                }
-            }
-        }
+        text.appendUTF8(to: &bytes)
     }
 
     /// Appends a varint byte length, then the UTF-8 bytes.

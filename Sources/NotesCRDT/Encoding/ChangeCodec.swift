@@ -524,9 +524,16 @@ public enum ChangeCodec {
                             throw CRDTError(.limitExceeded, "an insert of more than \(ScalarBuffer.maxCount) characters")
                         }
                         textRoom -= textBuffer.written
-                        textBuffer = ScalarBuffer.make(capacity: min(textRoom, ScalarBuffer.maxCount))
+                        textBuffer = ScalarBuffer.make(capacity: min(textRoom, ScalarBuffer.maxCount), wide: textBuffer.isWide)
                     }
+                    let textStart = textOffset
                     let text = try scalars(count, from: textBytes, at: &textOffset, into: textBuffer)
+                    if textOffset - textStart > count, !textBuffer.isWide,
+                       ScalarBuffer.prefersWide(count: textBuffer.written, wideScalars: textBuffer.wideTotal) {
+                        // Mostly scalars past U+007F so far: the next inserts go to a wide buffer.
+                        textRoom -= textBuffer.written
+                        textBuffer = ScalarBuffer.make(capacity: min(textRoom, ScalarBuffer.maxCount), wide: true)
+                    }
                     let start = seq
                     try take(UInt64(count))
                     predictor.inserted(OpID(replica: header.author, seq: start), count: UInt64(count))
@@ -694,57 +701,109 @@ public enum ChangeCodec {
             throw CRDTError(.malformedEncoding, "the inserts claim more text than there is")
         }
         var decoded = 0
-        bytes.withUnsafeBufferPointer { utf8 in
-            buffer.withUnsafeMutablePointerToElements { elements in
-                let out = UnsafeMutableBufferPointer(start: elements + first, count: count)
-                var i = offset
-                var n = 0
-                let end = utf8.count
-                let base = utf8.baseAddress!
-                while n < count {
-                    // Sixteen ASCII bytes at a time, widened in vector registers, the usual case.
-                    while n + 16 <= count, i + 16 <= end {
-                        // The ASCII test on two words: `SIMD16.max()` is a call, not inlined.
-                        let low = UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self)
-                        let high = UnsafeRawPointer(base + i + 8).loadUnaligned(as: UInt64.self)
-                        guard (low | high) & 0x8080_8080_8080_8080 == 0 else { break }
-                        let bytes = UnsafeRawPointer(base + i).loadUnaligned(as: SIMD16<UInt8>.self)
-                        UnsafeMutableRawPointer(out.baseAddress! + n).storeBytes(of: SIMD16<UInt32>(truncatingIfNeeded: bytes), as: SIMD16<UInt32>.self)
-                        i += 16
-                        n += 16
-                    }
-                    // Then eight.
-                    while n + 8 <= count, i + 8 <= end {
-                        let word = UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self)
-                        guard word & 0x8080_8080_8080_8080 == 0 else { break }
-                        for k in 0 ..< 8 {
-                            (out.baseAddress! + n + k).initialize(to: Unicode.Scalar(UInt8(truncatingIfNeeded: word >> (8 * UInt64(k)))))
+        // A compact buffer's scalars past U+007F, appended to its table after the loop.
+        var escaped: [UInt64] = []
+        if !buffer.isWide {
+            bytes.withUnsafeBufferPointer { utf8 in
+                buffer.withUnsafeMutablePointerToElements { elements in
+                    let out = elements + first
+                    var i = offset
+                    var n = 0
+                    let end = utf8.count
+                    let base = utf8.baseAddress!
+                    while n < count {
+                        // ASCII bytes are the scalars' bytes: copied sixteen, then eight, at a time.
+                        while n + 16 <= count, i + 16 <= end {
+                            let low = UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self)
+                            let high = UnsafeRawPointer(base + i + 8).loadUnaligned(as: UInt64.self)
+                            guard (low | high) & 0x8080_8080_8080_8080 == 0 else { break }
+                            UnsafeMutableRawPointer(out + n).storeBytes(of: low, as: UInt64.self)
+                            UnsafeMutableRawPointer(out + n + 8).storeBytes(of: high, as: UInt64.self)
+                            i += 16
+                            n += 16
                         }
-                        i += 8
-                        n += 8
-                    }
-                    guard n < count, i < end else { break }
-                    let lead = utf8[i]
-                    if lead < 0x80 {
-                        (out.baseAddress! + n).initialize(to: Unicode.Scalar(lead))
-                        i += 1
+                        while n + 8 <= count, i + 8 <= end {
+                            let word = UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self)
+                            guard word & 0x8080_8080_8080_8080 == 0 else { break }
+                            UnsafeMutableRawPointer(out + n).storeBytes(of: word, as: UInt64.self)
+                            i += 8
+                            n += 8
+                        }
+                        guard n < count, i < end else { break }
+                        let lead = utf8[i]
+                        if lead < 0x80 {
+                            out[n] = lead
+                            i += 1
+                            n += 1
+                            continue
+                        }
+                        guard let (value, width) = multibyteScalar(utf8, at: i) else {
+                            failure = "inserted text is not valid UTF-8"
+                            break
+                        }
+                        out[n] = ScalarBuffer.escape
+                        escaped.append(UInt64(first + n) << 32 | UInt64(value))
+                        i += width
                         n += 1
-                        continue
                     }
-                    guard let (value, width) = multibyteScalar(utf8, at: i) else {
-                        failure = "inserted text is not valid UTF-8"
-                        break
-                    }
-                    (out.baseAddress! + n).initialize(to: Unicode.Scalar(value)!)
-                    i += width
-                    n += 1
+                    decoded = n
+                    offset = i
                 }
-                decoded = n
-                offset = i
+            }
+        } else {
+            bytes.withUnsafeBufferPointer { utf8 in
+                do {
+                    let out = UnsafeMutableBufferPointer(start: buffer.wideElements + first, count: count)
+                    var i = offset
+                    var n = 0
+                    let end = utf8.count
+                    let base = utf8.baseAddress!
+                    while n < count {
+                        // Sixteen ASCII bytes at a time, widened in vector registers, the usual case.
+                        while n + 16 <= count, i + 16 <= end {
+                            // The ASCII test on two words: `SIMD16.max()` is a call, not inlined.
+                            let low = UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self)
+                            let high = UnsafeRawPointer(base + i + 8).loadUnaligned(as: UInt64.self)
+                            guard (low | high) & 0x8080_8080_8080_8080 == 0 else { break }
+                            let bytes = UnsafeRawPointer(base + i).loadUnaligned(as: SIMD16<UInt8>.self)
+                            UnsafeMutableRawPointer(out.baseAddress! + n).storeBytes(of: SIMD16<UInt32>(truncatingIfNeeded: bytes), as: SIMD16<UInt32>.self)
+                            i += 16
+                            n += 16
+                        }
+                        // Then eight.
+                        while n + 8 <= count, i + 8 <= end {
+                            let word = UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self)
+                            guard word & 0x8080_8080_8080_8080 == 0 else { break }
+                            for k in 0 ..< 8 {
+                                (out.baseAddress! + n + k).initialize(to: Unicode.Scalar(UInt8(truncatingIfNeeded: word >> (8 * UInt64(k)))))
+                            }
+                            i += 8
+                            n += 8
+                        }
+                        guard n < count, i < end else { break }
+                        let lead = utf8[i]
+                        if lead < 0x80 {
+                            (out.baseAddress! + n).initialize(to: Unicode.Scalar(lead))
+                            i += 1
+                            n += 1
+                            continue
+                        }
+                        guard let (value, width) = multibyteScalar(utf8, at: i) else {
+                            failure = "inserted text is not valid UTF-8"
+                            break
+                        }
+                        (out.baseAddress! + n).initialize(to: Unicode.Scalar(value)!)
+                        i += width
+                        n += 1
+                    }
+                    decoded = n
+                    offset = i
+                }
             }
         }
         if let failure { throw CRDTError(.malformedEncoding, failure) }
         guard decoded == count else { throw CRDTError(.malformedEncoding, "the inserts claim more text than there is") }
+        if !escaped.isEmpty { buffer.withUnsafeMutablePointerToHeader { $0.pointee.wide.append(contentsOf: escaped) } }
         buffer.written = first + count
         return InsertedText(buffer: buffer, start: first, count: count)
     }

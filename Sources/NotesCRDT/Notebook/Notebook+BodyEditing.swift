@@ -70,11 +70,17 @@ public struct BodyEditor {
         }
         let before = runText.count
         add(&runText)
-        // In place: `runText` holds its buffer, and is not written while the text copies from it
-        // (a second reference to read it through cost a retain and a release per keystroke).
-        let added = runText.withUnsafeBufferPointer { UnsafeBufferPointer(rebasing: $0[before...]) }
-        text.integrate(id: id, context: context, key: nextKey, scalars: added)
-        let length = UInt64(added.count)
+        // Read in place (a second reference to `runText`'s buffer cost a retain and a release per
+        // keystroke), widened when it is compact; a keystroke's one scalar as it is.
+        let key = nextKey
+        if runText.count - before == 1 {
+            text.integrate(id: id, context: context, key: key, scalars: CollectionOfOne(runText[before]))
+        } else {
+            runText.withScalars(in: before ..< runText.count) { added in
+                text.integrate(id: id, context: context, key: key, scalars: added)
+            }
+        }
+        let length = UInt64(runText.count - before)
         nextSeq += length
         nextKey += length
     }

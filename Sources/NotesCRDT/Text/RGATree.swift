@@ -525,26 +525,32 @@ struct RGATree: Sendable {
         return String(unsafeUninitializedCapacity: length) { writeUTF8(into: $0) }
     }
 
-    /// Calls `body` with each visible run's scalars in place, in document order: the arena and
-    /// each leaf's runs are read through one buffer each, not retained as slices run by run.
-    func forEachVisibleBuffer(_ body: (UnsafeBufferPointer<Unicode.Scalar>) -> Void) {
-        arena.withUnsafeBufferPointer { arena in
-            leaves.withUnsafeBufferPointer { leaves in
-                var leaf: Int32 = 0
-                while leaf >= 0 {
-                    leaves[Int(leaf)].runs.withUnsafeBufferPointer { runs in
-                        for run in runs where !run.deleted {
-                            body(UnsafeBufferPointer(rebasing: arena[run.content ..< run.content + Int(run.length)]))
-                        }
-                    }
-                    leaf = leaves[Int(leaf)].next
+    /// Calls `body` with each visible run's place in the arena, in document order: each leaf's
+    /// runs are read through one buffer, not retained as slices run by run.
+    @inline(__always)
+    func forEachVisibleRange(_ body: (Range<Int>) -> Void) {
+        leaves.withUnsafeBufferPointer { leaves in
+            var leaf: Int32 = 0
+            while leaf >= 0 {
+                leaves[Int(leaf)].runs.withUnsafeBufferPointer { runs in
+                    for run in runs where !run.deleted { body(run.content ..< run.content + Int(run.length)) }
                 }
+                leaf = leaves[Int(leaf)].next
             }
         }
     }
 
-    /// The length of the visible text's UTF-8.
+    /// Calls `body` with each visible run's scalars, in document order (in place, or widened
+    /// when the arena is compact).
+    func forEachVisibleBuffer(_ body: (UnsafeBufferPointer<Unicode.Scalar>) -> Void) {
+        forEachVisibleRange { arena.withScalars(in: $0, body) }
+    }
+
+    /// The length of the visible text's UTF-8, or with a compact arena at most that.
     private var utf8Count: Int {
+        // A compact arena's at most, without a pass over the runs: a byte a scalar, four for each
+        // escaped one in its buffer (counted exactly when that would be more than twice the text).
+        if arena.isCompact, 3 * arena.buffer.wideTotal <= visibleCount { return visibleCount + 3 * arena.buffer.wideTotal }
         var length = 0
         forEachVisibleBuffer { scalars in
             // Eight ASCII scalars (the usual) at a time, then branch-free: the bytes past the first of each.
@@ -565,6 +571,11 @@ struct RGATree: Sendable {
     private func writeUTF8(into buffer: UnsafeMutableBufferPointer<UInt8>) -> Int {
         var at = 0
         let out = buffer.baseAddress!
+        if arena.isCompact {
+            // The bytes are the UTF-8 but for the escaped scalars.
+            forEachVisibleRange { at += arena.writeCompactUTF8(in: $0, to: out + at) }
+            return at
+        }
         forEachVisibleBuffer { scalars in
             // Eight ASCII scalars at a time, narrowed in vector registers, then one by one.
             var ascii = 0
