@@ -93,15 +93,21 @@ extension NoteStore {
         }
         var reissued: [Change] = []
         notebook.beginBatch()
+        // Seqs this replica already re-issued hold the other branch's operations now (applied
+        // after that repair): a later repair from lower down must not take them for its own.
+        let ours = Set([own] + Array(madeThrough.keys) + (moved.map { [$0] } ?? []))
         for (replica, first) in forks.sorted(by: { $0.key < $1.key }) {
             let made = replica == own ? loaded!.notebook.versionVector[own] : madeThrough[replica] ?? 0
-            let changes = notebook.reissuing(replica, from: first, through: made)
-            for change in changes {
-                if case .rejected(let error) = notebook.apply(change) {
-                    throw StoreError(.corrupt, "re-issuing \(described) failed: \(error.message)")
+            let withdrawn = notebook.reissues.filter { ours.contains($0.by) && $0.original.replica == replica }.map(\.original)
+            for range in NoteStore.seqs(from: first, through: made, without: withdrawn) {
+                let changes = notebook.reissuing(replica, from: range.lowerBound, through: range.upperBound)
+                for change in changes {
+                    if case .rejected(let error) = notebook.apply(change) {
+                        throw StoreError(.corrupt, "re-issuing \(described) failed: \(error.message)")
+                    }
                 }
+                reissued += changes
             }
-            reissued += changes
         }
         for change in refused { notebook.apply(change) }
         notebook.endBatch()
@@ -116,6 +122,23 @@ extension NoteStore {
                                        Int64(range.seq), Int64(range.seq + range.count - 1)])
         }
         return moved
+    }
+
+    /// The runs of seqs `first ... last` outside `ranges` (all of one replica), in order.
+    static func seqs(from first: UInt64, through last: UInt64, without ranges: [OpIDRange]) -> [ClosedRange<UInt64>] {
+        guard first <= last else { return [] }
+        var runs: [ClosedRange<UInt64>] = []
+        var next = first
+        for range in ranges.sorted(by: { $0.seq < $1.seq }) where range.count > 0 {
+            let end = range.seq + (range.count - 1)
+            guard end >= next else { continue }
+            guard range.seq <= last else { break }
+            if range.seq > next { runs.append(next ... range.seq - 1) }
+            guard end < last else { return runs }
+            next = end + 1
+        }
+        runs.append(next ... last)
+        return runs
     }
 
     /// After the notebook was rebuilt from its log (a re-issue dropped operations it held), in
