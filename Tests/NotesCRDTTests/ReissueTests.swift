@@ -104,6 +104,37 @@ struct ReissueTests {
         }
     }
 
+    /// A re-issue withdraws its branch as soon as a replica sees it, also while it waits for the
+    /// re-issuer's earlier changes: a re-issue that waited behind one that needs the other branch
+    /// (a repair in two steps) left the withdrawn branch held, and the other branch quarantined
+    /// over it, for good (the `forked-replica` simulation, seed 47).
+    @Test func aWaitingReissueWithdrawsItsBranchAtOnce() throws {
+        let fork = try Self.fork()
+        let theirs = fork.original.changes(since: fork.common)
+        let (repaired, reissue) = try Self.repair(fork.copy, against: theirs)
+        // One re-issuing change per log entry of the branch: the last waits for the others.
+        try #require(reissue.count >= 2)
+        let last = try #require(reissue.last)
+        guard case .reissue(let withdrawn) = last.operations.first else {
+            Issue.record("a re-issuing change starts with its re-issue")
+            return
+        }
+        var other = Notebook(replicaID: Self.third, wallClock: FixedWallClock(1_700_000_000_000))
+        other.apply(contentsOf: fork.copy.changes(since: VersionVector()))
+        #expect(other.allNotes.contains { $0.title == "only on the copy" })
+        #expect(other.apply(last) == .pending)
+        #expect(other.versionVector[Self.r] == withdrawn.seq - 1, "the seqs it re-issues left the old identity at once")
+        #expect(!other.allNotes.contains { $0.title == "only on the copy" }, "the copy's note is re-issued by a change still to come")
+        // The rest of the re-issue, and the other branch, bring it to where the re-issuer is.
+        other.apply(contentsOf: repaired.changes(since: VersionVector()))
+        other.apply(contentsOf: theirs)
+        #expect(other.pendingCount == 0)
+        #expect(other.digest() == repaired.digest())
+        let body = try #require(other.body(of: fork.note)?.string)
+        #expect(body.contains(", then the original") && body.contains(" (typed on the copy)"), "\(body)")
+        #expect(other.allNotes.contains { $0.title == "only on the copy" })
+    }
+
     /// The old identity's forked changes that come after the re-issue are duplicates.
     @Test func theWithdrawnBranchArrivingLaterIsADuplicate() throws {
         let fork = try Self.fork()

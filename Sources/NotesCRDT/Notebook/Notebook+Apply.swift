@@ -65,6 +65,9 @@ extension Notebook {
                 return .rejected(CRDTError(.limitExceeded, "\(Notebook.maxPending) changes already wait for their dependencies; a change of \(change.replica) at seqs \(change.startSeq)-\(change.endSeq) is not kept (it comes again once what it needs is here)"))
             }
             pending.add(change, waitingFor: replica, through: seq)
+            // A re-issue withdraws its branch as soon as it is seen: one that waits for the other
+            // branch's operations would otherwise wait for good where the withdrawn ones are held.
+            applyReissues(of: change)
             return .pending
         case .ready(let ready):
             let admitted = quarantine.admitted
