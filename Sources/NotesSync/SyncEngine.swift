@@ -72,8 +72,9 @@ public struct SyncEngine: Sendable {
     /// what it was found to hold as the replica made it is taken back and applied, so that a
     /// copy of the replica's database that wrote the same seqs is found before either side's
     /// version vector hides it, and repaired; a sync that repaired a fork runs one more round,
-    /// which sends the re-issue and takes what was refused for it (Docs/Sync.md, "Checking the
-    /// other side's copy of our own").
+    /// which sends the re-issue and takes what was refused for it, and so does one that applied
+    /// a re-issue withdrawing operations it held, which takes the branch kept there
+    /// (Docs/Sync.md, "Checking the other side's copy of our own").
     public func sync(_ replica: any SyncReplica, over transport: any SyncTransport) async throws -> SyncReport {
         let key = transport.checkKey
         var checked = try key.flatMap { try replica.checkedVersion(at: $0) }
@@ -89,9 +90,14 @@ public struct SyncEngine: Sendable {
                 checked = found
             }
         }
+        let before = try replica.currentVersion()
         var round = try await run(replica, over: transport, remote: remote)
         try recordSent(round, replica, at: key, checked: &checked)
-        if round.report.forksRepaired > 0 {
+        // A re-issue applied here withdrew operations the replica held (the version went down):
+        // what the other side holds at those seqs, the kept branch, was not asked for yet.
+        let after = try replica.currentVersion()
+        let withdrew = before.entries.contains { after[$0.key] < $0.value }
+        if round.report.forksRepaired > 0 || withdrew {
             report.add(round.report)
             round = try await run(replica, over: transport, remote: nil)
             try recordSent(round, replica, at: key, checked: &checked)
