@@ -172,6 +172,11 @@ extension Simulation {
 
     /// Whether a fork is settled (see `mayEditBesideForks`).
     func settled(_ fork: ForkRecord) throws -> Bool {
+        // Seqs both branches wrote differently and neither withdrew: a re-issue is still to come
+        // (a copy that moved on seeing only the other's later seqs re-issued nothing).
+        for branch in [fork.sourceBranch, fork.targetBranch] where !reference.contestedSeqs(of: fork.identity, branch: branch).isEmpty {
+            return false
+        }
         let writers = [fork.source, fork.target].filter { m in
             !dead.contains(m) && devices[m].replicaID == fork.identity && devices[m].branch == fork.branch(of: m)
         }
