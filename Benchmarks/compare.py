@@ -18,6 +18,8 @@ Figures per system and trace:
   merge   ms to apply the whole encoded history to a fresh document until the text is readable
           (median of the warm merges in one process)
   cold    ms of the first merge of the process
+  faults  minor page faults of that cold merge (the fresh pages it wrote: most of what it costs
+          over a warm merge here)
   bytes   size of the whole encoded history (Yrs: v1 update; Loro: updates export; ours: one bundle body)
   load    ms to open a saved snapshot until the text is readable (Loro: snapshot import; ours: Notebook(snapshot:))
   memMB   growth of the process's resident memory across the replay, the document alive
@@ -63,7 +65,9 @@ def merges(merge):
     import os
     if not os.environ.get("COLD_NO_TRIM"):
         trim()
+    f0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt  # read outside the timed merge, as crdt-sync does
     cold, out = merge()
+    result["mergeColdFaults"] = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0
     warm = []
     for _ in range(repeats):
         ms, again = merge()
@@ -190,7 +194,7 @@ def run_ours(binary, path, repeats):
     r = json.loads(out.stdout)
     # local: the first (cold) replay, as the peers replay once (pycrdt takes minutes per replay).
     return {"local": r.get("localReplayColdMs", r["localReplayMs"]), "merge": r["mergeMs"],
-            "mergeCold": r.get("mergeColdMs"), "bytes": r.get("encodedBytes"),
+            "mergeCold": r.get("mergeColdMs"), "mergeColdFaults": r.get("mergeColdFaults"), "bytes": r.get("encodedBytes"),
             "load": r.get("loadMs"), "memMB": r.get("peakMemoryMB"), "matches": r["matches"]}
 
 
@@ -209,7 +213,7 @@ def median(results, key):
 def fmt(value, key):
     if value is None:
         return "-"
-    if key == "bytes":
+    if key in ("bytes", "mergeColdFaults"):
         return f"{int(value):,}"
     return f"{value:.1f}" if value >= 10 else f"{value:.2f}"
 
@@ -229,7 +233,7 @@ def main():
     names = versions(python)
     if args.repeat < 1:
         raise SystemExit("--repeat must be at least 1")
-    keys = ["local", "merge", "mergeCold", "bytes", "load", "memMB"]
+    keys = ["local", "merge", "mergeCold", "mergeColdFaults", "bytes", "load", "memMB"]
     rows = []
     for trace in args.traces.split(","):
         path = os.path.join(TRACES, trace + ".json.gz")
@@ -254,7 +258,7 @@ def main():
                 row.append(cell)
             row.append("yes" if m["matches"] else "NO")
             rows.append(row)
-    header = ["trace", "system", "local ms", "merge ms (warm)", "merge ms (cold)", "bytes", "load ms", "mem MB", "matches"]
+    header = ["trace", "system", "local ms", "merge ms (warm)", "merge ms (cold)", "cold faults", "bytes", "load ms", "mem MB", "matches"]
     print(f"medians of {args.runs} runs (processes), each merging cold once then warm {args.repeat} times (median of those); "
           "(Nx) = ours / theirs, below 1 means crdt-sync is faster or smaller")
     if args.markdown:

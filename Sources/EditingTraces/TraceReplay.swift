@@ -29,6 +29,9 @@ public struct TraceReplayResult: Sendable, Codable {
     public var mergeMs: Double
     /// The first merge of the process, cold (code, allocator and caches not yet warm).
     public var mergeColdMs: Double
+    /// Minor page faults the cold merge took (fresh pages it wrote), where the system counts them:
+    /// most of what the cold merge costs over a warm one (see Docs/Performance.md).
+    public var mergeColdFaults: Int?
     /// Every warm merge, in the order run.
     public var mergeWarmMs: [Double]
     /// Bytes of the whole history as a bundle body carries it (the change encoding, compressed).
@@ -115,7 +118,10 @@ public struct TraceReplayer {
         #endif
         var fresh: Notebook
         let text: String, mergeColdNanos: UInt64
+        let faultsBefore = minorFaults()  // read outside the timed merge
         (fresh, text, mergeColdNanos) = try merge()
+        let faultsAfter = minorFaults()
+        let mergeColdFaults = faultsBefore.flatMap { before in faultsAfter.map { $0 - before } }
         var mergeWarm: [Double] = []
         for _ in 0 ..< repeats {
             fresh = Notebook(replicaID: mergeID, wallClock: clock)
@@ -154,7 +160,8 @@ public struct TraceReplayer {
             length: text.unicodeScalars.count, expectedLength: expected.unicodeScalars.count,
             transactions: trace.transactions.count, patches: patchCount, repeats: repeats,
             localReplayMs: median(localWarm) ?? localColdMs, localReplayColdMs: localColdMs,
-            mergeMs: median(mergeWarm) ?? mergeColdMs, mergeColdMs: mergeColdMs, mergeWarmMs: mergeWarm,
+            mergeMs: median(mergeWarm) ?? mergeColdMs, mergeColdMs: mergeColdMs, mergeColdFaults: mergeColdFaults,
+            mergeWarmMs: mergeWarm,
             encodedBytes: body.count, uncompressedBytes: encoding.count, loadMs: Double(loadNanos) / 1e6,
             materializeMs: Double(materializeNanos) / 1e6, snapshotBytes: snapshot.count,
             peakMemoryMB: peakMemory, changes: history.count,
@@ -174,6 +181,17 @@ func median(_ values: [Double]) -> Double? {
 @_silgen_name("malloc_trim")
 func glibcMallocTrim(_ pad: Int) -> Int32
 #endif
+
+/// The minor page faults this process has taken so far, where the system counts them.
+func minorFaults() -> Int? {
+    #if os(Linux)
+    var usage = rusage()
+    guard getrusage(RUSAGE_SELF.rawValue, &usage) == 0 else { return nil }
+    return usage.ru_minflt
+    #else
+    return nil
+    #endif
+}
 
 /// The resident memory of this process now, in MB (from /proc/self/statm; the peak so far where
 /// that is not available).

@@ -22,7 +22,8 @@ struct TraceCommand: AsyncParsableCommand {
             apart, as 'cold'); then each is done --repeat more times in the same, now warm process, \
             each on fresh replicas, and 'local replay' and 'merge' are the medians of those. JSON \
             keys: localReplayMs and mergeMs (warm medians), localReplayColdMs and mergeColdMs, \
-            mergeWarmMs (every warm merge), repeats.
+            mergeColdFaults (minor page faults of the cold merge, where counted), mergeWarmMs (every \
+            warm merge), repeats.
             """
         )
 
@@ -57,7 +58,7 @@ struct TraceCommand: AsyncParsableCommand {
                 print("matches      \(result.matches ? "yes" : "NO")\(result.firstDifference.map { ", first difference at scalar \($0)" } ?? "")")
                 print("length       \(result.length) scalars (expected \(result.expectedLength))")
                 print("local replay \(String(format: "%.1f", result.localReplayMs)) ms (median of \(result.repeats) warm; cold \(String(format: "%.1f", result.localReplayColdMs)) ms)")
-                print("merge        \(String(format: "%.2f", result.mergeMs)) ms (inflate + decode + apply to a fresh replica; median of \(result.repeats) warm; cold \(String(format: "%.2f", result.mergeColdMs)) ms)")
+                print("merge        \(String(format: "%.2f", result.mergeMs)) ms (inflate + decode + apply to a fresh replica; median of \(result.repeats) warm; cold \(String(format: "%.2f", result.mergeColdMs)) ms\(result.mergeColdFaults.map { ", \($0) page faults" } ?? ""))")
                 print("encoded      \(result.encodedBytes) bytes in \(result.changes) changes; body held in \(result.runs) runs")
                 print("load         \(String(format: "%.2f", result.loadMs)) ms from a \(result.snapshotBytes)-byte snapshot")
                 print("memory       \(String(format: "%.1f", result.peakMemoryMB)) MB resident growth across the replay")

@@ -33,6 +33,9 @@ struct TraceReplayTests {
         #expect(result.mergeMs == result.mergeWarmMs.sorted()[1], "the median of the warm merges")
         #expect(result.mergeColdMs > 0)
         #expect(result.localReplayColdMs > 0)
+        #if os(Linux)
+        #expect((result.mergeColdFaults ?? -1) >= 0, "the cold merge's page faults, counted")
+        #endif
         // With no repeats, the figures are the cold ones.
         let once = try TraceReplayer(trace).run(repeats: 0)
         #expect(once.mergeWarmMs.isEmpty)

@@ -190,4 +190,30 @@ struct HostileSnapshotTests {
         }
         return checksummed(bytes)
     }
+
+    /// A note state whose runs claim more text than an arena can hold is refused, not trapped on
+    /// (a run keeps its text's offset in 32 bits).
+    @Test func aNoteStateLongerThanAnArenaHoldsIsRefused() throws {
+        var notebook = makeNotebook(1)
+        let id = notebook.createNote(id: noteID(1), title: "t", body: "").id
+        let empty = try #require(notebook.encodedNoteState(id))
+        // An empty body ends the state: no agents, no runs, an empty string, then the checksum.
+        #expect(Array(empty[(empty.count - 11) ..< (empty.count - 8)]) == [0, 0, 0])
+        var writer = BinaryWriter()
+        writer.raw(Array(empty[..<(empty.count - 11)]))
+        writer.varint(1)
+        writer.raw(Array(repeating: 7, count: 16))
+        writer.varint(4)
+        // Four runs of 2^31 - 1 characters: the fourth starts past 2^32.
+        for seq in [1, 1 << 31, 1 << 32, 3 << 31] as [UInt64] {
+            for value in [0, seq, seq, 0, 0, UInt64(Int32.max)] as [UInt64] { writer.varint(value) }
+            writer.byte(0)
+        }
+        writer.string("")
+        #expect(throws: CRDTError.self) { try Notebook.decodeNoteState(HostileSnapshotTests.checksummed(writer.bytes)) }
+    }
+
+    @Test func aTextRunTakesFortyBytes() {
+        #expect(MemoryLayout<RGATree.Run>.stride == 40)
+    }
 }

@@ -157,8 +157,9 @@ extension Notebook {
             }
             runs.append(RGATree.Run(seq: seq, key: key, originSeq: originSeq, content: content, agent: Int32(agent),
                                     originAgent: Int32(originAgent) - 1, length: Int32(length), deleted: deleted == 1))
+            // Within what an arena holds (and a run's 32-bit offset): no text is longer.
             let (sum, overflow) = content.addingReportingOverflow(Int(length))
-            guard !overflow else { throw CRDTError(.malformedEncoding, "a body is too long") }
+            guard !overflow, sum <= ScalarBuffer.maxCount else { throw CRDTError(.malformedEncoding, "a body is too long") }
             content = sum
         }
         tree.arena.append(scalarsOf: try reader.string())

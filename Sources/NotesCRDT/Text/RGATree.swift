@@ -9,15 +9,52 @@
 struct RGATree: Sendable {
     /// A run of consecutive characters: inserted by one replica with consecutive sequence numbers
     /// and consecutive keys, each after the previous, all deleted or all visible.
+    ///
+    /// 40 bytes, not 48: the arena offset in 32 bits (the arena holds at most
+    /// `ScalarBuffer.maxCount` scalars) and the tombstone in the length's sign bit (a length is
+    /// positive). Every run is written once by a merge's list form and once more into a leaf, and
+    /// the fresh pages they take are much of what a first merge costs (Docs/Performance.md).
     struct Run {
         var seq: UInt64
         var key: UInt64
         var originSeq: UInt64
-        var content: Int
+        /// Where its scalars start in the arena.
+        private var contentStart: UInt32
         var agent: Int32
         var originAgent: Int32  // -1: the start of the document
-        var length: Int32
-        var deleted: Bool
+        /// The length in the low 31 bits, the tombstone in the top one.
+        private var lengthAndDeleted: UInt32
+
+        init(seq: UInt64, key: UInt64, originSeq: UInt64, content: Int, agent: Int32, originAgent: Int32,
+             length: Int32, deleted: Bool) {
+            precondition(length >= 0, "a run of negative length")
+            self.seq = seq
+            self.key = key
+            self.originSeq = originSeq
+            self.contentStart = UInt32(content)  // traps past the arena's bound, as an index would
+            self.agent = agent
+            self.originAgent = originAgent
+            self.lengthAndDeleted = UInt32(bitPattern: length) | (deleted ? 1 << 31 : 0)
+        }
+
+        /// Where its scalars start in the arena.
+        var content: Int {
+            @inline(__always) get { Int(contentStart) }
+            @inline(__always) set { contentStart = UInt32(newValue) }
+        }
+
+        var length: Int32 {
+            @inline(__always) get { Int32(bitPattern: lengthAndDeleted & 0x7FFF_FFFF) }
+            @inline(__always) set {
+                // (Lengths are positive: a split's parts, a run's characters.)
+                lengthAndDeleted = lengthAndDeleted & 0x8000_0000 | UInt32(bitPattern: newValue) & 0x7FFF_FFFF
+            }
+        }
+
+        var deleted: Bool {
+            @inline(__always) get { lengthAndDeleted & 0x8000_0000 != 0 }
+            @inline(__always) set { lengthAndDeleted = lengthAndDeleted & 0x7FFF_FFFF | (newValue ? 0x8000_0000 : 0) }
+        }
 
         /// The run cut before `offset` (0 < offset < length): its first characters, and the rest,
         /// whose first character now has the last of the first part as its origin.
