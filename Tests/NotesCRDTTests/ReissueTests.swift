@@ -135,6 +135,45 @@ struct ReissueTests {
         #expect(other.allNotes.contains { $0.title == "only on the copy" })
     }
 
+    /// A merge's sides show after a repair in two steps: the second step's re-issue carries the
+    /// context of what it re-issues, older than the first step's, and a side taken from that
+    /// context alone covered the first step's re-issue without what it depends on, so
+    /// `conflicts(of:)` threw (the `forked-replica` simulation, seed 283).
+    @Test func mergesShowAfterARepairInTwoSteps() throws {
+        // The original's branch reaches past the copy's title: the first step's re-issue depends
+        // on the seq before it, and waits for the branch kept there (the second step withdrew
+        // the copy's).
+        let fork = try Self.fork(originalTypes: ", then the original, at some length")
+        let theirs = fork.original.changes(since: fork.common)
+        var repaired = try Notebook(snapshot: fork.copy.snapshot(), wallClock: FixedWallClock(1_700_000_900_000), replicaID: Self.moved)
+        let first = try #require(theirs.compactMap { repaired.forkPoint(of: $0) }.min())
+        let made = repaired.versionVector[Self.r]
+        // The copy's branch: its insert, its title, then its new note and its delete. The first
+        // step re-issues from the new note on; the second the insert and the title.
+        let tail = first + UInt64(" (typed on the copy)".unicodeScalars.count) + 1
+        for (from, through) in [(tail, made), (first, tail - 1)] {
+            let reissue = repaired.reissuing(Self.r, from: from, through: through)
+            #expect(!reissue.isEmpty)
+            for change in reissue { repaired.apply(change) }
+        }
+        repaired.apply(contentsOf: theirs)
+        #expect(repaired.pendingCount == 0)
+        // A third replica retitles the note without having seen the copy's title.
+        var third = Notebook(replicaID: Self.third, wallClock: FixedWallClock(1_700_000_000_000))
+        third.apply(contentsOf: fork.original.changes(since: VersionVector()))
+        _ = try third.setTitle(fork.note, "the third's title")
+        repaired.apply(contentsOf: third.changes(since: repaired.versionVector))
+        third.apply(contentsOf: repaired.changes(since: third.versionVector))
+        #expect(repaired.digest() == third.digest())
+        for replica in [repaired, third] {
+            let shown = try replica.conflicts(of: fork.note)
+            #expect(shown.contains { $0.kind == .field(.title) })
+            for conflict in shown where conflict.kind == .field(.title) {
+                #expect(Set(conflict.sides.map(\.note.title)) == ["the copy's title", "the third's title"])
+            }
+        }
+    }
+
     /// The old identity's forked changes that come after the re-issue are duplicates.
     @Test func theWithdrawnBranchArrivingLaterIsADuplicate() throws {
         let fork = try Self.fork()

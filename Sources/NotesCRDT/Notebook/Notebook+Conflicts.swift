@@ -615,8 +615,16 @@ extension Notebook {
     func inclusiveContext(of id: OpID) -> VersionVector {
         var vector = VersionVector()
         if let indexes = historyIndex[id.replica] {
-            let low = firstLogEntry(in: indexes, endingAtOrAfter: id.seq)
-            if low < indexes.count { vector = history[indexes[low]].dependencies }
+            // A re-issuing change carries the context of what it re-issues, which may lack what the
+            // author's earlier changes depend on: back to (and with) the first change made on top
+            // of everything before it, every one counts.
+            var index = min(firstLogEntry(in: indexes, endingAtOrAfter: id.seq), indexes.count - 1)
+            while index >= 0 {
+                let change = history[indexes[index]]
+                vector.merge(change.dependencies)
+                guard change.containsReissue else { break }
+                index -= 1
+            }
         }
         vector[id.replica] = id.seq
         return vector
