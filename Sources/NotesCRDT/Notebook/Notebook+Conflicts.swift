@@ -582,7 +582,7 @@ extension Notebook {
         return try groups.map { group in
             let versions = [sideVersion(group.first, against: group.second, on: note),
                             sideVersion(group.second, against: group.first, on: note)]
-            let merged = versions[0].merging(versions[1])
+            let merged = causalCut(holding: versions[0].merging(versions[1]))
             let sides = try zip([group.first, group.second], versions).map { id, version in
                 NoteConflict.Side(replica: id.replica, version: version, note: try self.note(note, at: version)!)
             }
@@ -614,20 +614,36 @@ extension Notebook {
     /// The causal context of the operation `id`, with the operation itself.
     func inclusiveContext(of id: OpID) -> VersionVector {
         var vector = VersionVector()
-        if let indexes = historyIndex[id.replica] {
-            // A re-issuing change carries the context of what it re-issues, which may lack what the
-            // author's earlier changes depend on: back to (and with) the first change made on top
-            // of everything before it, every one counts.
-            var index = min(firstLogEntry(in: indexes, endingAtOrAfter: id.seq), indexes.count - 1)
-            while index >= 0 {
-                let change = history[indexes[index]]
-                vector.merge(change.dependencies)
-                guard change.containsReissue else { break }
-                index -= 1
+        vector[id.replica] = id.seq
+        return causalCut(holding: vector)
+    }
+
+    /// The smallest causal cut that holds `version`: what the changes it covers depend on, added
+    /// until nothing is missing. A re-issuing change carries the context of what it re-issues,
+    /// which may lack what its author's earlier changes depend on (after a repair in two steps),
+    /// and a change made on a withdrawn branch names that branch's context: taken alone, a
+    /// context covered changes without what they depend on, and showing the merge threw.
+    func causalCut(holding version: VersionVector) -> VersionVector {
+        var cut = version
+        var grew = true
+        while grew {
+            grew = false
+            for entry in cut.storage {
+                guard let indexes = historyIndex[entry.replica], !indexes.isEmpty else { continue }
+                // Back to (and with) the first change made on top of everything before it.
+                var index = min(firstLogEntry(in: indexes, endingAtOrAfter: entry.seq), indexes.count - 1)
+                while index >= 0 {
+                    let change = history[indexes[index]]
+                    for dependency in change.dependencies.storage where cut[dependency.replica] < dependency.seq {
+                        cut[dependency.replica] = dependency.seq
+                        grew = true
+                    }
+                    guard change.containsReissue || change.startSeq > entry.seq else { break }
+                    index -= 1
+                }
             }
         }
-        vector[id.replica] = id.seq
-        return vector
+        return cut
     }
 
     /// Marks a note's merges as reviewed, on every replica the change reaches: every conflict
