@@ -95,7 +95,7 @@ extension NoteStore {
         notebook.beginBatch()
         // Seqs this replica already re-issued hold the other branch's operations now (applied
         // after that repair): a later repair from lower down must not take them for its own.
-        let ours = Set([own] + Array(madeThrough.keys) + (moved.map { [$0] } ?? []))
+        let ours = Set([own] + Array(madeThrough.keys))
         for (replica, first) in forks.sorted(by: { $0.key < $1.key }) {
             let made = replica == own ? loaded!.notebook.versionVector[own] : madeThrough[replica] ?? 0
             let withdrawn = notebook.reissues.filter { ours.contains($0.by) && $0.original.replica == replica }.map(\.original)

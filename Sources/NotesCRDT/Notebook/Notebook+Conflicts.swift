@@ -582,7 +582,7 @@ extension Notebook {
         return try groups.map { group in
             let versions = [sideVersion(group.first, against: group.second, on: note),
                             sideVersion(group.second, against: group.first, on: note)]
-            let merged = causalCut(holding: versions[0].merging(versions[1]))
+            let merged = versions[0].merging(versions[1])  // (two causal cuts joined are one)
             let sides = try zip([group.first, group.second], versions).map { id, version in
                 NoteConflict.Side(replica: id.replica, version: version, note: try self.note(note, at: version)!)
             }
