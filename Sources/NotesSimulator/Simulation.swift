@@ -878,9 +878,11 @@ public final class Simulation: @unchecked Sendable {
         defer { stopAfter[d] = nil }
         let before: VersionVector
         let waitingBefore: Set<Change>
+        let reissuesBefore: Int
         do {
             before = try device.store.versionVector
             waitingBefore = Set(try device.store.pendingChanges)
+            reissuesBefore = try device.store.notebook.reissues.count
         } catch {
             violation("device \(d): cannot read the version vector: \(error)")
             return
@@ -996,7 +998,8 @@ public final class Simulation: @unchecked Sendable {
                         if let note = op.note { touched.insert(note) }
                     }
                 }
-                try checkAfterStep(device, notes: touched.sorted(), tagsNamed: Self.tagsNamed(changes))
+                try checkAfterStep(device, notes: touched.sorted(), tagsNamed: Self.tagsNamed(changes),
+                                   all: Self.mayHaveWithdrawn(notebook, since: before, reissuesBefore: reissuesBefore))
             } else {
                 try checkAfterStep(device, notes: [])
             }
@@ -1290,6 +1293,7 @@ public final class Simulation: @unchecked Sendable {
         let identity = device.replicaID
         do {
             let before = try device.store.versionVector
+            let reissuesBefore = try device.store.notebook.reissues.count
             var changes = try peer.store.changes(since: before).filter { $0.replica != device.replicaID }
             guard changes.count > 1 else { return }
             for i in stride(from: changes.count - 1, to: 0, by: -1) { changes.swapAt(i, rng.below(i + 1)) }
@@ -1312,7 +1316,8 @@ public final class Simulation: @unchecked Sendable {
             trace.add(elapsed, d, .outOfOrder, Int64(peer.index), Int64(changes.count), Int64(notebook.pendingCount))
             noteStateChange()
             let touched = Set(applied.flatMap { $0.operations.compactMap(\.note) })
-            try checkAfterStep(device, notes: touched.sorted(), tagsNamed: Self.tagsNamed(applied))
+            try checkAfterStep(device, notes: touched.sorted(), tagsNamed: Self.tagsNamed(applied),
+                               all: Self.mayHaveWithdrawn(notebook, since: before, reissuesBefore: reissuesBefore))
         } catch {
             device.notes = nil
             violation("device \(d): changes delivered out of order failed: \(error)")
@@ -1818,6 +1823,13 @@ public final class Simulation: @unchecked Sendable {
                 for problem in try device.store.searchIndexProblems() { violation("device \(device.index): \(problem)") }
             }
         }
+    }
+
+    /// Whether a step may have taken operations out of the device's state (a re-issue it applied
+    /// withdrew a branch it held, and the store rebuilt): the changes since the version before
+    /// name only what was added, so the notes whose text went back are found by comparing all.
+    static func mayHaveWithdrawn(_ notebook: Notebook, since before: VersionVector, reissuesBefore: Int) -> Bool {
+        notebook.reissues.count != reissuesBefore || !before.isCovered(by: notebook.versionVector)
     }
 
     /// The keys of the tags whose name changes write (a store re-materializes every note in them).
