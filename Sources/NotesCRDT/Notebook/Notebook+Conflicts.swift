@@ -623,24 +623,28 @@ extension Notebook {
     /// which may lack what its author's earlier changes depend on (after a repair in two steps),
     /// and a change made on a withdrawn branch names that branch's context: taken alone, a
     /// context covered changes without what they depend on, and showing the merge threw.
+    ///
+    /// - Complexity: O(log entries walked × their dependencies): each entry is taken once, since
+    ///   the cut only grows and an entry walked again adds nothing (a crafted history of many
+    ///   re-issuing changes cannot make it quadratic).
     func causalCut(holding version: VersionVector) -> VersionVector {
         var cut = version
-        var grew = true
-        while grew {
-            grew = false
-            for entry in cut.storage {
-                guard let indexes = historyIndex[entry.replica], !indexes.isEmpty else { continue }
-                // Back to (and with) the first change made on top of everything before it.
-                var index = min(firstLogEntry(in: indexes, endingAtOrAfter: entry.seq), indexes.count - 1)
-                while index >= 0 {
-                    let change = history[indexes[index]]
-                    for dependency in change.dependencies.storage where cut[dependency.replica] < dependency.seq {
-                        cut[dependency.replica] = dependency.seq
-                        grew = true
-                    }
-                    guard change.containsReissue || change.startSeq > entry.seq else { break }
-                    index -= 1
+        var walked: Set<Int> = []
+        var grown = cut.storage.map(\.replica)
+        while let replica = grown.popLast() {
+            guard let indexes = historyIndex[replica], !indexes.isEmpty else { continue }
+            let seq = cut[replica]
+            // Back to (and with) the first change made on top of everything before it; an entry
+            // walked before was walked with a lower seq, which went at least as far back.
+            var index = min(firstLogEntry(in: indexes, endingAtOrAfter: seq), indexes.count - 1)
+            while index >= 0, walked.insert(indexes[index]).inserted {
+                let change = history[indexes[index]]
+                for dependency in change.dependencies.storage where cut[dependency.replica] < dependency.seq {
+                    cut[dependency.replica] = dependency.seq
+                    grown.append(dependency.replica)
                 }
+                guard change.containsReissue || change.startSeq > seq else { break }
+                index -= 1
             }
         }
         return cut
