@@ -402,7 +402,7 @@ extension Notebook {
                 if count >= Notebook.bulkOperations, count * 16 >= text.totalCharacters {
                     // A large batch (a whole history, a replayed log): in list form, the tree built once.
                     text.withBulkList { list in
-                        list.reserve(characters: characters())
+                        list.reserve(characters: characters(), replica: change.replica, seqs: seq, span: change.endSeq - seq + 1)
                         Notebook.applyOperations(operations, from: &index, seq: &seq, of: change, on: note, to: &record, text: &list)
                     }
                 } else {
@@ -446,7 +446,7 @@ extension Notebook {
                 for i in operations.indices {
                     if case .insertText(_, _, let text) = operations[i] { characters += text.count }
                 }
-                list.reserve(characters: characters)
+                list.reserve(characters: characters, replica: change.replica, seqs: change.startSeq, span: change.seqCount)
                 Notebook.applyOperations(operations, from: &index, seq: &seq, of: change, on: note, to: &record, text: &list)
             }
         }

@@ -26,16 +26,6 @@ extension RGAText {
             leaf = tree.leaves[Int(leaf)].next
         }
         if seen.count != tree.leaves.count { return "leaf chain reaches \(seen.count) of \(tree.leaves.count) leaves" }
-        // The ID index's sparse form: spans sorted, disjoint, each naming a run of the list form.
-        if tree.spans.count != tree.agents.count { return "spans for \(tree.spans.count) of \(tree.agents.count) agents" }
-        for (agent, spans) in tree.spans.enumerated() {
-            var end: UInt64 = 0
-            for span in spans {
-                if span.count == 0 || span.seq < end { return "span \(agent)@\(span.seq) empty or out of order" }
-                if span.target > -2 || Int(-2 - span.target) >= tree.leafOfRun.count { return "span \(agent)@\(span.seq) names \(span.target)" }
-                end = span.seq + UInt64(span.count)
-            }
-        }
         if visible != count { return "root counts \(count), leaves hold \(visible)" }
         for (i, inner) in tree.inners.enumerated() {
             var sum = 0

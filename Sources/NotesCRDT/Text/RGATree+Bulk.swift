@@ -8,17 +8,15 @@
 /// items that sort before the new run, from just after its origin), so both give the same
 /// characters, keys, origins and tombstones; only where runs are cut may differ.
 ///
-/// The ID index maps a character to a run here (entry -2 - *r* for run *r*), and the rebuilt tree
-/// resolves such an entry through the leaf of that run (`RGATree.leafOfRun`). An insert's entries
-/// are written once, as one span of the index's sparse form (`RGATree.spans`) when its seqs come
-/// after the agent's last span and no page holds them (the usual case), or else into pages, and
-/// name the insert's first piece; a split of a run makes a new piece without writing any entry, and a
+/// The ID index (`tree.pageTables` / `tree.leafMap`) maps a character to a run here (entry
+/// -2 - *r* for run *r*), and the rebuilt tree resolves such an entry through the leaf of that run
+/// (`RGATree.leafOfRun`). Each entry is written once, when its character is inserted, and names
+/// the insert's first piece; a split of a run makes a new piece without writing any entry, and a
 /// lookup walks from the first piece to the one that holds the character. An insert cut into more
-/// than `maxPieces` pieces gets a table of its pieces in seq order, which a lookup bisects (a split
-/// inserts into it); past `maxTabledPieces` its entries are pointed at its pieces (one write per
-/// character, once), and from then on each split points the entries of its shorter part at it,
-/// so the rewrites stay O(*n* log *n*) in all. Building the tree makes a span per stretch of an
-/// insert's pieces in one leaf.
+/// than `maxPieces` pieces has its entries pointed at its pieces (one write per character, once),
+/// and from then on each split points the entries of its shorter part at it, so a lookup is never
+/// more than `maxPieces` steps and the rewrites stay O(*n* log *n*) in all. Building the tree then
+/// writes only the entries of pieces that end up in another leaf than their insert's first piece.
 struct RGABulkList {
     /// The agents, the arena and the ID index of the text; its nodes are rebuilt by `finish()`.
     fileprivate var tree: RGATree
@@ -36,19 +34,13 @@ struct RGABulkList {
         /// The first piece of the run's insert, while the insert's entries name it; -1 when the
         /// entries of the run's characters name the run itself.
         var firstPiece: Int32
-        /// In a first piece: how many pieces its insert has, or -1 - *t* once they are in
-        /// `pieceTables[t]`.
+        /// In a first piece: how many pieces its insert has.
         var pieces: Int32
     }
 
     /// The most pieces an insert is cut into before its entries are pointed at each piece: the
     /// longest walk a lookup takes.
     static let maxPieces: Int32 = 8
-    /// The most pieces a table holds (a split's insertion moves up to that many entries) before
-    /// the insert's entries are pointed at its pieces.
-    static let maxTabledPieces = 1024
-    /// The pieces of inserts cut into more than `maxPieces`, each in seq order.
-    private var pieceTables: [[Int32]] = []
     private var head: Int32 = -1
     /// Whether the batch's references are checked as it is integrated (see
     /// `RGAText.withCheckedBulkList`), instead of by `Notebook.validate` before.
@@ -85,9 +77,6 @@ struct RGABulkList {
             for run in self.tree.leaves[Int(leaf)].runs { link(run, after: runs.isEmpty ? -1 : Int32(runs.count - 1), firstPiece: -1) }
             leaf = self.tree.leaves[Int(leaf)].next
         }
-        // The spans named the old tree's runs: every run's entries are written again (a page made
-        // meanwhile takes what the spans written so far give it, and is then written over).
-        for agent in self.tree.spans.indices { self.tree.spans[agent] = [] }
         for index in runs.indices { pointIndex(at: Int32(index)) }
         self.tree.leaves = []
         self.tree.inners = []
@@ -143,14 +132,31 @@ struct RGABulkList {
     /// The replica whose agent was asked for last, and its agent (-1: none yet).
     fileprivate var lastAgent: (replica: ReplicaID, agent: Int32) = (ReplicaID(Identifier128(high: 0, low: 0)), -1)
 
-    /// The span found last, (agent, index in its spans): lookups come back to the inserts just
-    /// made and deleted.
-    private var lastSpan: (agent: Int32, index: Int) = (-1, -1)
+    /// The pages made at once for the batch (`reserve`): `agent`'s seqs `from ..< end` have their
+    /// entries in `leafMap` from `start` on, in order, so an entry there is found without a page
+    /// lookup (agent -1: none).
+    private var batchPages: (agent: Int32, from: UInt64, end: UInt64, start: Int) = (-1, 0, 0, 0)
+
+    /// Where the entry of `agent`'s `seq` is in `leafMap` when it is in the batch's pages.
+    @inline(__always)
+    private func batchEntry(agent: Int32, seq: UInt64) -> Int? {
+        guard agent == batchPages.agent, seq >= batchPages.from, seq < batchPages.end else { return nil }
+        return batchPages.start + Int(seq - batchPages.from)
+    }
 
     /// Points the ID index entries of `agent`'s seqs `from ..< to` at run `run`.
     private mutating func assignIndex(agent: Int32, from: UInt64, to: UInt64, run: Int32) {
         let run = -2 - run
-        if from < to, appendSpan(agent: agent, from: from, to: to, target: run) { return }
+        if from < to, let lo = batchEntry(agent: agent, seq: from), to <= batchPages.end {
+            // In the batch's pages: one fill, no page lookup.
+            let count = Int(to - from)
+            tree.leafMap.withUnsafeMutableBufferPointer { map in
+                precondition(lo + count <= map.count, "the batch's pages")
+                // Through the pointer (checked above): a slice's update was not vectorized.
+                (map.baseAddress! + lo).update(repeating: run, count: count)
+            }
+            return
+        }
         var seq = from
         while seq < to {
             let page = seq >> RGATree.pageShift
@@ -180,31 +186,6 @@ struct RGABulkList {
         }
     }
 
-    /// Records `agent`'s seqs `from ..< to` as one span (or the end of the last one) when they
-    /// come after its last span and no page holds any of them; false when they do not.
-    @inline(__always)
-    private mutating func appendSpan(agent: Int32, from: UInt64, to: UInt64, target: Int32) -> Bool {
-        if let last = tree.spans[Int(agent)].last, from < last.seq + UInt64(last.count) { return false }
-        if tree.hasPage(agent: agent, seq: from, to: to) { return false }
-        let count = tree.spans[Int(agent)].count
-        if count > 0 {
-            let last = tree.spans[Int(agent)][count - 1]
-            if last.target == target, last.seq + UInt64(last.count) == from, to - last.seq <= UInt64(UInt32.max) {
-                tree.spans[Int(agent)][count - 1].count = UInt32(to - last.seq)
-                return true
-            }
-        }
-        var length = to - from
-        var seq = from
-        while length > 0 {  // (an insert longer than a span holds: one span per 2^32 - 1 seqs)
-            let part = min(length, UInt64(UInt32.max))
-            tree.spans[Int(agent)].append(RGATree.Span(seq: seq, count: UInt32(part), target: target))
-            seq += part
-            length -= part
-        }
-        return true
-    }
-
     /// Appends `run` to the list after `after` (-1: at the head) and returns its index.
     ///
     /// - Parameter firstPiece: the first piece of the run's insert when its entries name that
@@ -226,44 +207,17 @@ struct RGABulkList {
 
     /// The run holding `(agent, seq)` and the offset in it, or nil when the text does not hold it.
     private mutating func find(agent: Int32, seq: UInt64) -> (run: Int32, offset: Int)? {
-        // The run found or made last first: an edit's origin and deletes are often in it.
-        if lastFound >= 0 {
-            let run = runs[Int(lastFound)]
-            if run.agent == agent, seq &- run.seq < UInt64(run.length) { return (lastFound, Int(seq - run.seq)) }
-        }
-        guard let found = findIndexed(agent: agent, seq: seq) else { return nil }
-        lastFound = found.run
-        return found
-    }
-
-    /// The run found or made last (-1: none); whatever it is cut into later, it still holds what
-    /// it holds.
-    private var lastFound: Int32 = -1
-
-    /// `find` through the ID index.
-    private mutating func findIndexed(agent: Int32, seq: UInt64) -> (run: Int32, offset: Int)? {
         let entry: Int32
-        if !tree.pageTables[Int(agent)].isEmpty,
-           let start = pageStart(agent: agent, page: seq >> RGATree.pageShift, creating: false) {
-            entry = tree.leafMap[Int(start) + Int(seq & UInt64(RGATree.pageSize - 1))]
+        if let at = batchEntry(agent: agent, seq: seq) {
+            entry = tree.leafMap[at]
         } else {
-            let hint = lastSpan.agent == agent ? lastSpan.index : -1
-            guard let span = tree.spanIndex(agent: agent, seq: seq, hint: hint) else { return nil }
-            lastSpan = (agent, span)
-            entry = tree.spans[Int(agent)][span].target
+            guard let start = pageStart(agent: agent, page: seq >> RGATree.pageShift, creating: false) else { return nil }
+            entry = tree.leafMap[Int(start) + Int(seq & UInt64(RGATree.pageSize - 1))]
         }
         guard entry <= -2 else { return nil }
         var index = -2 - entry
-        // An insert's first piece: on to the piece that holds the seq (at most `maxPieces` steps,
-        // or a search of its table).
+        // An insert's first piece: on to the piece that holds the seq (at most `maxPieces` steps).
         if links[Int(index)].firstPiece >= 0 {
-            let pieces = links[Int(index)].pieces
-            if pieces < 0 {
-                let table = Int(-1 - pieces)
-                index = pieceTables[table][tablePosition(table, seq: seq)]
-                guard seq - runs[Int(index)].seq < UInt64(runs[Int(index)].length) else { return nil }
-                return (index, Int(seq - runs[Int(index)].seq))
-            }
             while seq - runs[Int(index)].seq >= UInt64(runs[Int(index)].length) {
                 index = links[Int(index)].nextPiece
                 guard index >= 0 else { return nil }
@@ -284,16 +238,8 @@ struct RGABulkList {
             runs[Int(index)] = first
             let new = link(second, after: index, firstPiece: firstPiece, nextPiece: links[Int(index)].nextPiece)
             links[Int(index)].nextPiece = new
-            let pieces = links[Int(firstPiece)].pieces
-            if pieces >= 0 {
-                links[Int(firstPiece)].pieces = pieces + 1
-                if pieces + 1 > RGABulkList.maxPieces { makePieceTable(from: firstPiece) }
-            } else if pieceTables[Int(-1 - pieces)].count < RGABulkList.maxTabledPieces {
-                let table = Int(-1 - pieces)
-                pieceTables[table].insert(new, at: tablePosition(table, seq: first.seq) + 1)
-            } else {
-                pointPieces(from: firstPiece)
-            }
+            links[Int(firstPiece)].pieces += 1
+            if links[Int(firstPiece)].pieces > RGABulkList.maxPieces { pointPieces(from: firstPiece) }
             return (index, new)
         }
         if first.length <= second.length {
@@ -308,35 +254,8 @@ struct RGABulkList {
         return (index, new)
     }
 
-    /// Where in piece table `table` the last piece that starts at or before `seq` is.
-    private func tablePosition(_ table: Int, seq: UInt64) -> Int {
-        pieceTables[table].withUnsafeBufferPointer { pieces in
-            var low = 0
-            var high = pieces.count
-            while low < high {
-                let mid = (low + high) / 2
-                if runs[Int(pieces[mid])].seq <= seq { low = mid + 1 } else { high = mid }
-            }
-            return max(low - 1, 0)
-        }
-    }
-
-    /// Puts the pieces of the insert whose first piece is `first` in a table of their own.
-    private mutating func makePieceTable(from first: Int32) {
-        var pieces: [Int32] = []
-        pieces.reserveCapacity(Int(links[Int(first)].pieces) * 2)
-        var piece = first
-        while piece >= 0 {
-            pieces.append(piece)
-            piece = links[Int(piece)].nextPiece
-        }
-        links[Int(first)].pieces = -1 - Int32(pieceTables.count)
-        pieceTables.append(pieces)
-    }
-
     /// Points the entries of every piece of the insert whose first piece is `first` at that piece.
     private mutating func pointPieces(from first: Int32) {
-        if links[Int(first)].pieces < 0 { pieceTables[Int(-1 - links[Int(first)].pieces)] = [] }
         var piece = first
         while piece >= 0 {
             let next = links[Int(piece)].nextPiece
@@ -399,7 +318,6 @@ struct RGABulkList {
         let new = link(RGATree.Run(seq: seq, key: key, originSeq: originSeq, content: contentStart, agent: agent,
                                    originAgent: originAgent, length: Int32(length), deleted: false), after: before,
                        firstPiece: RGABulkList.newInsert)
-        lastFound = new
         assignIndex(agent: agent, from: seq, to: seq + UInt64(length), run: new)
         return true
     }
@@ -426,12 +344,20 @@ struct RGABulkList {
     }
 
 
-    /// Makes room for `characters` more characters (see `RGAText.reserve`); their entries in the
-    /// ID index take no room ahead (one span per insert).
-    mutating func reserve(characters: Int) {
-        tree.reserveArena(characters: characters)
+    /// Makes room for `characters` more characters that `replica` inserts with seqs among the
+    /// `seqSpan` from `firstSeq` on (see `RGAText.reserve`). When they fill most of those seqs
+    /// (at most half are other operations), their ID index pages are made at once: one at a time,
+    /// each page cost about five instructions per character it would hold.
+    mutating func reserve(characters: Int, replica: ReplicaID, seqs firstSeq: UInt64, span seqSpan: UInt64) {
+        tree.reserve(characters: characters, seqSpan: seqSpan)
         runs.reserveCapacity(runs.count + characters / 8)
         links.reserveCapacity(runs.count + characters / 8)
+        guard characters > 0, seqSpan > 0, seqSpan <= 2 * UInt64(characters) + UInt64(RGATree.pageSize) else { return }
+        let agent = tree.agent(for: replica)
+        let last = (firstSeq + seqSpan - 1) >> RGATree.pageShift  // (a checked change's seqs are at most 2^53 - 1)
+        if let (first, start) = tree.addPages(agent: agent, from: firstSeq >> RGATree.pageShift, through: last) {
+            batchPages = (agent, first << RGATree.pageShift, (last + 1) << RGATree.pageShift, start)
+        }
     }
 
     /// The tree again: the runs in document order packed into leaves three quarters full, the
@@ -469,49 +395,15 @@ struct RGABulkList {
             if number > 0 { tree.leaves[Int(number) - 1].next = number }
             tree.leaves.append(leaf)
         } while index >= 0
-        // Entries name runs, resolved through `leafOfRun`. A span that names an insert's first
-        // piece becomes one span per stretch of its pieces in one leaf, naming the stretch's first
-        // piece (a lookup then scans that leaf); pages are written only for the pieces of inserts
-        // whose entries a page holds.
-        for agent in tree.spans.indices {
-            var spans: [RGATree.Span] = []
-            spans.reserveCapacity(tree.spans[agent].count)
-            var lastLeaf: Int32 = -1
-            for span in tree.spans[agent] {
-                let first = -2 - span.target
-                guard links[Int(first)].firstPiece == first else {
-                    spans.append(span)
-                    lastLeaf = -1
-                    continue
-                }
-                let end = span.seq + UInt64(span.count)
-                var piece = first
-                while piece >= 0 {
-                    let run = runs[Int(piece)]
-                    let from = max(run.seq, span.seq)
-                    let to = min(run.seq + UInt64(run.length), end)
-                    let leaf = leafOfRun[Int(piece)]
-                    if from < to {
-                        if leaf == lastLeaf, let last = spans.last, last.seq + UInt64(last.count) == from, to - last.seq <= UInt64(UInt32.max) {
-                            spans[spans.count - 1].count = UInt32(to - last.seq)
-                        } else {
-                            spans.append(RGATree.Span(seq: from, count: UInt32(to - from), target: -2 - piece))
-                            lastLeaf = leaf
-                        }
-                    }
-                    piece = links[Int(piece)].nextPiece
-                }
-            }
-            tree.spans[agent] = spans
-        }
+        // Entries name runs, resolved through `leafOfRun`; only the pieces of an insert that are in
+        // another leaf than its first piece (whose leaf its entries give) get theirs written.
         for index in runs.indices where links[index].firstPiece == Int32(index) {
-            // The pieces of an insert whose entries (in a page) name its first piece.
             let leaf = leafOfRun[index]
             var piece = links[index].nextPiece
             while piece >= 0 {
                 let pieceLeaf = leafOfRun[Int(piece)]
-                let run = runs[Int(piece)]
-                if pieceLeaf != leaf, tree.hasPage(agent: run.agent, seq: run.seq, to: run.seq + UInt64(run.length)) {
+                if pieceLeaf != leaf {
+                    let run = runs[Int(piece)]
                     tree.assignIndex(agent: run.agent, from: run.seq, to: run.seq + UInt64(run.length), leaf: pieceLeaf)
                 }
                 piece = links[Int(piece)].nextPiece

@@ -96,16 +96,6 @@ struct RGATree: Sendable {
         var start: Int32
     }
 
-    /// A span of the ID index's sparse form: `count` seqs of one agent from `seq` on whose entry
-    /// is `target` (as a `leafMap` entry). A merge's list form writes one per insert, not one
-    /// entry per character: the pages it took were most of a first merge's fresh memory
-    /// (Docs/Performance.md). Where an agent has a page, the page is what counts.
-    struct Span {
-        var seq: UInt64
-        var count: UInt32
-        var target: Int32
-    }
-
     struct Position {
         var leaf: Int32
         var run: Int
@@ -128,9 +118,6 @@ struct RGATree: Sendable {
     var rootIsLeaf = true
     /// Per agent, its pages of the ID index sorted by page number.
     var pageTables: [[PageEntry]] = []
-    /// Per agent, the sparse form of the ID index for the seqs it has no page for: spans sorted
-    /// by seq, disjoint. A page is made from them (`addPage`) when an entry in it must change.
-    var spans: [[Span]] = []
     /// The pages' contents: leaf numbers; -1 where no character of this text has that identity;
     /// -2 - *r* for a character of the list form's run *r* (see `RGABulkList`), whose leaf is
     /// `leafOfRun[r]`.
@@ -155,15 +142,10 @@ struct RGATree: Sendable {
     /// Makes room in the arena and the ID index for `characters` more characters whose identities
     /// span `seqSpan` sequence numbers of one replica.
     mutating func reserve(characters: Int, seqSpan: UInt64) {
-        reserveArena(characters: characters)
-        let pages = Int(min(seqSpan, UInt64(Int32.max)) >> RGATree.pageShift) + 2
-        leafMap.reserveCapacity(leafMap.count + pages * RGATree.pageSize)
-    }
-
-    /// Makes room in the arena for `characters` more characters.
-    mutating func reserveArena(characters: Int) {
         // (Not into an empty arena: the list form may take the decoded text as it is.)
         if !arena.isEmpty { arena.reserveCapacity(arena.count + characters) }
+        let pages = Int(min(seqSpan, UInt64(Int32.max)) >> RGATree.pageShift) + 2
+        leafMap.reserveCapacity(leafMap.count + pages * RGATree.pageSize)
     }
 
     /// Appends inserted scalars to the arena: copied in bulk when they lie in one buffer (a
@@ -205,7 +187,6 @@ struct RGATree: Sendable {
             agentIndex[replica] = new
         }
         pageTables.append([])
-        spans.append([])
         return new
     }
 
@@ -266,70 +247,15 @@ struct RGATree: Sendable {
         }
     }
 
-    /// Whether `agent` has a page of the ID index for any of the seqs `seq ..< to`.
-    @inline(__always)
-    func hasPage(agent: Int32, seq: UInt64, to: UInt64) -> Bool {
-        guard !pageTables[Int(agent)].isEmpty, seq < to else { return false }
-        let (slot, found) = pageSlot(agent: agent, page: seq >> RGATree.pageShift)
-        return found || pageTables[Int(agent)].withUnsafeBufferPointer { slot < $0.count && $0[slot].page <= (to - 1) >> RGATree.pageShift }
-    }
-
     /// The leaf that holds the character `(agent, seq)`, from the ID index.
     ///
     /// - Complexity: O(log *p*), *p* the number of index pages of that agent.
     func leafHolding(agent: Int32, seq: UInt64) -> Int32? {
         let (slot, found) = pageSlot(agent: agent, page: seq >> RGATree.pageShift)
-        let entry: Int32
-        if found {
-            entry = leafMap[Int(pageTables[Int(agent)][slot].start) + Int(seq & UInt64(RGATree.pageSize - 1))]
-        } else {
-            guard let span = spanIndex(agent: agent, seq: seq) else { return nil }
-            entry = spans[Int(agent)][span].target
-        }
+        guard found else { return nil }
+        let entry = leafMap[Int(pageTables[Int(agent)][slot].start) + Int(seq & UInt64(RGATree.pageSize - 1))]
         if entry >= 0 { return entry }
         return entry == -1 ? nil : leafOfRun[Int(-2 - entry)]
-    }
-
-    /// Where the span holding `agent`'s `seq` is in `spans[agent]`, or nil (then the seq has no
-    /// entry in the sparse form).
-    ///
-    /// - Parameter hint: a span to try first, and the one after it.
-    @inline(__always)
-    func spanIndex(agent: Int32, seq: UInt64, hint: Int = -1) -> Int? {
-        spans[Int(agent)].withUnsafeBufferPointer { table in
-            guard let last = table.last else { return nil }
-            @inline(__always) func holds(_ i: Int) -> Bool { seq &- table[i].seq < UInt64(table[i].count) }
-            if holds(table.count - 1) { return table.count - 1 }
-            if seq >= last.seq { return nil }
-            // The last span that starts at or before `seq`: galloped to from the hint (lookups
-            // come back near the last one), then bisected.
-            var low = 0
-            var high = table.count
-            if hint >= 0, hint < table.count {
-                if holds(hint) { return hint }
-                var step = 1
-                if table[hint].seq < seq {
-                    low = hint + 1
-                    while hint + step < table.count {
-                        if table[hint + step].seq > seq { high = hint + step; break }
-                        low = hint + step + 1
-                        step *= 2
-                    }
-                } else {
-                    high = hint
-                    while hint - step >= 0 {
-                        if table[hint - step].seq <= seq { low = hint - step + 1; break }
-                        high = hint - step
-                        step *= 2
-                    }
-                }
-            }
-            while low < high {
-                let mid = (low + high) / 2
-                if table[mid].seq <= seq { low = mid + 1 } else { high = mid }
-            }
-            return low > 0 && holds(low - 1) ? low - 1 : nil
-        }
     }
 
     /// The position of the character `(agent, seq)`, or nil when it is not in the text.
@@ -796,7 +722,6 @@ struct RGATree: Sendable {
         }
         let start = Int32(leafMapUsed)
         leafMapUsed += RGATree.pageSize
-        fillFromSpans(agent: agent, page: page, start: Int(start))
         // New pages mostly come last (seqs grow): an append, not the general insertion.
         if slot == pageTables[Int(agent)].count {
             pageTables[Int(agent)].append(PageEntry(page: page, start: start))
@@ -806,30 +731,35 @@ struct RGATree: Sendable {
         return start
     }
 
-    /// Writes into the new page at `start` of `leafMap` the entries the spans give its seqs (the
-    /// page then stands for them).
-    private mutating func fillFromSpans(agent: Int32, page: UInt64, start: Int) {
-        guard !spans[Int(agent)].isEmpty else { return }
-        let from = page << RGATree.pageShift
-        let to = from + UInt64(RGATree.pageSize)
-        spans[Int(agent)].withUnsafeBufferPointer { table in
-            // The first span that ends after `from`.
-            var low = 0
-            var high = table.count
-            while low < high {
-                let mid = (low + high) / 2
-                if table[mid].seq + UInt64(table[mid].count) <= from { low = mid + 1 } else { high = mid }
+    /// Allocates, empty, the ID index pages `first ... last` of `agent` that come after its last
+    /// page (the pages of a large batch's new characters, made at once instead of one by one).
+    ///
+    /// - Returns: the first page made and where it starts in `leafMap` (the others follow it
+    ///   there, in order), or nil when none was made.
+    @discardableResult
+    mutating func addPages(agent: Int32, from first: UInt64, through last: UInt64) -> (page: UInt64, start: Int)? {
+        var first = first
+        if let end = pageTables[Int(agent)].last?.page { first = max(first, end + 1) }
+        guard first <= last else { return nil }
+        let count = Int(last - first + 1)
+        let used = leafMapUsed + count << RGATree.pageShift
+        precondition(used <= Int(Int32.max), "an ID index past 2^31 entries")
+        if used > leafMap.count { leafMap.append(contentsOf: repeatElement(-1, count: used - leafMap.count)) }
+        let start = leafMapUsed
+        // Filled in a buffer, then appended in one copy (an append each checks the table's uniqueness).
+        let pages = [PageEntry](unsafeUninitializedCapacity: count) { buffer, initialized in
+            for k in 0 ..< count {
+                (buffer.baseAddress! + k).initialize(to: PageEntry(page: first + UInt64(k), start: Int32(truncatingIfNeeded: start + k << RGATree.pageShift)))
             }
-            leafMap.withUnsafeMutableBufferPointer { map in
-                var i = low
-                while i < table.count, table[i].seq < to {
-                    let lo = max(table[i].seq, from)
-                    let hi = min(table[i].seq + UInt64(table[i].count), to)
-                    for seq in lo ..< hi { map[start + Int(seq - from)] = table[i].target }
-                    i += 1
-                }
-            }
+            initialized = count
         }
+        if pageTables[Int(agent)].isEmpty {
+            pageTables[Int(agent)] = pages  // (appending copied them an element at a time)
+        } else {
+            pageTables[Int(agent)].append(contentsOf: pages)
+        }
+        leafMapUsed = used
+        return (first, start)
     }
 
     private mutating func recountLeaf(_ leaf: Int32) {
