@@ -990,6 +990,9 @@ public final class Simulation: @unchecked Sendable {
             let peers = try device.store.peers()
             if let problem = Self.peerRecordShrank(from: device.peerRecords, to: peers) { violation("device \(d): \(problem)") }
             device.peerRecords = Dictionary(peers.map { ($0.replica, $0.versionVector) }, uniquingKeysWith: { $1 })
+            // (A re-issue can withdraw seqs that the branch kept fills again in the same sync: the
+            // version then ends where it began.)
+            let withdrew = Self.mayHaveWithdrawn(notebook, since: before, reissuesBefore: reissuesBefore)
             if notebook.versionVector != before {
                 noteStateChange()
                 var touched: Set<NoteID> = []
@@ -998,10 +1001,9 @@ public final class Simulation: @unchecked Sendable {
                         if let note = op.note { touched.insert(note) }
                     }
                 }
-                try checkAfterStep(device, notes: touched.sorted(), tagsNamed: Self.tagsNamed(changes),
-                                   all: Self.mayHaveWithdrawn(notebook, since: before, reissuesBefore: reissuesBefore))
+                try checkAfterStep(device, notes: touched.sorted(), tagsNamed: Self.tagsNamed(changes), all: withdrew)
             } else {
-                try checkAfterStep(device, notes: [])
+                try checkAfterStep(device, notes: [], all: withdrew)
             }
         } catch {
             device.notes = nil
