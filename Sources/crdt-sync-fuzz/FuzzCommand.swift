@@ -33,7 +33,7 @@ struct FuzzCommand: ParsableCommand {
     @Option(help: "How many cases.") var cases: UInt64 = 100_000
     @Option(help: "The run's seed (case i gets a seed derived from it and i).") var seed: UInt64 = 1
     @Option(help: "Worker processes (default: the number of cores).") var workers: Int?
-    @Option(help: "Seconds a case may take before it counts as a hang.") var timeout: Double = 10
+    @Option(help: "CPU seconds a case may take before it counts as a hang (or six times as many seconds of wall time, blocked).") var timeout: Double = 10
     @Option(help: "Cases per worker assignment.") var chunk: UInt64 = 5000
     @Option(name: .customLong("case"), help: ArgumentHelp("Run one case, by its seed, in this process.", valueName: "SEED"))
     var caseSeed: UInt64?

@@ -43,7 +43,7 @@ final class Runner: @unchecked Sendable {
     func run() throws {
         let workers = command.workers ?? ProcessInfo.processInfo.activeProcessorCount
         let started = Date()
-        FileHandle.standardError.write(Data("crdt-sync-fuzz: \(command.cases) cases from seed \(command.seed), \(workers) workers, \(command.timeout) s per case\n".utf8))
+        FileHandle.standardError.write(Data("crdt-sync-fuzz: \(command.cases) cases from seed \(command.seed), \(workers) workers, \(command.timeout) s of CPU time per case\n".utf8))
         let group = DispatchGroup()
         for _ in 0 ..< workers {
             group.enter()
@@ -96,12 +96,16 @@ final class Runner: @unchecked Sendable {
         var current: UInt64?  // the case started and not finished
         var next = range.lowerBound
         var chunk = [UInt8](repeating: 0, count: 1 << 16)
-        let timeoutMilliseconds = Int32(min(command.timeout * 1000, Double(Int32.max)))
+        // A case hangs when it spends the timeout in CPU time, or six times it in wall time
+        // (blocked): wall time alone counted a worker starved by other load as hanging.
+        let pollMilliseconds = Int32(min(max(command.timeout * 1000 / 4, 1), 1000))
+        let clock = CaseClock(pid: process.processIdentifier)
         while true {
             var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-            let ready = poll(&poller, 1, timeoutMilliseconds)
+            let ready = poll(&poller, 1, pollMilliseconds)
             if ready == 0 {
-                // No word from the worker within the timeout: the case it is on hangs.
+                guard clock.overLimit(cpu: command.timeout, wall: command.timeout * 6) else { continue }
+                // The case it is on hangs.
                 kill(process.processIdentifier, SIGKILL)
                 process.waitUntilExit()
                 let index = current ?? next
@@ -111,6 +115,7 @@ final class Runner: @unchecked Sendable {
             if ready < 0 { if errno == EINTR { continue } else { break } }
             let count = read(fd, &chunk, chunk.count)
             if count <= 0 { break }
+            clock.restart()
             buffer.append(contentsOf: chunk[0 ..< count])
             while let newline = buffer.firstIndex(of: UInt8(ascii: "\n")) {
                 let line = String(decoding: buffer[0 ..< newline], as: UTF8.self)
@@ -208,7 +213,7 @@ final class Runner: @unchecked Sendable {
         let rejectedTotal = rejected.values.reduce(0, +)
         var out = "crdt-sync-fuzz: \(done) cases from seed \(command.seed) in \(String(format: "%.0f", seconds)) s (\(String(format: "%.0f", Double(done) / max(seconds, 0.001))) cases/s)\n"
         out += "  crashes:  \(crashes.count)\n"
-        out += "  hangs:    \(hangs.count) (over \(command.timeout) s)\n"
+        out += "  hangs:    \(hangs.count) (over \(command.timeout) s of CPU time, or \(command.timeout * 6) s of wall time)\n"
         out += "  failures: \(failures.count) (a store that threw, digests that differ, no round trip)\n"
         out += "  rejected: \(rejectedTotal) (" + rejected.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ") + ")\n"
         out += "  accepted: \(accepted) (\(acceptedWithQuarantine) of them with a quarantined change)\n"
@@ -226,5 +231,41 @@ final class Runner: @unchecked Sendable {
         for hang in hangs.prefix(20) { out += "  hang: case \(hang.index): replay with --case \(hang.seed)\n" }
         for failure in failures.prefix(20) { out += "  failure: \(failure)\n" }
         print(out, terminator: "")
+    }
+}
+
+/// The time a worker has spent since it last said something: CPU time from `/proc` (where
+/// there is none, the wall time stands for it) and wall time.
+final class CaseClock {
+    let pid: Int32
+    var cpuAtStart: Double?
+    var wallAtStart = Date()
+
+    init(pid: Int32) {
+        self.pid = pid
+        restart()
+    }
+
+    func restart() {
+        cpuAtStart = CaseClock.cpuSeconds(pid)
+        wallAtStart = Date()
+    }
+
+    func overLimit(cpu limit: Double, wall wallLimit: Double) -> Bool {
+        let wall = Date().timeIntervalSince(wallAtStart)
+        guard let start = cpuAtStart, let now = CaseClock.cpuSeconds(pid) else { return wall > limit }
+        return now - start > limit || wall > wallLimit
+    }
+
+    /// User plus system CPU seconds of a process (fields 14 and 15 of `/proc/PID/stat`, after
+    /// the command name, which may hold spaces and parentheses).
+    static func cpuSeconds(_ pid: Int32) -> Double? {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+              let close = text.lastIndex(of: ")") else { return nil }
+        let fields = text[text.index(after: close)...].split(separator: " ")
+        // fields[0] is the state (field 3), so field n is fields[n - 3].
+        guard fields.count > 12, let user = Double(fields[11]), let system = Double(fields[12]) else { return nil }
+        let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
+        return ticks > 0 ? (user + system) / ticks : nil
     }
 }
