@@ -41,7 +41,7 @@ extension NoteStore {
     func deletedNotes(tag: String?, includeBody: Bool, limit: Int?) throws -> [StoredNote] {
         guard tag == nil else { throw StoreError(.invalidArgument, "deleted notes are not listed by tag") }
         var notes = try read("cannot list the deleted notes") { db -> [StoredNote] in
-            var sql = "SELECT id, title, created_at, updated_at, deleted_at, body_length, preview FROM deleted_notes ORDER BY deleted_at DESC, id"
+            var sql = "SELECT id, CAST(title AS BLOB), created_at, updated_at, deleted_at, body_length, CAST(preview AS BLOB) FROM deleted_notes ORDER BY deleted_at DESC, id"
             var arguments: StatementArguments = []
             if let limit {
                 sql += " LIMIT ?"
@@ -50,7 +50,7 @@ extension NoteStore {
             return try Row.fetchAll(db, sql: sql, arguments: arguments).map { row in
                 let hex = try row.stored(0, as: String.self)
                 guard let id = NoteID(hex: hex) else { throw StoreError(.corrupt, "a deleted note has a bad id \(hex)") }
-                return StoredNote(id: id, title: try row.stored(1), body: nil, preview: try row.stored(6), bodyLength: try row.stored(5),
+                return StoredNote(id: id, title: try row.storedText(1), body: nil, preview: try row.storedText(6), bodyLength: try row.stored(5),
                                   pinned: false, archived: false, color: nil, state: .deleted, tags: [],
                                   createdAt: try row.storedUnsigned(2), updatedAt: try row.storedUnsigned(3),
                                   deletedAt: try row.storedUnsigned(4))

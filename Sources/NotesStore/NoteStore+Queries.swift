@@ -118,7 +118,16 @@ public struct StoreStatus: Hashable, Sendable {
 
 extension NoteStore {
     /// The columns `storedNote(_:body:)` reads, in this order.
-    static let noteColumns = "id, title, pinned, archived, color, state, tags, created_at, updated_at, body_length, preview, conflicted, restored, changed_here_at"
+    static let noteColumns = noteColumns(of: "notes")
+
+    /// `noteColumns` of `table` (qualified, for a query that joins it). The text a person wrote
+    /// is selected as a BLOB, so that a U+0000 in it does not cut it short (`storedText`).
+    static func noteColumns(of table: String) -> String {
+        ["id", "title*", "pinned", "archived", "color*", "state", "tags*", "created_at", "updated_at", "body_length", "preview*",
+         "conflicted", "restored", "changed_here_at"].map {
+            $0.hasSuffix("*") ? "CAST(\(table).\($0.dropLast()) AS BLOB)" : "\(table).\($0)"
+        }.joined(separator: ", ")
+    }
 
     /// How far after this device saw a change a note's shown update time may be (the clock's
     /// default drift bound); the listing index (migration v5) spells the same number.
@@ -132,10 +141,10 @@ extension NoteStore {
     static func storedNote(_ row: Row, body: String? = nil) throws -> StoredNote {
         let hex = try row.stored(0, as: String.self)
         guard let id = NoteID(hex: hex) else { throw StoreError(.corrupt, "a materialized note has a bad id \(hex)") }
-        let tags = try row.stored(6, as: String.self)
+        let tags = try row.storedText(6)
         return StoredNote(
-            id: id, title: try row.stored(1), body: body, preview: try row.stored(10), bodyLength: try row.stored(9),
-            pinned: try row.stored(2), archived: try row.stored(3), color: try row.stored(4),
+            id: id, title: try row.storedText(1), body: body, preview: try row.storedText(10), bodyLength: try row.stored(9),
+            pinned: try row.stored(2), archived: try row.stored(3), color: try row.storedOptionalText(4),
             state: NoteLifecycle(rawValue: try row.stored(5)) ?? .active,
             tags: tags.isEmpty ? [] : tags.split(separator: "\u{1F}", omittingEmptySubsequences: false).map(String.init),
             createdAt: try row.storedUnsigned(7), updatedAt: try row.storedUnsigned(8),
@@ -339,7 +348,7 @@ extension NoteStore {
         let joins = terms.indices.dropFirst().map { "JOIN t\($0) ON t\($0).note = t0.note" }.joined(separator: " ")
         let sql = """
             WITH \(ctes.joined(separator: ",\n"))
-            SELECT \(NoteStore.noteColumns.split(separator: ",").map { "notes." + $0.trimmingCharacters(in: .whitespaces) }.joined(separator: ", ")),
+            SELECT \(NoteStore.noteColumns),
                 \(rank) AS rank
             FROM t0 \(joins) JOIN notes ON notes.id = t0.note
             WHERE notes.state = 'active'

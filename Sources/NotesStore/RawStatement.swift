@@ -114,12 +114,13 @@ extension Statement {
     }
 }
 
-/// Reading a column of the current row of a statement run by `Statement.forEachRow`, as GRDB
-/// reads it (text up to its first NUL, as `String(cString:)`).
+/// Reading a column of the current row of a statement run by `Statement.forEachRow`.
 enum SQLColumn {
+    /// The whole text, by its byte count: a note's text may hold U+0000 (from any device), where
+    /// `String(cString:)`, which GRDB's `String` reads with, stops.
     static func text(_ handle: OpaquePointer, _ index: Int32) -> String {
         guard let text = sqlite3_column_text(handle, index) else { return "" }
-        return String(cString: text)
+        return String(decoding: UnsafeBufferPointer(start: text, count: Int(sqlite3_column_bytes(handle, index))), as: UTF8.self)
     }
 
     static func optionalText(_ handle: OpaquePointer, _ index: Int32) -> String? {

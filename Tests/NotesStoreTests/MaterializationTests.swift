@@ -26,7 +26,7 @@ struct MaterializationTests {
                 }
             }
             return Tables(
-                notes: try strings("SELECT \(NoteStore.noteColumns.replacingOccurrences(of: ", changed_here_at", with: "")) FROM notes ORDER BY id"),
+                notes: try strings("SELECT \(NoteStore.noteColumns.replacingOccurrences(of: ", notes.changed_here_at", with: "")) FROM notes ORDER BY id"),
                 tags: try strings("SELECT tag, note FROM note_tags ORDER BY tag, note"),
                 text: try strings("SELECT note, ord >= 0, title, body FROM note_text ORDER BY note, ord"),
                 deleted: try strings("SELECT * FROM deleted_notes ORDER BY id"))

@@ -12,6 +12,22 @@ extension Row {
         do { return try decode(Value.self, forColumn: column) } catch { throw StoreError.wrongType(error) }
     }
 
+    /// A note's text selected as a BLOB (`CAST(column AS BLOB)`), read whole: text from other
+    /// devices may hold U+0000, where GRDB's `String`, read through `String(cString:)`, stops.
+    func storedText(_ index: Int) throws -> String {
+        let value: DatabaseValue = self[index]
+        switch value.storage {
+        case .blob(let data): return String(decoding: data, as: UTF8.self)
+        case .string(let string): return string
+        default: return try stored(index, as: String.self)  // (throws: a NULL or a number is corrupt)
+        }
+    }
+
+    /// `storedText(_:)` for a column that may be NULL.
+    func storedOptionalText(_ index: Int) throws -> String? {
+        (self[index] as DatabaseValue).isNull ? nil : try storedText(index)
+    }
+
     /// A column that holds a time, a seq or a count: a negative value is as corrupt as text.
     func storedUnsigned(_ index: Int) throws -> UInt64 {
         try NoteStore.unsigned(try stored(index, as: Int64.self), what: columnName(index))
