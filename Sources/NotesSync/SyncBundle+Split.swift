@@ -9,9 +9,10 @@ extension SyncBundle {
     /// within the limits), and halved until it passes.
     ///
     /// A change too large for one bundle is cut between its operations into consecutive changes
-    /// (what it was joined from, as far as a reader can tell).
+    /// (what it was joined from, as far as a reader can tell), and a single operation of many seqs
+    /// inside it.
     ///
-    /// - Throws: `SyncError` `.tooLarge` when one operation alone is larger than a bundle may hold.
+    /// - Throws: `SyncError` `.tooLarge` when one seq alone is larger than a bundle may hold.
     public static func pieces(sender: ReplicaID, senderVersion: VersionVector, changes: [Change],
                               maxChanges: Int = SyncBundle.changeLimits.maxChanges / 2) throws -> [SyncBundle] {
         var result: [SyncBundle] = []
@@ -86,9 +87,14 @@ extension SyncBundle {
 extension Change {
     /// The change cut in two between its operations, at the middle: the first half, then the
     /// rest as the change that directly follows it (next seqs, next timestamps, same
-    /// dependencies); nil for a change of one operation.
+    /// dependencies). A change of one operation that covers several seqs (an insert of a long
+    /// text, which a log joins from typing or takes whole from a paste, or a run of deletes) is
+    /// cut at its middle seq, as `changes(since:)` cuts one; nil for a change of one seq.
     func halved() -> (Change, Change)? {
-        guard operations.count > 1 else { return nil }
+        guard operations.count > 1 else {
+            guard seqCount > 1, let tail = suffix(from: startSeq + seqCount / 2) else { return nil }
+            return (prefix(through: startSeq + seqCount / 2 - 1), tail)
+        }
         let middle = operations.count / 2
         let head = Change(replica: replica, startSeq: startSeq, timestamp: timestamp, dependencies: dependencies,
                           operations: Array(operations[..<middle]))

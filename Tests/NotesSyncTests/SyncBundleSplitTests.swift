@@ -32,6 +32,26 @@ struct SyncBundleSplitTests {
         #expect(b.digest() == a.digest())
     }
 
+    /// One insert past what a bundle may hold (a note typed or pasted past four million
+    /// characters: the log joins typing into one insert) is cut at its seqs. It was refused, and
+    /// from then on every full export and every sync to a new folder failed, on every replica
+    /// that held it.
+    @Test func anInsertTooLargeForABundleIsCutAtItsSeqs() throws {
+        var a = Notebook(replicaID: ReplicaID(Identifier128(high: 11, low: 11)), wallClock: FixedWallClock(1_700_000_000_000))
+        let body = String(repeating: "ab\u{0}", count: SyncBundle.changeLimits.maxScalars / 3 + 1000)
+        let (note, _) = a.createNote(title: "big", body: body)
+        let changes = a.changes(since: VersionVector())
+        let whole = SyncBundle(sender: a.replicaID, senderVersion: a.versionVector, changes: changes)
+        #expect(throws: SyncError.self) { _ = try SyncBundle.decode(whole.encoded()) }
+        let pieces = try SyncBundle.pieces(sender: a.replicaID, senderVersion: a.versionVector, changes: changes)
+        #expect(pieces.count >= 2)
+        var b = Notebook(replicaID: ReplicaID(Identifier128(high: 12, low: 12)), wallClock: FixedWallClock(1_700_000_000_000))
+        for piece in pieces { b.apply(contentsOf: try SyncBundle.decode(piece.encoded()).changes) }
+        #expect(b.versionVector == a.versionVector)
+        #expect(b.body(of: note)?.string == body)
+        #expect(b.digest() == a.digest())
+    }
+
     @Test func aHistoryPastTheChangeLimitIsWrittenInPiecesThatEachDecode() throws {
         var a = Notebook(replicaID: ReplicaID(Identifier128(high: 7, low: 7)), wallClock: SteppingClock())
         let (note, _) = a.createNote(title: "t")
