@@ -207,8 +207,40 @@ enum FileSystemPaths {
 
 /// Writes a file of the machine's file system atomically (see `FileSystem.writeAtomically`).
 package enum AtomicFile {
-    /// Writes `bytes` to `path`: a temporary file, fsync, rename, fsync of the folder.
+    /// Writes `bytes` to `path`: a temporary file, fsync, rename, fsync of the folder. A path
+    /// that names something other than a regular file is refused: the rename would put a file in
+    /// place of a device (`/dev/null`, run as root), a FIFO or a folder. A symbolic link is
+    /// written through, to the regular file it names, as a shell's `>` would.
     package static func write(_ bytes: [UInt8], toPath path: String) throws {
-        try LocalFileSystem().writeAtomically(bytes, to: path)
+        try LocalFileSystem().writeAtomically(bytes, to: try writablePath(path))
+    }
+
+    /// The path to rename the written file to: `path`, or where its symbolic links lead.
+    static func writablePath(_ path: String) throws -> String {
+        var info = stat()
+        guard lstat(path, &info) == 0 else {
+            if errno == ENOENT { return path }
+            throw LocalFileSystem.failure(path, "cannot read what is there")
+        }
+        var target = path
+        if info.st_mode & S_IFMT == S_IFLNK {
+            guard stat(path, &info) == 0, let resolved = realpath(path, nil) else {
+                throw SyncError(.io, "\(path) is a symbolic link to nothing that can be written; give the path of a file")
+            }
+            target = String(cString: resolved)
+            free(resolved)
+        }
+        let kind: String? = switch info.st_mode & S_IFMT {
+        case S_IFREG: nil
+        case S_IFDIR: "a folder"
+        case S_IFCHR, S_IFBLK: "a device"
+        case S_IFIFO: "a FIFO"
+        case S_IFSOCK: "a socket"
+        default: "not a regular file"
+        }
+        if let kind {
+            throw SyncError(.io, "\(path) is \(kind), left as it is: give the path of a file to write")
+        }
+        return target
     }
 }

@@ -138,6 +138,36 @@ struct SyncCommandTests {
         #expect(try cli.noteJSON("c", id)["body"] as? String == "day 1, day 2, day 3")
     }
 
+    /// `export --out` at a FIFO, a device or a folder is refused and leaves it as it was (the
+    /// rename put a regular file in place of `/dev/null` when run as root); a symbolic link is
+    /// written through to its file, as a shell's `>` would.
+    @Test func exportRefusesWhatIsNotAFileAndWritesThroughALink() throws {
+        let cli = try SyncCLI()
+        defer { try? FileManager.default.removeItem(at: cli.folder) }
+        _ = try cli.ok(["init", "--db", cli.db("a")])
+        _ = try cli.ok(["new", "--db", cli.db("a"), "--title", "t"])
+        let fifo = cli.folder.appendingPathComponent("fifo").path
+        #expect(mkfifo(fifo, 0o644) == 0)
+        let folder = cli.folder.appendingPathComponent("sub").path
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: false)
+        for (path, kind) in [(fifo, "a FIFO"), (folder, "a folder"), ("/dev/null", "a device")] {
+            let result = try cli.run(["export", "--db", cli.db("a"), "--out", path])
+            #expect(result.status != 0 && result.err.contains("is \(kind), left as it is"), "\(path): \(result.err)")
+        }
+        var info = stat()
+        #expect(lstat(fifo, &info) == 0 && info.st_mode & S_IFMT == S_IFIFO)
+        #expect(lstat("/dev/null", &info) == 0 && info.st_mode & S_IFMT == S_IFCHR)
+        let target = cli.folder.appendingPathComponent("target.bundle").path
+        try Data("old".utf8).write(to: URL(fileURLWithPath: target))
+        let link = cli.folder.appendingPathComponent("link.bundle").path
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: target)
+        _ = try cli.ok(["export", "--db", cli.db("a"), "--out", link])
+        #expect(lstat(link, &info) == 0 && info.st_mode & S_IFMT == S_IFLNK)
+        _ = try cli.ok(["init", "--db", cli.db("b")])
+        _ = try cli.ok(["import", "--db", cli.db("b"), target])
+        #expect(try cli.digest("a") == cli.digest("b"))
+    }
+
     /// A damaged bundle is named, exits non-zero, and leaves the database exactly as it was.
     @Test(arguments: ["flip", "truncate", "magic", "version", "empty"])
     func badBundleLeavesTheDatabaseUnchanged(damage: String) throws {
