@@ -83,18 +83,31 @@ struct HostileMarkdownTests {
 /// What a folder given to `import --markdown` may hold besides files: each is refused by name,
 /// at once, with nothing imported.
 struct HostileMarkdownFolderTests {
-    /// A link named `.md` to a file larger than a note may hold: its own size (the link's) passed
-    /// the check before reading, and the whole target was read and imported.
-    @Test func aLinkToAHugeFileIsRefusedUnread() throws {
+    /// A file larger than a note may hold is refused from its size, unread.
+    @Test func aHugeFileIsRefusedUnread() throws {
+        let folder = TemporaryFolder()
+        FileManager.default.createFile(atPath: folder.file("a.md"), contents: Data(repeating: 0x61, count: MarkdownNotes.maxFileBytes + 1))
+        let store = try NoteStore.openInMemory()
+        #expect { _ = try store.importMarkdown(from: folder.path) } throws: { "\($0)".contains("a.md: \(MarkdownNotes.maxFileBytes + 1) bytes, more than a note may hold") }
+        #expect(try store.list().isEmpty)
+    }
+
+    /// A link named `.md` is not followed, whatever it names: a link to `/etc/passwd` or a key
+    /// in a shared or cloned folder became a note that synced to every device (and a link to a
+    /// huge file passed the size check with its own size). A subfolder named `.md` is skipped,
+    /// as every subfolder is (it stopped the whole import).
+    @Test func aLinkIsRefusedAndASubfolderSkipped() throws {
         let folder = TemporaryFolder()
         let notes = folder.file("notes")
-        try FileManager.default.createDirectory(atPath: notes, withIntermediateDirectories: true)
-        let huge = folder.file("huge.txt")
-        FileManager.default.createFile(atPath: huge, contents: Data(repeating: 0x61, count: MarkdownNotes.maxFileBytes + 1))
-        try FileManager.default.createSymbolicLink(atPath: notes + "/a.md", withDestinationPath: huge)
+        try FileManager.default.createDirectory(atPath: notes + "/sub.md", withIntermediateDirectories: true)
+        try Data("kept".utf8).write(to: URL(fileURLWithPath: notes + "/a.md"))
         let store = try NoteStore.openInMemory()
-        #expect { _ = try store.importMarkdown(from: notes) } throws: { "\($0)".contains("a.md: \(MarkdownNotes.maxFileBytes + 1) bytes, more than a note may hold") }
-        #expect(try store.list().isEmpty)
+        #expect(try store.importMarkdown(from: notes).created == 1)
+        let secret = folder.file("secret.txt")
+        try Data("private".utf8).write(to: URL(fileURLWithPath: secret))
+        try FileManager.default.createSymbolicLink(atPath: notes + "/b.md", withDestinationPath: secret)
+        #expect { _ = try store.importMarkdown(from: notes) } throws: { "\($0)".contains("b.md: a symbolic link, which import does not follow") }
+        #expect(try store.list(includeBody: true).map(\.body) == ["kept"])
     }
 
     /// A FIFO named `.md` (the import waited for a writer forever) and a link to `/dev/zero`
@@ -106,7 +119,7 @@ struct HostileMarkdownFolderTests {
         #expect { _ = try store.importMarkdown(from: folder.path) } throws: { "\($0)".contains("a.md: not a regular file") }
         try FileManager.default.removeItem(atPath: folder.file("a.md"))
         try FileManager.default.createSymbolicLink(atPath: folder.file("b.md"), withDestinationPath: "/dev/zero")
-        #expect { _ = try store.importMarkdown(from: folder.path) } throws: { "\($0)".contains("b.md: not a regular file") }
+        #expect { _ = try store.importMarkdown(from: folder.path) } throws: { "\($0)".contains("b.md: a symbolic link") }
         // An export reads the same way: a FIFO in the manifest's place is no manifest, and one
         // the manifest names as an earlier export's file is not that file.
         try FileManager.default.removeItem(atPath: folder.file("b.md"))
