@@ -12,9 +12,17 @@ func bodyInput(body: String?, bodyFile: String?) throws -> String? {
     if let bodyFile {
         var isFolder: ObjCBool = false
         let exists = FileManager.default.fileExists(atPath: bodyFile, isDirectory: &isFolder)
-        guard !isFolder.boolValue, let data = FileManager.default.contents(atPath: bodyFile) else {
+        // Through a handle, so that a pipe (`--body-file <(cmd)`) reads as a file does.
+        guard !isFolder.boolValue, let handle = FileHandle(forReadingAtPath: bodyFile) else {
             let why = isFolder.boolValue ? "is a directory" : exists ? "not readable" : "no such file"
             printError("cannot read --body-file \(bodyFile): \(why); nothing changed")
+            throw ExitCode(2)
+        }
+        defer { try? handle.close() }
+        var data = Data()
+        while data.count <= maxBodyFileBytes, let chunk = try? handle.read(upToCount: 1 << 20), !chunk.isEmpty { data.append(chunk) }
+        guard data.count <= maxBodyFileBytes else {
+            printError("--body-file \(bodyFile) holds more than \(maxBodyFileBytes) bytes, more than a body may take at once; nothing changed")
             throw ExitCode(2)
         }
         return try decodedUTF8(data, from: bodyFile)
@@ -24,6 +32,9 @@ func bodyInput(body: String?, bodyFile: String?) throws -> String? {
     }
     return body
 }
+
+/// The most `--body-file` reads (as a trace file may be): `/dev/zero` would otherwise fill memory.
+let maxBodyFileBytes = 256 << 20
 
 private func decodedUTF8(_ data: Data, from source: String) throws -> String {
     guard let text = String(data: data, encoding: .utf8) else {

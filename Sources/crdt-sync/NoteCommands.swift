@@ -77,8 +77,9 @@ struct EditNote: ParsableCommand {
     @Option(name: .customLong("body-file"), help: ArgumentHelp("Read the new body from a file.", valueName: "FILE")) var bodyFile: String?
     @Option(help: ArgumentHelp("Text to add at the end of the body.", valueName: "TEXT")) var append: String?
     @Option(help: ArgumentHelp("Text to insert at --at.", valueName: "TEXT")) var insert: String?
-    @Option(help: ArgumentHelp("How many scalars to delete from --at.", valueName: "N")) var delete: Int?
-    @Option(help: ArgumentHelp("The offset for --insert or --delete.", valueName: "N")) var at: Int?
+    // (Taken whatever follows, so that `--at -1` is refused as negative, not as a missing value.)
+    @Option(parsing: .unconditional, help: ArgumentHelp("How many scalars to delete from --at.", valueName: "N")) var delete: Int?
+    @Option(parsing: .unconditional, help: ArgumentHelp("The offset for --insert or --delete.", valueName: "N")) var at: Int?
 
     func validate() throws {
         let bodyEdits = [body != nil, bodyFile != nil, append != nil, insert != nil, delete != nil].filter { $0 }.count
@@ -109,7 +110,11 @@ struct EditNote: ParsableCommand {
             let note = try store.resolveNote(id)
             // One transaction: the title and the body change together, or (an offset past the
             // end) neither does.
+            let before = try store.versionVector[store.replicaID]
             try store.edit(note, edits)
+            if try store.versionVector[store.replicaID] == before {
+                print("note \(note.description.prefix(8)) already reads so; nothing changed")
+            }
         }
     }
 }
@@ -234,6 +239,10 @@ struct ColorNote: NoteFlagCommand {
     @OptionGroup var replica: ReplicaOptions
     @Argument(help: "The note's id, or a unique prefix of it.") var id: String
     @Argument(help: "A color name, e.g. yellow, or none.") var color: String
+    func validate() throws {
+        // (An empty name cleared the color, where the help says `none` does: a typo's guess.)
+        if color.trimmingCharacters(in: .whitespaces).isEmpty { throw ValidationError("the color name is empty: give a name, or none to clear the color") }
+    }
     var chosen: String? {
         let trimmed = color.trimmingCharacters(in: .whitespaces)
         return trimmed.isEmpty || trimmed.lowercased() == "none" ? nil : trimmed

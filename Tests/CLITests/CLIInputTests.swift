@@ -1,0 +1,41 @@
+import Foundation
+import Testing
+
+/// What a person types that the commands read narrowly: each is refused with a message that
+/// says what to give, or does what it says.
+struct CLIInputTests {
+    @Test func editsThatChangeNothingSaySoAndInputIsReadAsGiven() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("cli-input-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let db = folder.appendingPathComponent("a.db").path
+        _ = try CLI.ok(["init"], db: db)
+        let id = try CLI.ok(["new", "--title", "t", "--body", "hi"], db: db)
+        let digest = try CLI.ok(["digest"], db: db)
+        // An edit that leaves the note as it reads records nothing and says so.
+        for edit in [["--append", ""], ["--title", "t"], ["--body", "hi"], ["--insert", "", "--at", "0"]] {
+            #expect(try CLI.ok(["edit", id] + edit, db: db) == "note \(id.prefix(8)) already reads so; nothing changed")
+        }
+        #expect(try CLI.ok(["digest"], db: db) == digest)
+        // A negative offset is refused as negative (it read as a missing value).
+        let negative = try CLI.run(["edit", id, "--insert", "x", "--at", "-1"], db: db)
+        #expect(negative.status == 64 && negative.stderr.contains("--at must be 0 or more"), "\(negative.stderr)")
+        // An empty colour name is refused (it cleared the colour).
+        _ = try CLI.ok(["color", id, "yellow"], db: db)
+        let empty = try CLI.run(["color", id, " "], db: db)
+        #expect(empty.status == 64 && empty.stderr.contains("the color name is empty"), "\(empty.stderr)")
+        #expect(try CLI.ok(["show", id, "--json"], db: db).contains("\"color\" : \"yellow\""))
+        // An empty file given to import is named as empty.
+        let file = folder.appendingPathComponent("empty.bundle").path
+        FileManager.default.createFile(atPath: file, contents: Data())
+        let imported = try CLI.run(["import", file], db: db)
+        #expect(imported.status == 1 && imported.stderr.contains("the file is empty"), "\(imported.stderr)")
+        // A FIFO given as --body-file is read as a pipe is.
+        let fifo = folder.appendingPathComponent("body").path
+        #expect(mkfifo(fifo, 0o644) == 0)
+        let writer = Thread { try? Data("from a pipe".utf8).write(to: URL(fileURLWithPath: fifo)) }
+        writer.start()
+        _ = try CLI.ok(["edit", id, "--body-file", fifo], db: db)
+        #expect(try CLI.ok(["show", id, "--json"], db: db).contains("\"body\" : \"from a pipe\""))
+    }
+}
