@@ -239,7 +239,7 @@ public struct SyncBundle: Hashable, Sendable {
     /// (the body as a reader over `bytes`, not a copy).
     static func checkedParts(_ bytes: [UInt8]) throws -> (header: Header, flags: UInt8, body: BinaryReader) {
         guard bytes.count >= magic.count, bytes[0 ..< magic.count].elementsEqual(magic) else {
-            throw SyncError(.notABundle, bytes.isEmpty ? "not a crdt-sync bundle (the file is empty)" : "not a crdt-sync bundle (wrong magic bytes)")
+            throw SyncError(.notABundle, bytes.isEmpty ? "not a crdt-sync bundle (it is empty)" : "not a crdt-sync bundle (wrong magic bytes)")
         }
         guard bytes.count > magic.count else { throw SyncError(.truncated, "truncated bundle: no format version") }
         let version = bytes[magic.count]

@@ -29,7 +29,7 @@ struct CLIInputTests {
         let file = folder.appendingPathComponent("empty.bundle").path
         FileManager.default.createFile(atPath: file, contents: Data())
         let imported = try CLI.run(["import", file], db: db)
-        #expect(imported.status == 1 && imported.stderr.contains("the file is empty"), "\(imported.stderr)")
+        #expect(imported.status == 1 && imported.stderr.contains("not a crdt-sync bundle (it is empty)"), "\(imported.stderr)")
         // A FIFO given as --body-file is read as a pipe is.
         let fifo = folder.appendingPathComponent("body").path
         #expect(mkfifo(fifo, 0o644) == 0)

@@ -116,7 +116,7 @@ struct RelayServerTests {
 
     @Test(arguments: [
         ("not a bundle", Array("hello, relay".utf8), "wrong magic"),
-        ("empty body", [], "wrong magic"),
+        ("empty body", [], "it is empty"),
         ("cut short", Array(SyncBundle(sender: .random(), senderVersion: VersionVector(), changes: []).encoded().dropLast(5)), "checksum"),
         ("damaged", { var bytes = SyncBundle(sender: .random(), senderVersion: VersionVector(), changes: []).encoded(); bytes[30] ^= 0xFF; return bytes }(), "checksum"),
     ] as [(String, [UInt8], String)])
