@@ -50,85 +50,25 @@ public struct EditingTrace: Sendable {
             throw TraceError("\(path): \(size.int64Value) bytes is larger than the \(maxBytes) a trace may be")
         }
         guard let data = FileManager.default.contents(atPath: path) else { throw TraceError("\(path): cannot be read") }
-        var bytes = [UInt8](data)
-        if Gzip.isGzip(bytes) {
-            do { bytes = try Gzip.decompress(bytes, limit: maxBytes) } catch let error as TraceError { throw TraceError("\(path): \(error.message)") }
-        }
         let name = URL(fileURLWithPath: path).lastPathComponent
             .replacingOccurrences(of: ".json.gz", with: "").replacingOccurrences(of: ".json", with: "")
         do {
-            return try parse(Data(bytes), name: name)
+            guard Gzip.isGzip([UInt8](data.prefix(2))) else { return try parse(data, name: name) }  // plain JSON read in place, not copied
+            return try Gzip.decompress([UInt8](data), limit: maxBytes).withUnsafeBufferPointer { utf8 in
+                var reader = TraceReader(utf8)
+                return try reader.trace(name: name)
+            }
         } catch let error as TraceError {
             throw TraceError("\(path): \(error.message)")
         }
     }
 
-    /// Parses the JSON of a trace.
+    /// Parses the JSON of a trace (UTF-8). Object keys may come in any order, and keys the format
+    /// does not use are skipped.
     public static func parse(_ data: Data, name: String) throws -> EditingTrace {
-        let object: Any
-        do { object = try JSONSerialization.jsonObject(with: data) } catch {
-            throw TraceError("not valid JSON (\(error.localizedDescription))")
+        try data.withUnsafeBytes { raw in
+            var reader = TraceReader(raw.bindMemory(to: UInt8.self))
+            return try reader.trace(name: name)
         }
-        guard let root = object as? [String: Any] else { throw TraceError("the top level is not a JSON object") }
-        guard let txns = root["txns"] as? [Any] else { throw TraceError("no \"txns\" array") }
-        guard let endContent = root["endContent"] as? String else { throw TraceError("no \"endContent\" string") }
-        let kind: Kind = (root["kind"] as? String) == "concurrent" ? .concurrent : .sequential
-        let startContent = root["startContent"] as? String ?? ""
-        var transactions: [Transaction] = []
-        transactions.reserveCapacity(txns.count)
-        var agents = 1
-        for (index, raw) in txns.enumerated() {
-            guard let txn = raw as? [String: Any], let patches = txn["patches"] as? [Any] else {
-                throw TraceError("transaction \(index) has no \"patches\" array")
-            }
-            var parsed: [Patch] = []
-            parsed.reserveCapacity(patches.count)
-            for (p, rawPatch) in patches.enumerated() {
-                // A fourth element (a patch's timestamp, which the format's notes mention) is ignored.
-                guard let patch = rawPatch as? [Any], patch.count >= 3,
-                      let position = wholeNumber(patch[0], max: maxPatchValue), let deleteCount = wholeNumber(patch[1], max: maxPatchValue),
-                      let insert = patch[2] as? String else {
-                    throw TraceError("transaction \(index), patch \(p) is not [position, deleteCount, \"text\"] with whole numbers from 0 to 2^53")
-                }
-                parsed.append(Patch(position: position, deleteCount: deleteCount, insert: insert))
-            }
-            var parents: [Int] = []
-            var agent = 0
-            if kind == .concurrent {
-                guard let ps = txn["parents"] as? [Any], let a = wholeNumber(txn["agent"] as Any, max: maxPatchValue) else {
-                    throw TraceError("transaction \(index) lacks \"parents\" or \"agent\" (a whole number from 0 to 2^53)")
-                }
-                for p in ps {
-                    guard let parent = wholeNumber(p, max: Int.max), parent < index else {
-                        throw TraceError("transaction \(index) names a parent that is not an earlier transaction")
-                    }
-                    parents.append(parent)
-                }
-                agent = a
-                agents = max(agents, a + 1)
-            } else if index > 0 {
-                parents = [index - 1]
-            }
-            transactions.append(Transaction(parents: parents, agent: agent, patches: parsed))
-        }
-        if let declared = root["numAgents"] {
-            guard let n = wholeNumber(declared, max: maxPatchValue) else {
-                throw TraceError("numAgents is not a whole number from 0 to 2^53")
-            }
-            agents = max(agents, n)
-        }
-        return EditingTrace(name: name, kind: kind, startContent: startContent, endContent: endContent,
-                            numAgents: agents, transactions: transactions)
-    }
-
-    /// `value` as an Int when it is a JSON number holding a whole number in 0 ... `max` (nil for
-    /// a fraction, a negative, a number too large for an Int, or another type).
-    static func wholeNumber(_ value: Any, max: Int) -> Int? {
-        guard let number = value as? NSNumber else { return nil }
-        let double = number.doubleValue
-        // From 2^63 a double no longer converts to an Int64 (a trap); below it `int64Value` is exact for a whole number.
-        guard double.isFinite, double >= 0, double < 0x1p63, double.rounded(.towardZero) == double else { return nil }
-        let whole = Int(number.int64Value)
-        return whole >= 0 && whole <= max ? whole : nil
     }
 }

@@ -55,7 +55,7 @@ public struct LocalReplay {
         if trace.kind == .sequential {
             // One batch, as the peers replay it in one transaction.
             try replicas[0].editBody(noteID) { body in
-                for index in patches.indices { try apply(patches[index], to: &body, at: "patch \(index)") }
+                for index in patches.indices { try apply(patches[index], to: &body, at: place(ofPatch: index)) }
             }
             patchCount = patches.count
             return (replicas, patchCount, DispatchTime.now().uptimeNanoseconds - start)
@@ -118,6 +118,18 @@ public struct LocalReplay {
             versionAfter.append(replicas[a].versionVector)
         }
         return (replicas, patchCount, DispatchTime.now().uptimeNanoseconds - start)
+    }
+
+    /// "transaction T, patch P" for the `index`th of a sequential trace's patches, as the concurrent
+    /// replay names them (counted through the transactions only when a message needs it).
+    private func place(ofPatch index: Int) -> String {
+        var transaction = 0
+        var patch = index
+        while patch >= trace.transactions[transaction].patches.count {
+            patch -= trace.transactions[transaction].patches.count
+            transaction += 1
+        }
+        return "transaction \(transaction), patch \(patch)"
     }
 }
 
