@@ -45,7 +45,9 @@ public struct EditingTrace: Sendable {
 
     /// Reads a trace file, gzipped or plain JSON.
     public static func load(path: String) throws -> EditingTrace {
-        guard FileManager.default.fileExists(atPath: path) else { throw TraceError("\(path): no such file") }
+        var isFolder: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) else { throw TraceError("\(path): no such file") }
+        guard !isFolder.boolValue else { throw TraceError("\(path): is a directory, not a trace file") }
         if let size = (try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? NSNumber, size.int64Value > Int64(maxBytes) {
             throw TraceError("\(path): \(size.int64Value) bytes is larger than the \(maxBytes) a trace may be")
         }

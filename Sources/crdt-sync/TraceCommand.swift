@@ -39,7 +39,8 @@ struct TraceCommand: AsyncParsableCommand {
         var json = false
 
         func validate() throws {
-            guard repeats >= 1 else { throw ValidationError("--repeat must be at least 1 (got \(repeats))") }
+            // (Bounded: a count past it is a typo, which would run for days.)
+            guard (1 ... 100_000).contains(repeats) else { throw ValidationError("--repeat must be from 1 to 100000 (got \(repeats))") }
         }
 
         func run() async throws {
@@ -47,7 +48,8 @@ struct TraceCommand: AsyncParsableCommand {
             do {
                 result = try TraceReplayer(EditingTrace.load(path: file)).run(repeats: repeats)
             } catch let error as TraceError {
-                throw CLIError(error.message)
+                printError(error.message)
+                throw ExitCode(1)
             }
             if json {
                 let encoder = JSONEncoder()
@@ -66,11 +68,4 @@ struct TraceCommand: AsyncParsableCommand {
             if !result.matches { throw ExitCode(1) }
         }
     }
-}
-
-/// A user-facing error: printed as "error: MESSAGE" with exit status 1.
-struct CLIError: Error, CustomStringConvertible {
-    var message: String
-    init(_ message: String) { self.message = message }
-    var description: String { message }
 }

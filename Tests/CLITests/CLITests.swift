@@ -250,7 +250,11 @@ struct CLITests {
 
         let zero = try CLI.run(["trace", "replay", trace, "--repeat", "0"])
         #expect(zero.status != 0)
-        #expect(zero.stderr.contains("--repeat must be at least 1"))
+        #expect(zero.stderr.contains("--repeat must be from 1 to 100000"))
+        let endless = try CLI.run(["trace", "replay", trace, "--repeat", "\(Int.max)"])
+        #expect(endless.status == 64 && endless.stderr.contains("--repeat must be from 1 to 100000"))
+        let folder = try CLI.run(["trace", "replay", FileManager.default.temporaryDirectory.path])
+        #expect(folder.status == 1 && folder.stderr.hasPrefix("crdt-sync: error: ") && folder.stderr.contains("is a directory"), "\(folder.stderr)")
         let help = try CLI.run(["trace", "replay", "--help"])
         #expect(help.stdout.contains("--repeat <N>"))
     }
