@@ -37,10 +37,7 @@ struct TraceReader {
         var declaredAgents: Int?
         var read: Transactions?
         var members = 0
-        while try another(.closeBrace, after: members) {
-            members += 1
-            let key = try key()
-            let start = valueStart()
+        while let (key, start) = try nextMember(&members) {
             switch key {
             case "kind":
                 guard kind == nil else { throw TraceError("the key \"kind\" appears twice") }
@@ -114,10 +111,7 @@ struct TraceReader {
             var parents: [Int]?
             var agent: Int?
             var members = 0
-            while try another(.closeBrace, after: members) {
-                members += 1
-                let key = try key()
-                let start = valueStart()
+            while let (key, start) = try nextMember(&members) {
                 switch key {
                 case "patches":
                     guard patches == nil else { throw TraceError("transaction \(index) has the key \"patches\" twice") }
@@ -272,6 +266,15 @@ struct TraceReader {
     }
 
     /// Reads an object member's key and its colon.
+    /// The next member of the object being read (`count` of them read so far): its key, and where
+    /// its value starts; nil at the object's end.
+    private mutating func nextMember(_ count: inout Int) throws -> (key: String, start: Int)? {
+        guard try another(.closeBrace, after: count) else { return nil }
+        count += 1
+        let key = try key()
+        return (key, valueStart())
+    }
+
     private mutating func key() throws -> String {
         guard peek() == .quote else { throw syntaxError("expected a key (a string)") }
         let key = try string()
