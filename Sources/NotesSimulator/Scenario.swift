@@ -300,6 +300,7 @@ public struct Scenario: Codable, Sendable, Hashable {
     public func validate() throws {
         guard devices >= 1, devices <= 64 else { throw SimulationError("\(name): devices must be 1...64") }
         guard !hubs.isEmpty else { throw SimulationError("\(name): at least one hub is needed") }
+        try checkRanges()
         guard durationSeconds > 0 else { throw SimulationError("\(name): durationSeconds must be positive") }
         guard workload.editsPerDevice >= 0, sync.syncsPerDevice >= 0, sync.maxAttempts >= 1, sync.pageSize >= 1 else {
             throw SimulationError("\(name): counts must not be negative (maxAttempts and pageSize at least 1)")
@@ -346,6 +347,58 @@ public struct Scenario: Codable, Sendable, Hashable {
         }
         guard reached.count == devices else {
             throw SimulationError("\(name): the hubs do not connect every device, so they could never converge")
+        }
+    }
+
+    /// Every number within what a run can do in bounded time and memory: a time past what a
+    /// millisecond clock holds trapped, and a count of a billion ran for hours.
+    func checkRanges() throws {
+        func check(_ what: String, _ value: Double, _ range: ClosedRange<Double>) throws {
+            guard value.isFinite, range.contains(value) else {
+                throw SimulationError("\(name): \(what) is \(value), not within \(range.lowerBound) ... \(range.upperBound)")
+            }
+        }
+        func check(_ what: String, _ value: Int, _ range: ClosedRange<Int>) throws {
+            guard range.contains(value) else { throw SimulationError("\(name): \(what) is \(value), not within \(range.lowerBound) ... \(range.upperBound)") }
+        }
+        let tenYears = 10 * 365 * 86_400.0
+        try check("durationSeconds", durationSeconds, 0 ... tenYears)
+        for (what, value) in [("network.maxDelaySeconds", network.maxDelaySeconds), ("folder.propagationSeconds", folder.propagationSeconds),
+                              ("folder.maxLateSeconds", folder.maxLateSeconds), ("folder.partialSeconds", folder.partialSeconds),
+                              ("clocks.maxSkewSeconds", clocks.maxSkewSeconds), ("clocks.maxJumpSeconds", clocks.maxJumpSeconds),
+                              ("faults.maxPartitionSeconds", faults.maxPartitionSeconds)] {
+            try check(what, value, 0 ... tenYears)
+        }
+        for value in clocks.skewSeconds ?? [] { try check("clocks.skewSeconds", value, -tenYears ... tenYears) }
+        for jump in clocks.jumps {
+            try check("a clock jump's atSeconds", jump.atSeconds, 0 ... tenYears)
+            try check("a clock jump's bySeconds", jump.bySeconds, -tenYears ... tenYears)
+        }
+        for p in partitions {
+            try check("a partition's startSeconds", p.startSeconds, 0 ... tenYears)
+            try check("a partition's endSeconds", p.endSeconds, p.startSeconds ... tenYears)
+        }
+        for item in faults.reinstallAt + faults.crashAt + faults.deaths { try check("a fault's atSeconds", item.atSeconds, 0 ... tenYears) }
+        for (what, value) in [("workload.burst", workload.burst), ("workload.otherProcess", workload.otherProcess), ("sync.afterEdit", sync.afterEdit),
+                              ("network.loss", network.loss), ("network.duplicate", network.duplicate), ("network.reorder", network.reorder),
+                              ("network.delay", network.delay), ("network.corrupt", network.corrupt), ("folder.late", folder.late),
+                              ("folder.partial", folder.partial), ("folder.corrupt", folder.corrupt), ("folder.twice", folder.twice),
+                              ("faults.oneWay", faults.oneWay)] {
+            try check(what + " (a probability)", value, 0 ... 1)
+        }
+        for (kind, weight) in workload.mix { try check("workload.mix.\(kind)", weight, 0 ... 1_000_000) }
+        for (what, value, most) in [("workload.editsPerDevice", workload.editsPerDevice, 100_000), ("workload.initialNotes", workload.initialNotes, 10_000),
+                                    ("workload.initialBodyLength", workload.initialBodyLength, 1_000_000), ("workload.burstSize", workload.burstSize, 1_000),
+                                    ("sync.syncsPerDevice", sync.syncsPerDevice, 100_000), ("sync.maxAttempts", sync.maxAttempts, 100),
+                                    ("sync.pageSize", sync.pageSize, 100_000), ("sync.snapshotInterval", sync.snapshotInterval, 10_000_000),
+                                    ("folder.compactThreshold", folder.compactThreshold, 100_000), ("clocks.randomJumps", clocks.randomJumps, 10_000),
+                                    ("faults.crashes", faults.crashes, 10_000), ("faults.reinstalls", faults.reinstalls, 10_000),
+                                    ("faults.reinstallsDuringSync", faults.reinstallsDuringSync, 10_000), ("faults.copies", faults.copies, 10_000),
+                                    ("faults.clones", faults.clones, 10_000), ("faults.forks", faults.forks, 10_000),
+                                    ("faults.outOfOrder", faults.outOfOrder, 10_000), ("faults.restores", faults.restores, 10_000),
+                                    ("faults.forgeries", faults.forgeries, 10_000), ("faults.intrusions", faults.intrusions, 10_000),
+                                    ("faults.memberForgeries", faults.memberForgeries, 10_000), ("faults.randomPartitions", faults.randomPartitions, 10_000)] {
+            try check(what, value, 0 ... most)
         }
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import GRDB
+import NotesSync
 
 /// A place this replica syncs with, remembered by name, so that `sync` needs no flags.
 public struct Remote: Hashable, Sendable {
@@ -61,7 +62,11 @@ extension NoteStore {
                   let host = parsed.host, !host.isEmpty else {
                 throw StoreError(.invalidArgument, "'\(url)' is not an http:// or https:// URL")
             }
+            if let problem = RelayProtocol.portProblem(url) { throw StoreError(.invalidArgument, problem) }
             guard !spaceName.isEmpty else { throw StoreError(.invalidArgument, "a relay remote needs a space") }
+            guard RelayProtocol.isValidSpace(spaceName) else {
+                throw StoreError(.invalidArgument, "\"\(spaceName)\" is not a valid space name (1 to 128 of A-Z a-z 0-9 . _ -, not starting with a dot)")
+            }
             guard let token, !token.isEmpty else { throw StoreError(.invalidArgument, "a relay remote needs a token") }
             guard !token.contains(where: \.isNewline) else { throw StoreError(.invalidArgument, "a token is one line") }
             (kind, location, space) = ("relay", url, spaceName)

@@ -216,7 +216,7 @@ package enum AtomicFile {
     }
 
     /// The path to rename the written file to: `path`, or where its symbolic links lead.
-    static func writablePath(_ path: String) throws -> String {
+    package static func writablePath(_ path: String) throws -> String {
         var info = stat()
         guard lstat(path, &info) == 0 else {
             if errno == ENOENT { return path }

@@ -1,3 +1,4 @@
+import Foundation
 import NotesCRDT
 
 /// Names and rules shared by the relay (`NotesRelay`) and its client (`RelayTransport`).
@@ -34,6 +35,14 @@ public enum RelayProtocol {
             (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
                 || byte == 0x2E || byte == 0x5F || byte == 0x2D
         }
+    }
+
+    /// Why a relay's URL cannot be reached, when its port is not one (0 or past 65535: the HTTP
+    /// client traps on such a port of an IP address), or nil.
+    public static func portProblem(_ url: String) -> String? {
+        guard let components = URLComponents(string: url) else { return "\(url) is not a URL" }
+        if let port = components.port, !(1 ... 65535).contains(port) { return "\(url) names port \(port): a port is 1 to 65535" }
+        return nil
     }
 
     /// The path of a space's sync endpoint.

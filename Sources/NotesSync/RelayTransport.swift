@@ -43,6 +43,7 @@ public struct RelayTransport: SyncTransport {
               base.split(separator: "/", omittingEmptySubsequences: true).count >= 2 else {
             throw SyncError(.rejected, "\(url) is not an http:// or https:// URL")
         }
+        if let problem = RelayProtocol.portProblem(base) { throw SyncError(.rejected, problem) }
         guard RelayProtocol.isValidSpace(space) else {
             throw SyncError(.rejected, "\"\(space)\" is not a valid space name (1 to 128 of A-Z a-z 0-9 . _ -)")
         }

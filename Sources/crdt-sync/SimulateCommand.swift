@@ -79,10 +79,23 @@ struct SimulateCommand: AsyncParsableCommand {
         }
         var only: Set<Int>?
         if let events {
-            let parts = events.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
-            let indexes = parts.compactMap { Int($0) }
-            guard indexes.count == parts.count else { throw ValidationError("--events takes comma-separated event numbers") }
+            // An empty, negative or unscheduled index ran nothing and passed: a mistyped replay.
+            let parts = events.split(separator: ",", omittingEmptySubsequences: false).map { $0.trimmingCharacters(in: .whitespaces) }
+            let indexes = parts.compactMap { Int($0) }.filter { $0 >= 0 }
+            guard indexes.count == parts.count else { throw ValidationError("--events takes comma-separated event numbers (0 or more)") }
+            let scheduled = try Simulation(scenario: loaded, seed: seed).events.count
+            if let past = indexes.first(where: { $0 >= scheduled }) {
+                printError("--events names event \(past), but seed \(seed)'s schedule has \(scheduled) events (0 ... \(scheduled - 1))")
+                throw ExitCode(1)
+            }
             only = Set(indexes)
+        }
+        if let report {
+            // Checked before the runs, not after them.
+            do { _ = try AtomicFile.writablePath(report) } catch let error as SyncError {
+                printError("cannot write the report: \(error.message)")
+                throw ExitCode(1)
+            }
         }
 
         let started = Date()
@@ -127,9 +140,10 @@ struct SimulateCommand: AsyncParsableCommand {
             let (result, trace) = try await Simulator.runTraced(loaded, seed: chosen.seed, only: only)
             let page = HTMLReport.render(scenario: loaded, result: result, trace: trace, summary: summary)
             do {
-                try page.write(toFile: report, atomically: true, encoding: .utf8)
-            } catch {
-                printError("cannot write the report to \(report): \(error.localizedDescription)")
+                // (As `export --out`: a device, FIFO or folder is refused, a link written through.)
+                try AtomicFile.write(Array(page.utf8), toPath: report)
+            } catch let error as SyncError {
+                printError("cannot write the report: \(error.message)")
                 throw ExitCode(1)
             }
         }

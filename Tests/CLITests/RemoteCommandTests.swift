@@ -100,6 +100,17 @@ struct RemoteCommandTests {
         let badURL = try CLI.run(["remote", "add", "home", "--url", "ftp://x", "--space", "s"], db: scratch.db,
                                  environment: ["CRDT_SYNC_TOKEN": "t"])
         #expect(badURL.stderr.contains("is not an http:// or https:// URL"))
+        // A port past 65535 (the HTTP client trapped on it, ending every sync after it) and a
+        // space the relay refuses are named when the remote is added; `sync --url` names the port too.
+        let badPort = try CLI.run(["remote", "add", "home", "--url", "http://127.0.0.1:99999", "--space", "s"], db: scratch.db,
+                                  environment: ["CRDT_SYNC_TOKEN": "t"])
+        #expect(badPort.status == 1 && badPort.stderr.contains("names port 99999: a port is 1 to 65535"), "\(badPort.stderr)")
+        let badSpace = try CLI.run(["remote", "add", "home", "--url", "http://127.0.0.1:9", "--space", "../x"], db: scratch.db,
+                                   environment: ["CRDT_SYNC_TOKEN": "t"])
+        #expect(badSpace.status == 1 && badSpace.stderr.contains("is not a valid space name"), "\(badSpace.stderr)")
+        let syncPort = try CLI.run(["sync", "--url", "http://127.0.0.1:99999", "--space", "s", "--attempts", "1"], db: scratch.db,
+                                   environment: ["CRDT_SYNC_TOKEN": "t"])
+        #expect(syncPort.status == 1 && syncPort.stderr.contains("a port is 1 to 65535"), "\(syncPort.stderr)")
         #expect((try CLI.json(["remote", "list"], db: scratch.db) as? [[String: Any]])?.map { $0["name"] as? String } == ["usb"])
         try CLI.ok(["remote", "remove", "usb"], db: scratch.db)
         #expect(try CLI.run(["remote", "remove", "usb"], db: scratch.db).status == 2)

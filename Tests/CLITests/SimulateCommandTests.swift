@@ -32,6 +32,25 @@ struct SimulateCommandTests {
         #expect(result.stderr.contains("nowhere/partition.json: no such scenario file"))
     }
 
+    /// A report path that is not a file is refused before the runs (it was renamed over, a
+    /// device included), and `--events` that name nothing the schedule holds are refused (the
+    /// run made no edit and passed).
+    @Test func aBadReportPathOrEventListIsRefusedFirst() throws {
+        let scratch = Scratch()
+        let fifo = scratch.path + "/report.html"
+        #expect(mkfifo(fifo, 0o644) == 0)
+        let report = try CLI.run(["simulate", "partition", "--report", fifo], directory: SimulateCommandTests.root.path)
+        #expect(report.status == 1 && report.stderr.contains("is a FIFO, left as it is"), "\(report.stderr)")
+        var info = stat()
+        #expect(lstat(fifo, &info) == 0 && info.st_mode & S_IFMT == S_IFIFO)
+        for events in ["-1", "1,,2", "x"] {
+            let result = try CLI.run(["simulate", "partition", "--events=\(events)"], directory: SimulateCommandTests.root.path)
+            #expect(result.status == 64 && result.stderr.contains("--events takes comma-separated event numbers"), "\(events): \(result.stderr)")
+        }
+        let past = try CLI.run(["simulate", "partition", "--events", "999999999"], directory: SimulateCommandTests.root.path)
+        #expect(past.status == 1 && past.stderr.contains("--events names event 999999999, but seed 1's schedule has"), "\(past.stderr)")
+    }
+
     @Test func helpSaysAScenarioIsAPath() throws {
         let result = try CLI.run(["simulate", "--help"])
         #expect(result.status == 0)

@@ -36,6 +36,21 @@ import Testing
         #expect(throws: SimulationError.self) { try Scenario.decode(json) }
     }
 
+    /// Numbers a run cannot carry out in bounded time and memory are refused when the scenario
+    /// is loaded: a time past what a millisecond clock holds trapped, a billion syncs grew
+    /// without end, and a probability past 1 ran as if it made sense.
+    @Test(arguments: [#""durationSeconds": 9223372036854775807"#, #""durationSeconds": 1e300"#, #""clocks": {"skewSeconds": [9e18]}"#,
+                      #""clocks": {"jumps": [{"device": 0, "atSeconds": 10, "bySeconds": -9e18}]}"#, #""sync": {"syncsPerDevice": 1000000000}"#,
+                      #""workload": {"editsPerDevice": 1000000000}"#, #""workload": {"initialBodyLength": 1000000000}"#,
+                      #""faults": {"randomPartitions": 1000000000}"#, #""network": {"loss": 2.5}"#, #""network": {"maxDelaySeconds": -5}"#,
+                      #""workload": {"mix": {"type": -5}}"#, #""workload": {"burstSize": -3}"#,
+                      #""partitions": [{"devices": [0], "startSeconds": 100, "endSeconds": 10}]"#,
+                      #""faults": {"crashAt": [{"device": 0, "atSeconds": -10}]}"#])
+    func numbersOutOfRangeAreRefused(field: String) throws {
+        let json = Data((#"{"name": "big", "# + field + "}").utf8)
+        #expect { try Scenario.decode(json) } throws: { "\($0)".contains("not within") }
+    }
+
     @Test func missingFieldsTakeTheirDefaults() throws {
         let scenario = try Scenario.decode(Data(#"{"name": "tiny"}"#.utf8))
         #expect(scenario.devices == 3)
