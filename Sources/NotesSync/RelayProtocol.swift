@@ -40,7 +40,7 @@ public enum RelayProtocol {
     /// Why a relay's URL cannot be reached, when its port is not one (0 or past 65535: the HTTP
     /// client traps on such a port of an IP address), or nil.
     public static func portProblem(_ url: String) -> String? {
-        guard let components = URLComponents(string: url) else { return "\(url) is not a URL" }
+        guard let components = URLComponents(string: url) else { return nil }  // (what else is wrong with it, the caller says)
         if let port = components.port, !(1 ... 65535).contains(port) { return "\(url) names port \(port): a port is 1 to 65535" }
         return nil
     }
