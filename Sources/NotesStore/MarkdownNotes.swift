@@ -353,19 +353,19 @@ extension NoteStore {
         guard files.fileExists(atPath: folder, isDirectory: &isFolder), isFolder.boolValue else {
             throw StoreError(.invalidArgument, "\(folder) is not a folder")
         }
-        // Subfolders are not read, whatever their names end in.
-        let names = try files.contentsOfDirectory(atPath: folder).filter { name in
-            var info = stat()
-            return name.hasSuffix(".md") && !name.hasPrefix(".") && !(lstat(folder + "/" + name, &info) == 0 && info.st_mode & S_IFMT == S_IFDIR)
-        }.sorted()
+        let names = try files.contentsOfDirectory(atPath: folder).filter { $0.hasSuffix(".md") && !$0.hasPrefix(".") }.sorted()
         var parsed: [MarkdownNote] = []
         var seen: [NoteID: String] = [:]
         for name in names {
-            // A link is not followed: it may name any file of this machine (a key, /etc/passwd),
-            // which would then sync to every device, from a folder shared or cloned from elsewhere.
             var info = stat()
-            if lstat(folder + "/" + name, &info) == 0, info.st_mode & S_IFMT == S_IFLNK {
-                throw StoreError(.invalidArgument, "\(name): a symbolic link, which import does not follow (it may name any file on this machine); nothing was imported")
+            if lstat(folder + "/" + name, &info) == 0 {
+                // Subfolders are not read, whatever their names end in.
+                if info.st_mode & S_IFMT == S_IFDIR { continue }
+                // A link is not followed: it may name any file of this machine (a key, /etc/passwd),
+                // which would then sync to every device, from a folder shared or cloned from elsewhere.
+                if info.st_mode & S_IFMT == S_IFLNK {
+                    throw StoreError(.invalidArgument, "\(name): a symbolic link, which import does not follow (it may name any file on this machine); nothing was imported")
+                }
             }
             // A regular file within the limit, opened without blocking and read no further: a FIFO
             // hung the import, and a link to /dev/zero (its own size tiny) filled memory.

@@ -118,16 +118,13 @@ public struct StoreStatus: Hashable, Sendable {
 
 extension NoteStore {
     /// The columns `storedNote(_:body:)` reads, in this order.
-    static let noteColumns = noteColumns(of: "notes")
-
-    /// `noteColumns` of `table` (qualified, for a query that joins it). The text a person wrote
-    /// is selected as a BLOB, so that a U+0000 in it does not cut it short (`storedText`).
-    static func noteColumns(of table: String) -> String {
-        ["id", "title*", "pinned", "archived", "color*", "state", "tags*", "created_at", "updated_at", "body_length", "preview*",
-         "conflicted", "restored", "changed_here_at"].map {
-            $0.hasSuffix("*") ? "CAST(\(table).\($0.dropLast()) AS BLOB)" : "\(table).\($0)"
-        }.joined(separator: ", ")
-    }
+    /// Qualified, for the queries that join `notes`. The text a person wrote is selected as a
+    /// BLOB, so that a U+0000 in it does not cut it short (`storedText`).
+    static let noteColumns = """
+        notes.id, CAST(notes.title AS BLOB), notes.pinned, notes.archived, CAST(notes.color AS BLOB), notes.state, \
+        CAST(notes.tags AS BLOB), notes.created_at, notes.updated_at, notes.body_length, CAST(notes.preview AS BLOB), \
+        notes.conflicted, notes.restored, notes.changed_here_at
+        """
 
     /// How far after this device saw a change a note's shown update time may be (the clock's
     /// default drift bound); the listing index (migration v5) spells the same number.

@@ -20,7 +20,13 @@ func bodyInput(body: String?, bodyFile: String?) throws -> String? {
         }
         defer { try? handle.close() }
         var data = Data()
-        while data.count <= maxBodyFileBytes, let chunk = try? handle.read(upToCount: 1 << 20), !chunk.isEmpty { data.append(chunk) }
+        do {
+            while data.count <= maxBodyFileBytes, let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty { data.append(chunk) }
+        } catch {
+            // (Not taken as the end: a body cut short by a read error would be stored as the body.)
+            printError("cannot read --body-file \(bodyFile): \(error.localizedDescription); nothing changed")
+            throw ExitCode(2)
+        }
         guard data.count <= maxBodyFileBytes else {
             printError("--body-file \(bodyFile) holds more than \(maxBodyFileBytes) bytes, more than a body may take at once; nothing changed")
             throw ExitCode(2)
