@@ -277,11 +277,27 @@ public struct Scenario: Codable, Sendable, Hashable {
 
     /// Reads a scenario file.
     public static func load(path: String) throws -> Scenario {
-        guard let data = FileManager.default.contents(atPath: path) else {
+        var isFolder: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isFolder), isFolder.boolValue {
+            throw SimulationError("\(path) is a folder, not a scenario file")
+        }
+        guard let handle = FileHandle(forReadingAtPath: path) else {
             throw SimulationError("cannot read the scenario file \(path)")
+        }
+        defer { try? handle.close() }
+        // Read at most one byte past the limit: a pipe or /dev/zero ends here, not in memory.
+        let data: Data
+        do { data = try handle.read(upToCount: maxFileBytes + 1) ?? Data() } catch {
+            throw SimulationError("cannot read the scenario file \(path): \(error.localizedDescription)")
+        }
+        guard data.count <= maxFileBytes else {
+            throw SimulationError("\(path) is larger than \(maxFileBytes / 1_048_576) MiB: not a scenario file (the ones in Simulations/ are a few KB)")
         }
         return try decode(data, source: path)
     }
+
+    /// The largest scenario file read: a scenario is a few kilobytes of settings.
+    package static let maxFileBytes = 1 << 20
 
     /// Decodes a scenario from JSON and checks it.
     public static func decode(_ data: Data, source: String = "scenario") throws -> Scenario {
@@ -309,6 +325,10 @@ public struct Scenario: Codable, Sendable, Hashable {
             throw SimulationError("\(name): faults.clones, faults.forks and faults.outOfOrder must not be negative")
         }
         if faults.forks > 0, devices < 2 { throw SimulationError("\(name): faults.forks needs at least 2 devices") }
+        var hubNames: Set<String> = []
+        for hub in hubs where !hubNames.insert(hub.name).inserted {
+            throw SimulationError("\(name): two hubs are named \(hub.name); partitions name hubs, so each name must be one hub's")
+        }
         for hub in hubs {
             for d in hub.devices ?? [] where d < 0 || d >= devices {
                 throw SimulationError("\(name): hub \(hub.name) names device \(d), but there are \(devices)")
@@ -475,16 +495,17 @@ public struct SimulationError: Error, CustomStringConvertible, Sendable {
 
 // Decoding with defaults: every field but `name` may be left out.
 extension Scenario {
-    enum CodingKeys: String, CodingKey {
+    enum CodingKeys: String, CodingKey, CaseIterable {
         case name, description, devices, durationSeconds, hubs, workload, sync, network, folder, clocks, partitions, faults, encrypted
     }
 
     /// Decodes a scenario, taking the default for every field left out (only `name` is required).
     public init(from decoder: any Decoder) throws {
+        try decoder.refuseUnknownKeys(CodingKeys.self)
         let c = try decoder.container(keyedBy: CodingKeys.self)
         self.init(name: try c.decode(String.self, forKey: .name))
         description = try c.decodeIfPresent(String.self, forKey: .description) ?? description
-        devices = try c.decodeIfPresent(Int.self, forKey: .devices) ?? devices
+        devices = try c.decodeWholeIfPresent(forKey: .devices) ?? devices
         durationSeconds = try c.decodeIfPresent(Double.self, forKey: .durationSeconds) ?? durationSeconds
         hubs = try c.decodeIfPresent([Hub].self, forKey: .hubs) ?? hubs
         workload = try c.decodeIfPresent(Workload.self, forKey: .workload) ?? workload
@@ -499,40 +520,43 @@ extension Scenario {
 }
 
 extension Scenario.Workload {
-    enum CodingKeys: String, CodingKey { case editsPerDevice, initialNotes, initialBodyLength, burst, burstSize, mix, otherProcess }
+    enum CodingKeys: String, CodingKey, CaseIterable { case editsPerDevice, initialNotes, initialBodyLength, burst, burstSize, mix, otherProcess }
     /// Decodes a workload, taking the default for every field left out.
     public init(from decoder: any Decoder) throws {
         self.init()
+        try decoder.refuseUnknownKeys(CodingKeys.self)
         let c = try decoder.container(keyedBy: CodingKeys.self)
-        editsPerDevice = try c.decodeIfPresent(Int.self, forKey: .editsPerDevice) ?? editsPerDevice
-        initialNotes = try c.decodeIfPresent(Int.self, forKey: .initialNotes) ?? initialNotes
-        initialBodyLength = try c.decodeIfPresent(Int.self, forKey: .initialBodyLength) ?? initialBodyLength
+        editsPerDevice = try c.decodeWholeIfPresent(forKey: .editsPerDevice) ?? editsPerDevice
+        initialNotes = try c.decodeWholeIfPresent(forKey: .initialNotes) ?? initialNotes
+        initialBodyLength = try c.decodeWholeIfPresent(forKey: .initialBodyLength) ?? initialBodyLength
         burst = try c.decodeIfPresent(Double.self, forKey: .burst) ?? burst
-        burstSize = try c.decodeIfPresent(Int.self, forKey: .burstSize) ?? burstSize
+        burstSize = try c.decodeWholeIfPresent(forKey: .burstSize) ?? burstSize
         mix = try c.decodeIfPresent([String: Double].self, forKey: .mix) ?? mix
         otherProcess = try c.decodeIfPresent(Double.self, forKey: .otherProcess) ?? otherProcess
     }
 }
 
 extension Scenario.Sync {
-    enum CodingKeys: String, CodingKey { case syncsPerDevice, afterEdit, maxAttempts, pageSize, snapshotInterval }
+    enum CodingKeys: String, CodingKey, CaseIterable { case syncsPerDevice, afterEdit, maxAttempts, pageSize, snapshotInterval }
     /// Decodes sync settings, taking the default for every field left out.
     public init(from decoder: any Decoder) throws {
         self.init()
+        try decoder.refuseUnknownKeys(CodingKeys.self)
         let c = try decoder.container(keyedBy: CodingKeys.self)
-        syncsPerDevice = try c.decodeIfPresent(Int.self, forKey: .syncsPerDevice) ?? syncsPerDevice
+        syncsPerDevice = try c.decodeWholeIfPresent(forKey: .syncsPerDevice) ?? syncsPerDevice
         afterEdit = try c.decodeIfPresent(Double.self, forKey: .afterEdit) ?? afterEdit
-        maxAttempts = try c.decodeIfPresent(Int.self, forKey: .maxAttempts) ?? maxAttempts
-        pageSize = try c.decodeIfPresent(Int.self, forKey: .pageSize) ?? pageSize
-        snapshotInterval = try c.decodeIfPresent(Int.self, forKey: .snapshotInterval) ?? snapshotInterval
+        maxAttempts = try c.decodeWholeIfPresent(forKey: .maxAttempts) ?? maxAttempts
+        pageSize = try c.decodeWholeIfPresent(forKey: .pageSize) ?? pageSize
+        snapshotInterval = try c.decodeWholeIfPresent(forKey: .snapshotInterval) ?? snapshotInterval
     }
 }
 
 extension Scenario.Network {
-    enum CodingKeys: String, CodingKey { case loss, duplicate, reorder, delay, maxDelaySeconds, corrupt }
+    enum CodingKeys: String, CodingKey, CaseIterable { case loss, duplicate, reorder, delay, maxDelaySeconds, corrupt }
     /// Decodes network faults, taking the default (none) for every field left out.
     public init(from decoder: any Decoder) throws {
         self.init()
+        try decoder.refuseUnknownKeys(CodingKeys.self)
         let c = try decoder.container(keyedBy: CodingKeys.self)
         loss = try c.decodeIfPresent(Double.self, forKey: .loss) ?? loss
         duplicate = try c.decodeIfPresent(Double.self, forKey: .duplicate) ?? duplicate
@@ -544,10 +568,11 @@ extension Scenario.Network {
 }
 
 extension Scenario.Folder {
-    enum CodingKeys: String, CodingKey { case propagationSeconds, late, maxLateSeconds, partial, partialSeconds, corrupt, twice, compactThreshold }
+    enum CodingKeys: String, CodingKey, CaseIterable { case propagationSeconds, late, maxLateSeconds, partial, partialSeconds, corrupt, twice, compactThreshold }
     /// Decodes folder settings, taking the default for every field left out.
     public init(from decoder: any Decoder) throws {
         self.init()
+        try decoder.refuseUnknownKeys(CodingKeys.self)
         let c = try decoder.container(keyedBy: CodingKeys.self)
         propagationSeconds = try c.decodeIfPresent(Double.self, forKey: .propagationSeconds) ?? propagationSeconds
         late = try c.decodeIfPresent(Double.self, forKey: .late) ?? late
@@ -556,30 +581,32 @@ extension Scenario.Folder {
         partialSeconds = try c.decodeIfPresent(Double.self, forKey: .partialSeconds) ?? partialSeconds
         corrupt = try c.decodeIfPresent(Double.self, forKey: .corrupt) ?? corrupt
         twice = try c.decodeIfPresent(Double.self, forKey: .twice) ?? twice
-        compactThreshold = try c.decodeIfPresent(Int.self, forKey: .compactThreshold) ?? compactThreshold
+        compactThreshold = try c.decodeWholeIfPresent(forKey: .compactThreshold) ?? compactThreshold
     }
 }
 
 extension Scenario.Clocks {
-    enum CodingKeys: String, CodingKey { case skewSeconds, maxSkewSeconds, jumps, randomJumps, maxJumpSeconds }
+    enum CodingKeys: String, CodingKey, CaseIterable { case skewSeconds, maxSkewSeconds, jumps, randomJumps, maxJumpSeconds }
     /// Decodes clock settings, taking the default for every field left out.
     public init(from decoder: any Decoder) throws {
         self.init()
+        try decoder.refuseUnknownKeys(CodingKeys.self)
         let c = try decoder.container(keyedBy: CodingKeys.self)
         skewSeconds = try c.decodeIfPresent([Double].self, forKey: .skewSeconds)
         maxSkewSeconds = try c.decodeIfPresent(Double.self, forKey: .maxSkewSeconds) ?? maxSkewSeconds
         jumps = try c.decodeIfPresent([Scenario.ClockJump].self, forKey: .jumps) ?? jumps
-        randomJumps = try c.decodeIfPresent(Int.self, forKey: .randomJumps) ?? randomJumps
+        randomJumps = try c.decodeWholeIfPresent(forKey: .randomJumps) ?? randomJumps
         maxJumpSeconds = try c.decodeIfPresent(Double.self, forKey: .maxJumpSeconds) ?? maxJumpSeconds
     }
 }
 
 extension Scenario.Partition {
-    enum CodingKeys: String, CodingKey { case devices, hub, startSeconds, endSeconds, direction }
+    enum CodingKeys: String, CodingKey, CaseIterable { case devices, hub, startSeconds, endSeconds, direction }
     /// Decodes a partition; `hub` and `direction` may be left out (every hub, both ways).
     public init(from decoder: any Decoder) throws {
+        try decoder.refuseUnknownKeys(CodingKeys.self)
         let c = try decoder.container(keyedBy: CodingKeys.self)
-        devices = try c.decode([Int].self, forKey: .devices)
+        devices = try c.decodeWholes(forKey: .devices)
         hub = try c.decodeIfPresent(String.self, forKey: .hub)
         startSeconds = try c.decode(Double.self, forKey: .startSeconds)
         endSeconds = try c.decode(Double.self, forKey: .endSeconds)
@@ -588,31 +615,117 @@ extension Scenario.Partition {
 }
 
 extension Scenario.Faults {
-    enum CodingKeys: String, CodingKey {
+    enum CodingKeys: String, CodingKey, CaseIterable {
         case crashes, reinstalls, reinstallAt, crashAt, reinstallsDuringSync, copies, clones, forks, editOnUnsettledForks, outOfOrder, restores, deaths, forgeries, intrusions, memberForgeries
         case randomPartitions, maxPartitionSeconds, oneWay
     }
     /// Decodes faults, taking the default (none) for every field left out.
     public init(from decoder: any Decoder) throws {
         self.init()
+        try decoder.refuseUnknownKeys(CodingKeys.self)
         let c = try decoder.container(keyedBy: CodingKeys.self)
-        crashes = try c.decodeIfPresent(Int.self, forKey: .crashes) ?? crashes
-        reinstalls = try c.decodeIfPresent(Int.self, forKey: .reinstalls) ?? reinstalls
+        crashes = try c.decodeWholeIfPresent(forKey: .crashes) ?? crashes
+        reinstalls = try c.decodeWholeIfPresent(forKey: .reinstalls) ?? reinstalls
         reinstallAt = try c.decodeIfPresent([Scenario.DeviceTime].self, forKey: .reinstallAt) ?? reinstallAt
         crashAt = try c.decodeIfPresent([Scenario.DeviceTime].self, forKey: .crashAt) ?? crashAt
-        reinstallsDuringSync = try c.decodeIfPresent(Int.self, forKey: .reinstallsDuringSync) ?? reinstallsDuringSync
-        copies = try c.decodeIfPresent(Int.self, forKey: .copies) ?? copies
-        clones = try c.decodeIfPresent(Int.self, forKey: .clones) ?? clones
-        forks = try c.decodeIfPresent(Int.self, forKey: .forks) ?? forks
+        reinstallsDuringSync = try c.decodeWholeIfPresent(forKey: .reinstallsDuringSync) ?? reinstallsDuringSync
+        copies = try c.decodeWholeIfPresent(forKey: .copies) ?? copies
+        clones = try c.decodeWholeIfPresent(forKey: .clones) ?? clones
+        forks = try c.decodeWholeIfPresent(forKey: .forks) ?? forks
         editOnUnsettledForks = try c.decodeIfPresent(Bool.self, forKey: .editOnUnsettledForks) ?? editOnUnsettledForks
-        outOfOrder = try c.decodeIfPresent(Int.self, forKey: .outOfOrder) ?? outOfOrder
-        restores = try c.decodeIfPresent(Int.self, forKey: .restores) ?? restores
+        outOfOrder = try c.decodeWholeIfPresent(forKey: .outOfOrder) ?? outOfOrder
+        restores = try c.decodeWholeIfPresent(forKey: .restores) ?? restores
         deaths = try c.decodeIfPresent([Scenario.DeviceTime].self, forKey: .deaths) ?? deaths
-        forgeries = try c.decodeIfPresent(Int.self, forKey: .forgeries) ?? forgeries
-        intrusions = try c.decodeIfPresent(Int.self, forKey: .intrusions) ?? intrusions
-        memberForgeries = try c.decodeIfPresent(Int.self, forKey: .memberForgeries) ?? memberForgeries
-        randomPartitions = try c.decodeIfPresent(Int.self, forKey: .randomPartitions) ?? randomPartitions
+        forgeries = try c.decodeWholeIfPresent(forKey: .forgeries) ?? forgeries
+        intrusions = try c.decodeWholeIfPresent(forKey: .intrusions) ?? intrusions
+        memberForgeries = try c.decodeWholeIfPresent(forKey: .memberForgeries) ?? memberForgeries
+        randomPartitions = try c.decodeWholeIfPresent(forKey: .randomPartitions) ?? randomPartitions
         maxPartitionSeconds = try c.decodeIfPresent(Double.self, forKey: .maxPartitionSeconds) ?? maxPartitionSeconds
         oneWay = try c.decodeIfPresent(Double.self, forKey: .oneWay) ?? oneWay
+    }
+}
+
+extension Scenario.Hub {
+    enum CodingKeys: String, CodingKey, CaseIterable { case name, kind, devices }
+    /// Decodes a hub; `devices` may be left out (every device).
+    public init(from decoder: any Decoder) throws {
+        try decoder.refuseUnknownKeys(CodingKeys.self)
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        name = try c.decode(String.self, forKey: .name)
+        kind = try c.decode(Kind.self, forKey: .kind)
+        devices = c.contains(.devices) ? try c.decodeWholes(forKey: .devices) : nil
+    }
+}
+
+extension Scenario.ClockJump {
+    enum CodingKeys: String, CodingKey, CaseIterable { case device, atSeconds, bySeconds }
+    /// Decodes a clock jump (every field required).
+    public init(from decoder: any Decoder) throws {
+        try decoder.refuseUnknownKeys(CodingKeys.self)
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        guard let device = try c.decodeWholeIfPresent(forKey: .device) else {
+            throw DecodingError.keyNotFound(CodingKeys.device, .init(codingPath: c.codingPath, debugDescription: "a clock jump needs \"device\""))
+        }
+        self.device = device
+        atSeconds = try c.decode(Double.self, forKey: .atSeconds)
+        bySeconds = try c.decode(Double.self, forKey: .bySeconds)
+    }
+}
+
+extension Scenario.DeviceTime {
+    enum CodingKeys: String, CodingKey, CaseIterable { case device, atSeconds }
+    /// Decodes a device and a time (both required).
+    public init(from decoder: any Decoder) throws {
+        try decoder.refuseUnknownKeys(CodingKeys.self)
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        guard let device = try c.decodeWholeIfPresent(forKey: .device) else {
+            throw DecodingError.keyNotFound(CodingKeys.device, .init(codingPath: c.codingPath, debugDescription: "a fault at a time needs \"device\""))
+        }
+        self.device = device
+        atSeconds = try c.decode(Double.self, forKey: .atSeconds)
+    }
+}
+
+/// Any key of a JSON object, to list the ones a scenario does not know.
+private struct AnyKey: CodingKey {
+    var stringValue: String
+    var intValue: Int? { nil }
+    init(stringValue: String) { self.stringValue = stringValue }
+    init?(intValue: Int) { nil }
+}
+
+extension Decoder {
+    /// Refuses a key that `K` does not name: a misspelt setting would otherwise take its default
+    /// silently, and the run would test something other than what the file says.
+    func refuseUnknownKeys<K: CodingKey & CaseIterable>(_ keys: K.Type) throws {
+        let known = K.allCases.map(\.stringValue)
+        let container = try self.container(keyedBy: AnyKey.self)
+        for key in container.allKeys.sorted(by: { $0.stringValue < $1.stringValue }) where !known.contains(key.stringValue) {
+            throw DecodingError.dataCorrupted(.init(
+                codingPath: codingPath + [key],
+                debugDescription: "unknown key (known here: \(known.joined(separator: ", ")))"))
+        }
+    }
+}
+
+extension KeyedDecodingContainer {
+    /// A whole number, read as JSON writes it: `3.5` or `1e300` is named as not a count, where
+    /// Foundation's decoder calls the whole file "not valid JSON".
+    func decodeWholeIfPresent(forKey key: Key) throws -> Int? {
+        guard let value = try decodeIfPresent(Double.self, forKey: key) else { return nil }
+        return try Self.whole(value, codingPath: codingPath + [key])
+    }
+
+    /// A list of whole numbers.
+    func decodeWholes(forKey key: Key) throws -> [Int] {
+        try decode([Double].self, forKey: key).map { try Self.whole($0, codingPath: codingPath + [key]) }
+    }
+
+    private static func whole(_ value: Double, codingPath: [any CodingKey]) throws -> Int {
+        // 2^53: past it a Double no longer holds every whole number, and no count here comes near.
+        guard value.rounded() == value, abs(value) <= 9_007_199_254_740_992 else {
+            throw DecodingError.dataCorrupted(.init(codingPath: codingPath, debugDescription: "\(value) is not a whole number"))
+        }
+        return Int(value)
     }
 }

@@ -51,6 +51,45 @@ import Testing
         #expect { try Scenario.decode(json) } throws: { "\($0)".contains("not within") }
     }
 
+    /// A misspelt setting, at any depth, is named rather than run as its default.
+    @Test(arguments: [(#""devcies": 5"#, "devcies"), (#""workload": {"editsPerDevic": 5}"#, "workload.editsPerDevic"),
+                      (#""hubs": [{"name": "a", "kind": "relay", "device": [0]}]"#, "hubs.Index 0.device"),
+                      (#""faults": {"crashAt": [{"device": 0, "atSeconds": 1, "when": 2}]}"#, "faults.crashAt.Index 0.when"),
+                      (#""clocks": {"jumps": [{"device": 0, "atSeconds": 1, "bySeconds": 2, "x": 1}]}"#, "clocks.jumps.Index 0.x")])
+    func unknownKeysAreNamed(field: String, path: String) throws {
+        let json = Data((#"{"name": "typo", "# + field + "}").utf8)
+        #expect { try Scenario.decode(json) } throws: { "\($0)".contains("\(path): unknown key") }
+    }
+
+    /// A count that is not a whole number is named as such (Foundation's decoder called the whole
+    /// file "not valid JSON").
+    @Test(arguments: [(#""devices": 3.5"#, "devices"), (#""sync": {"pageSize": 1e300}"#, "sync.pageSize"),
+                      (#""partitions": [{"devices": [0.5], "startSeconds": 1, "endSeconds": 2}]"#, "partitions.Index 0.devices")])
+    func countsMustBeWholeNumbers(field: String, path: String) throws {
+        let json = Data((#"{"name": "half", "# + field + "}").utf8)
+        #expect { try Scenario.decode(json) } throws: { "\($0)".contains("\(path): ") && "\($0)".contains("is not a whole number") }
+        #expect(try Scenario.decode(Data(#"{"name": "whole", "devices": 4.0}"#.utf8)).devices == 4)
+    }
+
+    @Test func twoHubsWithOneNameAreRefused() throws {
+        let json = Data(#"{"name": "dup", "hubs": [{"name": "a", "kind": "relay"}, {"name": "a", "kind": "folder"}]}"#.utf8)
+        #expect { try Scenario.decode(json) } throws: { "\($0)".contains("two hubs are named a") }
+    }
+
+    /// A file past the limit is refused after reading one byte past it, a folder by name.
+    @Test func aHugeFileOrAFolderIsRefusedUnread() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("scenario-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let big = folder.appendingPathComponent("big.json")
+        var text = #"{"name": "big", "description": ""#
+        text += String(repeating: "x", count: Scenario.maxFileBytes) + #""}"#
+        try Data(text.utf8).write(to: big)
+        #expect { try Scenario.load(path: big.path) } throws: { "\($0)".contains("larger than 1 MiB") }
+        #expect { try Scenario.load(path: folder.path) } throws: { "\($0)".contains("is a folder") }
+        #expect { try Scenario.load(path: "/dev/zero") } throws: { "\($0)".contains("larger than") }
+    }
+
     @Test func missingFieldsTakeTheirDefaults() throws {
         let scenario = try Scenario.decode(Data(#"{"name": "tiny"}"#.utf8))
         #expect(scenario.devices == 3)
