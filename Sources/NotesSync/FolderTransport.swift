@@ -213,7 +213,7 @@ public struct FolderTransport: SyncTransport {
                 try await each(ReceivedBundle(bundle: bundle, source: entry.path))
                 readFrom.insert(entry.writer)
             case .failure(let error):
-                skipped.append(SkippedInput(source: entry.path, reason: error.message))
+                skipped.append(SkippedInput(source: entry.path, reason: error.message + "; read again at the next sync"))
             }
         }
         // For writers nothing was read from, the newest file's header says what they have.

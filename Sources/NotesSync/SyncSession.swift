@@ -198,7 +198,7 @@ public struct SyncSession: Sendable {
         var changes: [Change] = []
         for item in received where item.bundle.isSealed && !item.bundle.sealedUnits.isEmpty {
             // Sealed data is opened only with the space key, which this replica does not have.
-            report.skipped.append("\(item.source): sealed (end-to-end encrypted) bundle refused: this replica is in no encrypted space (join it with `crdt-sync space join`)")
+            report.skipped.append(Self.sealedRefused(item.source))
         }
         for item in received where !item.bundle.changes.isEmpty {
             report.receivedBundles += 1
@@ -221,10 +221,7 @@ public struct SyncSession: Sendable {
         var seen: Set<UnitBytes> = []
         var units: [SealedUnit] = []
         for item in received {
-            if !item.bundle.changes.isEmpty {
-                report.skipped.append("\(item.source): plaintext bundle refused: this space is end-to-end encrypted")
-                report.rejected += item.bundle.changes.count
-            }
+            if !item.bundle.changes.isEmpty { report.skipped.append(Self.plaintextRefused(item.source)) }
             guard !item.bundle.sealedUnits.isEmpty else { continue }
             report.receivedBundles += 1
             for unit in item.bundle.sealedUnits where seen.insert(UnitBytes(unit.bytes)).inserted { units.append(unit) }
@@ -232,6 +229,16 @@ public struct SyncSession: Sendable {
         report.receivedChanges = units.count
         state = .awaitingApply
         return .applySealed(units.sorted { ($0.author, $0.startSeq, $0.endSeq) < ($1.author, $1.startSeq, $1.endSeq) })
+    }
+
+    // Not counted in `rejected` (malformed changes, a full quarantine): nothing is wrong with
+    // these, the replica is on the other side of the space's line, and they are refused each time.
+    private static func plaintextRefused(_ source: String) -> String {
+        "\(source): plaintext bundle refused: this space is end-to-end encrypted (its writer is a replica outside the space; it is refused at every sync)"
+    }
+
+    private static func sealedRefused(_ source: String) -> String {
+        "\(source): sealed (end-to-end encrypted) bundle refused: this replica is in no encrypted space (join it with `crdt-sync space join`; it is refused at every sync until then)"
     }
 
     /// The replica applied the batch.
@@ -252,6 +259,9 @@ public struct SyncSession: Sendable {
 
     private mutating func notePeer(_ bundle: SyncBundle) {
         guard bundle.sender != local else { return }
+        // A bundle from the other side of the space's line (plaintext in an encrypted space,
+        // sealed outside one) is refused whole: its sender is no peer of this replica.
+        if sealed ? !bundle.changes.isEmpty : bundle.isSealed { return }
         peerVersions[bundle.sender, default: VersionVector()].merge(bundle.senderVersion)
     }
 
@@ -267,10 +277,7 @@ public struct SyncSession: Sendable {
         guard state == .awaitingSend || state == .awaitingBundles else { throw MisuseError(description: "arrived in state \(state)") }
         notePeer(item.bundle)
         if sealed {
-            if !item.bundle.changes.isEmpty {
-                report.skipped.append("\(item.source): plaintext bundle refused: this space is end-to-end encrypted")
-                report.rejected += item.bundle.changes.count
-            }
+            if !item.bundle.changes.isEmpty { report.skipped.append(Self.plaintextRefused(item.source)) }
             guard !item.bundle.sealedUnits.isEmpty else { return nil }
             report.receivedBundles += 1
             // Repeats are counted once but still handed over: the replica knows a unit by its
@@ -284,7 +291,7 @@ public struct SyncSession: Sendable {
             return takeGathered()
         }
         if item.bundle.isSealed && !item.bundle.sealedUnits.isEmpty {
-            report.skipped.append("\(item.source): sealed (end-to-end encrypted) bundle refused: this replica is in no encrypted space (join it with `crdt-sync space join`)")
+            report.skipped.append(Self.sealedRefused(item.source))
         }
         guard !item.bundle.changes.isEmpty else { return nil }
         if !item.continuesPage { report.receivedBundles += 1 }

@@ -400,7 +400,7 @@ struct SyncCommand: AsyncParsableCommand {
 
     private func printFolderLines(_ report: SyncReport) {
         print(folderLine(report))
-        for skipped in report.skipped { print("skipped (will retry next time): \(TerminalText.escaped(skipped))") }
+        for skipped in report.skipped { print("skipped: \(TerminalText.escaped(skipped))") }
         for line in report.refused { print("refused: \(TerminalText.escaped(line))") }
     }
 

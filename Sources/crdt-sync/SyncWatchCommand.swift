@@ -116,7 +116,7 @@ extension SyncCommand {
                         writeLine(jsonLine(Out(time: watchTime(), remote: target.remote, report: report)))
                     } else {
                         writeLine("\(watchTime()) " + (target.remote.map { "\($0): " } ?? "") + line)
-                        for skipped in report.skipped { writeLine("\(watchTime()) skipped (will retry next time): \(TerminalText.escaped(skipped))") }
+                        for skipped in report.skipped { writeLine("\(watchTime()) skipped: \(TerminalText.escaped(skipped))") }
                     }
                 case .failed(let error, let delay):
                     if let name = target.remote { try? store.recordRemoteSync(name, result: error.message, failed: true) }

@@ -166,7 +166,19 @@ struct EncryptedSpaceTests {
         let digestBefore = try CLI.ok(["digest"], db: a)
         let mixed = try CLI.ok(["sync", "--dir", shared], db: a)
         #expect(mixed.contains("plaintext bundle refused"), "\(mixed)")
+        // Named for what it is, not as malformed, and not promised to work next time.
+        #expect(!mixed.contains("malformed") && !mixed.contains("will retry"), "\(mixed)")
         #expect(try CLI.ok(["digest"], db: a) == digestBefore)
+        // Neither side takes the other for a peer: nothing of it was applied.
+        let plainID = try #require((try CLI.json(["status"], db: plain) as? [String: Any])?["replica"] as? String)
+        let sealedID = try #require((try CLI.json(["status"], db: a) as? [String: Any])?["replica"] as? String)
+        let plainSide = try CLI.json(["sync", "--dir", shared], db: plain) as? [String: Any] ?? [:]
+        #expect((plainSide["skipped"] as? [String] ?? []).contains { $0.contains("bundle refused") }, "\(plainSide)")
+        #expect(!(plainSide["peers"] as? [String] ?? []).contains(sealedID), "\(plainSide)")
+        let sealedSide = try CLI.json(["sync", "--dir", shared], db: a) as? [String: Any] ?? [:]
+        #expect(sealedSide["rejected"] as? Int == 0, "\(sealedSide)")
+        #expect(!(sealedSide["peers"] as? [String] ?? []).contains(plainID), "\(sealedSide)")
+        #expect(!(try CLI.ok(["status"], db: a)).contains(plainID))
         // The right recovery-code-less join, then a sync, brings the sealed note.
         try CLI.ok(["space", "join", "--descriptor", descriptor, "--passphrase-file", dir + "/right"], db: b)
         try CLI.ok(["sync", "--dir", shared], db: b)
