@@ -172,6 +172,17 @@ struct ImportBundles: AsyncParsableCommand {
                     : "\(files[index]): sealed (end-to-end encrypted) bundle: this replica is in no encrypted space (`crdt-sync space join`); nothing was applied")
                 throw ExitCode(2)
             }
+            // A file is the user's choice, not a stray in a folder: one sealed under another key
+            // refuses the whole import (sync alone skips such a unit and goes on).
+            if encrypted, let sealer = try store.spaceSealer() {
+                for (index, file) in files.enumerated() where headers[index].isSealed {
+                    if let unit = try decode(file).sealedUnits.first(where: { !sealer.isOurs($0) }) {
+                        printError("\(file): this space is encrypted with a different key: \(unit.label) is sealed under key "
+                            + "\(unit.keyID.map { String(format: "%02x", $0) }.joined()), this replica's is \(sealer.key.keyIDHex); nothing was applied")
+                        throw ExitCode(2)
+                    }
+                }
+            }
             let progress = ProgressLine(label: "importing files", total: files.count)
             let report: IntegrationReport
             var changeCount = 0
@@ -208,6 +219,7 @@ struct ImportBundles: AsyncParsableCommand {
                 var summary = SyncReport()
                 summary.quarantined = report.quarantined
                 summary.rejected = report.rejected
+                summary.refused = report.refused
                 summary.foreignOwnChanges = report.foreignOwnChanges
                 summary.forksRepaired = report.forksRepaired
                 print("imported \(files.count) file(s): \(report.applied) change(s) applied, \(report.duplicates) already here, \(report.pending) waiting for earlier changes"
@@ -491,7 +503,7 @@ final class ProgressLine: @unchecked Sendable {
 /// The part of a sync summary about received changes kept aside or refused (empty when none were).
 func setAside(_ report: SyncReport) -> String {
     (report.quarantined > 0 ? ", \(report.quarantined) quarantined (see `crdt-sync status`)" : "")
-        + (report.rejected > 0 ? ", \(report.rejected) refused (malformed, or no room left in the quarantine)" : "")
+        + (report.rejected > 0 ? ", \(report.rejected) refused" + (report.refused.isEmpty ? " (malformed, or no room left in the quarantine)" : " (each named in a `refused:` line)") : "")
         + (report.foreignOwnChanges > 0 ? "; \(report.foreignOwnChanges) change(s) in this replica's name that it never made (a copy of this database is writing elsewhere)" : "")
         + (report.forksRepaired > 0 ? "; repaired: a copy of this database wrote \(report.forksRepaired == 1 ? "an identity" : "\(report.forksRepaired) identities") of this replica differently, and what this replica wrote there is re-issued as its new identity, both kept (see `crdt-sync status`)" : "")
 }

@@ -179,6 +179,18 @@ struct EncryptedSpaceTests {
         #expect(sealedSide["rejected"] as? Int == 0, "\(sealedSide)")
         #expect(!(sealedSide["peers"] as? [String] ?? []).contains(plainID), "\(sealedSide)")
         #expect(!(try CLI.ok(["status"], db: a)).contains(plainID))
+        // A file sealed under another key, imported beside one of the space's own: the whole
+        // import is refused, naming the file, and nothing (not even a peer) is recorded.
+        _ = try CLI.ok(["new", "--title", "elsewhere"], db: other)
+        try CLI.ok(["export", "--out", dir + "/other.crdtb"], db: other)
+        try CLI.ok(["export", "--out", dir + "/own.crdtb"], db: a)
+        let otherID = try #require((try CLI.json(["status"], db: other) as? [String: Any])?["replica"] as? String)
+        let beforeMixed = try CLI.ok(["digest"], db: a)
+        let mixedImport = try CLI.run(["import", dir + "/own.crdtb", dir + "/other.crdtb"], db: a)
+        #expect(mixedImport.status == 2, "\(mixedImport.stdout)")
+        #expect(mixedImport.stderr.contains("other.crdtb: this space is encrypted with a different key"), "\(mixedImport.stderr)")
+        #expect(try CLI.ok(["digest"], db: a) == beforeMixed)
+        #expect(!(try CLI.ok(["status"], db: a)).contains(otherID))
         // The right recovery-code-less join, then a sync, brings the sealed note.
         try CLI.ok(["space", "join", "--descriptor", descriptor, "--passphrase-file", dir + "/right"], db: b)
         try CLI.ok(["sync", "--dir", shared], db: b)
