@@ -452,12 +452,17 @@ struct SearchNotes: ParsableCommand {
         discussion: """
         Every word must occur (in the title or the body). A word ending in * matches as a prefix \
         (gro* finds groceries); "quoted words" match as a phrase. Case and accents are ignored. \
-        Trashed notes are not searched.
+        Trashed notes are not searched. A query that begins with a dash goes after `--` \
+        (`crdt-sync search -- -draft`).
         """)
     @OptionGroup var replica: ReplicaOptions
     @Argument(help: "What to look for.") var query: String
-    @Option(help: "At most this many results.") var limit = 20
+    @Option(parsing: .unconditional, help: "At most this many results (1 to 10000).") var limit = 20
     @Flag(help: "Print JSON (notes with a snippet and a rank; lower ranks are better).") var json = false
+
+    func validate() throws {
+        guard (1 ... 10_000).contains(limit) else { throw ValidationError("--limit must be 1 to 10000, not \(limit)") }
+    }
 
     func run() throws {
         try runReporting {

@@ -24,7 +24,7 @@ struct ServeCommand: AsyncParsableCommand {
         """
     )
 
-    @Option(name: .long, help: ArgumentHelp("The port to listen on (0: any free port, printed at start).", valueName: "PORT"))
+    @Option(name: .long, parsing: .unconditional, help: ArgumentHelp("The port to listen on (0: any free port, printed at start).", valueName: "PORT"))
     var port: Int = 8080
 
     @Option(name: .long, help: ArgumentHelp("The address to listen on.", valueName: "HOST"))
@@ -38,7 +38,7 @@ struct ServeCommand: AsyncParsableCommand {
         valueName: "URL"))
     var postgres: String?
 
-    @Option(name: .customLong("postgres-connections"), help: ArgumentHelp("At most this many pooled PostgreSQL connections (one more listens).", valueName: "N"))
+    @Option(name: .customLong("postgres-connections"), parsing: .unconditional, help: ArgumentHelp("At most this many pooled PostgreSQL connections (one more listens).", valueName: "N"))
     var postgresConnections: Int = 20
 
     @Option(name: .customLong("token"), help: ArgumentHelp("A space and its bearer token (repeatable).", valueName: "SPACE=TOKEN"))
@@ -47,24 +47,24 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("tokens-file"), help: ArgumentHelp("A file of SPACE=TOKEN lines (# starts a comment).", valueName: "FILE"))
     var tokensFile: String?
 
-    @Option(name: .customLong("max-body-bytes"), help: ArgumentHelp("Larger request bodies get 413.", valueName: "BYTES"))
+    @Option(name: .customLong("max-body-bytes"), parsing: .unconditional, help: ArgumentHelp("Larger request bodies get 413.", valueName: "BYTES"))
     var maxBodyBytes: Int = 16 << 20
 
-    @Option(name: .customLong("page-changes"), help: ArgumentHelp("At most this many changes per answer page.", valueName: "N"))
+    @Option(name: .customLong("page-changes"), parsing: .unconditional, help: ArgumentHelp("At most this many changes per answer page.", valueName: "N"))
     var pageChanges: Int = 1000
 
-    @Option(name: .customLong("page-bytes"), help: ArgumentHelp("At most about this many bytes of changes per answer page.", valueName: "BYTES"))
+    @Option(name: .customLong("page-bytes"), parsing: .unconditional, help: ArgumentHelp("At most about this many bytes of changes per answer page.", valueName: "BYTES"))
     var pageBytes: Int = 1 << 20
 
     @Option(name: .customLong("log-level"), help: ArgumentHelp("trace, debug, info, notice, warning, error or critical.", valueName: "LEVEL"))
     var logLevel: String = "info"
 
-    @Option(name: .customLong("max-connections-per-address"), help: ArgumentHelp(
+    @Option(name: .customLong("max-connections-per-address"), parsing: .unconditional, help: ArgumentHelp(
         "At most this many open connections from one client address; more are closed at once (raise it behind a proxy or NAT, or for a load test from one machine).",
         valueName: "N"))
     var maxConnectionsPerAddress: Int = 64
 
-    @Option(name: .customLong("max-connections"), help: ArgumentHelp("At most this many open connections in all; more wait in the listen backlog.", valueName: "N"))
+    @Option(name: .customLong("max-connections"), parsing: .unconditional, help: ArgumentHelp("At most this many open connections in all; more wait in the listen backlog.", valueName: "N"))
     var maxConnections: Int = 512
 
     @Option(name: .customLong("tls-cert"), help: ArgumentHelp("Serve HTTPS with this PEM certificate chain (with --tls-key).", valueName: "FILE"))

@@ -26,16 +26,16 @@ struct SimulateCommand: AsyncParsableCommand {
         valueName: "SCENARIO"))
     var scenario: String
 
-    @Option(name: .long, help: "The first seed.")
+    @Option(name: .long, parsing: .unconditional, help: "The first seed.")
     var seed: UInt64 = 1
 
-    @Option(name: .long, help: "How many seeds to run.")
+    @Option(name: .long, parsing: .unconditional, help: "How many seeds to run.")
     var runs: Int = 1
 
     @Option(name: .long, help: ArgumentHelp("Run only these events of the seed's schedule (comma-separated indexes, as a failure prints).", valueName: "I,J,..."))
     var events: String?
 
-    @Option(name: .long, help: "Runs at a time (default: the number of cores).")
+    @Option(name: .long, parsing: .unconditional, help: "Runs at a time (default: the number of cores).")
     var jobs: Int?
 
     @Flag(name: .long, help: "Print the summary as JSON.")

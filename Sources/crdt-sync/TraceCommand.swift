@@ -30,7 +30,7 @@ struct TraceCommand: AsyncParsableCommand {
         @Argument(help: "The trace file (.json or .json.gz).")
         var file: String
 
-        @Option(name: .customLong("repeat"), help: ArgumentHelp(
+        @Option(name: .customLong("repeat"), parsing: .unconditional, help: ArgumentHelp(
             "Warm local replays and merges after the first, cold ones; the medians are reported.",
             valueName: "N"))
         var repeats = 1

@@ -20,6 +20,21 @@ struct CLIInputTests {
         // A negative offset is refused as negative (it read as a missing value).
         let negative = try CLI.run(["edit", id, "--insert", "x", "--at", "-1"], db: db)
         #expect(negative.status == 64 && negative.stderr.contains("--at must be 0 or more"), "\(negative.stderr)")
+        // Every numeric option takes a negative value as its value and names what is wrong (it
+        // read as a missing value, or as another option).
+        for (args, message) in [(["search", "t", "--limit", "-5"], "--limit must be 1 to 10000, not -5"),
+                                (["search", "t", "--limit", "0"], "--limit must be 1 to 10000, not 0"),
+                                (["simulate", "partition", "--runs", "-2"], "--runs must be at least 1"),
+                                (["simulate", "partition", "--jobs", "-1"], "--jobs must be at least 1"),
+                                (["serve", "--port", "-1", "--store", folder.path + "/r.sqlite", "--token", "s=tokentokentoken"],
+                                 "--port must be between 0 and 65535"),
+                                (["serve", "--page-changes", "-3", "--store", folder.path + "/r.sqlite", "--token", "s=tokentokentoken"],
+                                 "must be positive")] {
+            let refused = try CLI.run(args, db: db)
+            #expect(refused.status == 64 && refused.stderr.contains(message), "\(args): \(refused.stderr)")
+        }
+        let dashed = try CLI.run(["search", "--db", db, "--", "-draft"])
+        #expect(dashed.status == 0 && dashed.stdout.isEmpty, "\(dashed.stderr)")
         // An empty colour name is refused (it cleared the colour).
         _ = try CLI.ok(["color", id, "yellow"], db: db)
         let empty = try CLI.run(["color", id, " "], db: db)
