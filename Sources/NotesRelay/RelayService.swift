@@ -55,11 +55,16 @@ public struct RelayLimits: Sendable, Hashable {
     public var maxConcurrentDecodes: Int
     /// How long clients may wait for changes (`GET .../changes`), and how many at once.
     public var push: RelayPushLimits
+    /// At most this many authors in one space: every answer carries the space's version vector,
+    /// which a reader takes up to 65,536 entries long, and which costs every sync its length.
+    public var maxAuthorsPerSpace: Int
 
     /// Limits; the defaults suit a relay for a few hundred people.
     public init(maxRequestBytes: Int = 16 << 20, page: RelayPageLimits = RelayPageLimits(), maxConcurrentDecodes: Int = 4,
-                push: RelayPushLimits = RelayPushLimits()) {
+                push: RelayPushLimits = RelayPushLimits(), maxAuthorsPerSpace: Int = 16_384) {
         self.maxRequestBytes = max(1024, maxRequestBytes)
+        // A quarter of what a reader takes: uploads that race past the check stay readable.
+        self.maxAuthorsPerSpace = min(max(1, maxAuthorsPerSpace), 16_384)
         self.page = page
         self.maxConcurrentDecodes = max(1, maxConcurrentDecodes)
         self.push = push
@@ -92,6 +97,9 @@ public final class RelayService: Sendable {
     public let limits: RelayLimits
     private let decodes: AsyncLimiter
     private let decoded = DecodedChangeCache(capacity: 50_000)
+    /// Per space, authors known to be stored (authors are never removed), so that only an upload
+    /// that brings a new author reads the space's count.
+    private let knownAuthors = Mutex([String: Set<ReplicaID>]())
     let waiters = WaiterCounter()
 
     /// A relay over `storage`.
@@ -210,6 +218,7 @@ public final class RelayService: Sendable {
         } catch {
             return RelayService.text(400, "the request body is not a valid bundle: \(error)")
         }
+        if let refusal = await authorRefusal(space: space, records.map(\.record.author)) { return refusal }
         let stored: Int
         let page: RelayPage
         // The decoded changes of the page's records that the cache held when the page was read
@@ -282,7 +291,7 @@ public final class RelayService: Sendable {
                 guard let fresh = try? ChangeCodec.decode(stored.record.payload) else {
                     return RelayService.text(503, "the relay's store holds a change of \(stored.record.author) at \(stored.record.startSeq) that does not decode")
                 }
-                decoded.put(stored.arrival, fresh)
+                decoded.put(stored.arrival, fresh, bytes: stored.record.payload.count)
                 decodedChanges = fresh
             }
             for change in decodedChanges {
@@ -359,7 +368,9 @@ public final class RelayService: Sendable {
                 run.append(change.startSeq <= covered ? change.suffix(from: covered + 1)! : change)
                 covered = change.endSeq
             }
-            records.append((RelayRecord(author: author, startSeq: run[0].startSeq, endSeq: covered, payload: encoder.encode(run)), run.count))
+            let payload = encoder.encode(run)
+            if let problem = recordSizeProblem(payload.count, of: "the changes of \(author)") { throw UploadError(message: problem) }
+            records.append((RelayRecord(author: author, startSeq: run[0].startSeq, endSeq: covered, payload: payload), run.count))
         }
         return records
     }
@@ -391,6 +402,7 @@ public final class RelayService: Sendable {
                     throw UploadError(message: "the sealed unit \(unit.label) is not signed by the key it names (altered or forged); nothing was stored")
                 }
                 if let problem = unit.authorKeyProblem { throw UploadError(message: problem + "; nothing was stored") }
+                if let problem = recordSizeProblem(unit.bytes.count, of: "the sealed unit \(unit.label)") { throw UploadError(message: problem) }
                 // An id made from its key needs no memory; an older id keeps the first key seen.
                 records.append((RelayRecord(author: author, startSeq: unit.startSeq, endSeq: unit.endSeq, payload: unit.bytes, sealed: true,
                                             signingKey: SigningIdentity.isSelfCertified(author) ? nil : unit.publicKey), 1))
@@ -398,6 +410,36 @@ public final class RelayService: Sendable {
             }
         }
         return records
+    }
+
+    /// 400 when the upload would bring the space past `maxAuthorsPerSpace` authors (then no
+    /// reader could take its answers), else nil.
+    private func authorRefusal(space: String, _ authors: [ReplicaID]) async -> RelayResponse? {
+        let known = knownAuthors.withLock { $0[space] ?? [] }
+        let fresh = Set(authors).subtracting(known)
+        guard !fresh.isEmpty else { return nil }
+        let status: RelaySpaceStatus
+        do { status = try await storage.status(space: space) } catch {
+            return RelayService.text(503, "the relay could not read the space; try again")
+        }
+        let held = Set(status.version.entries.keys)
+        knownAuthors.withLock { $0[space, default: []].formUnion(held) }
+        let adding = fresh.subtracting(held).count
+        guard adding > 0, status.authors + adding > limits.maxAuthorsPerSpace else { return nil }
+        return RelayService.text(400, "the space holds changes of \(status.authors) authors, and this upload brings \(adding) more: "
+            + "past the \(limits.maxAuthorsPerSpace) a space may hold (every answer carries each author's version); nothing was stored")
+    }
+
+    /// The largest record kept: a writer's largest body (`SyncBundle.maxRecordBytes`) and room
+    /// for a sealed unit's framing. With the largest version vector beside it, an answer that
+    /// carries it stays within the 16 MiB a reader takes; a larger one would stop every sync of
+    /// the space for good (the relay cannot cut what it must send whole).
+    package static let maxRecordBytes = SyncBundle.maxRecordBytes + (1 << 20)
+
+    static func recordSizeProblem(_ size: Int, of what: String) -> String? {
+        guard size > maxRecordBytes else { return nil }
+        return "\(what) in this upload encode to \(size) bytes, more than the \(maxRecordBytes) the relay keeps in one record "
+            + "(no answer could carry it back); nothing was stored. Send them in smaller bundles, as crdt-sync does"
     }
 
     // MARK: Helpers
@@ -487,28 +529,51 @@ final class AsyncLimiter: Sendable {
 /// space, so it is decoded once rather than once per client.
 final class DecodedChangeCache: Sendable {
     private struct State {
-        var entries: [Int64: [Change]] = [:]
+        var entries: [Int64: (changes: [Change], bytes: Int)] = [:]
         var newest: Int64 = 0
+        var bytes = 0
     }
 
     private let state = Mutex(State())
     let capacity: Int
+    /// The most stored bytes (of the encodings) whose decoded changes are kept: a count alone let
+    /// 50 records of 33 MB each hold 1.6 GB.
+    let byteCapacity: Int
 
-    init(capacity: Int) { self.capacity = capacity }
-
-    func get(_ id: Int64) -> [Change]? {
-        state.withLock { $0.entries[id] }
+    init(capacity: Int, byteCapacity: Int = 32 << 20) {
+        self.capacity = capacity
+        self.byteCapacity = byteCapacity
     }
 
-    func put(_ id: Int64, _ changes: [Change]) {
+    func get(_ id: Int64) -> [Change]? {
+        state.withLock { $0.entries[id]?.changes }
+    }
+
+    /// Keeps `changes`, decoded from `bytes` stored bytes (a record larger than the whole budget
+    /// is not kept).
+    func put(_ id: Int64, _ changes: [Change], bytes: Int) {
+        guard bytes <= byteCapacity else { return }
         state.withLock { state in
-            state.entries[id] = changes
+            if let old = state.entries.updateValue((changes, bytes), forKey: id) { state.bytes -= old.bytes }
+            state.bytes += bytes
             state.newest = max(state.newest, id)
-            if state.entries.count > capacity {
+            if state.entries.count > capacity || state.bytes > byteCapacity {
                 // Keep the newest half: old records are wanted only by clients that have been away.
-                let cutoff = state.newest - Int64(capacity / 2)
+                var cutoff = state.newest - Int64(capacity / 2)
+                if state.bytes > byteCapacity {
+                    // By bytes: the newest records that fit in half the budget.
+                    var kept = 0
+                    for key in state.entries.keys.sorted(by: >) {
+                        kept += state.entries[key]!.bytes
+                        if kept > byteCapacity / 2 { cutoff = max(cutoff, key); break }
+                    }
+                }
                 state.entries = state.entries.filter { $0.key > cutoff }
+                state.bytes = state.entries.values.reduce(0) { $0 + $1.bytes }
             }
         }
     }
+
+    /// The stored bytes whose decoded changes are kept.
+    var keptBytes: Int { state.withLock { $0.bytes } }
 }

@@ -114,7 +114,8 @@ public struct RelayPageLimits: Sendable, Hashable {
     /// Limits; the defaults keep a page around a megabyte.
     public init(maxChanges: Int = 1000, maxBytes: Int = 1 << 20) {
         self.maxChanges = max(1, maxChanges)
-        self.maxBytes = max(1, maxBytes)
+        // Beside the largest record, an answer must stay within what a reader takes.
+        self.maxBytes = min(max(1, maxBytes), 4 << 20)
     }
 }
 

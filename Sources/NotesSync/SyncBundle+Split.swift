@@ -5,7 +5,7 @@ extension SyncBundle {
     /// in the order given, with `maxChanges` changes at most in each.
     ///
     /// A writer that put a whole history in one bundle would write what no reader takes (more than
-    /// 32,768 changes, or 16 MiB). Each piece is checked by the reader itself (encoded, then decoded
+    /// 32,768 changes, or 16 MiB), or a body past `maxRecordBytes` that no relay could send back. Each piece is checked by the reader itself (encoded, then decoded
     /// within the limits), and halved until it passes.
     ///
     /// A change too large for one bundle is cut between its operations into consecutive changes
@@ -32,7 +32,9 @@ extension SyncBundle {
         let piece = SyncBundle(sender: sender, senderVersion: senderVersion, changes: Array(changes))
         let bytes = piece.encoded(using: &encoder)
         let fits: Bool
-        if bytes.count > maxBytes {
+        // (The body's length counted apart: a compressed bundle far under 16 MiB can hold a body
+        // that no relay answer could carry.)
+        if bytes.count > maxBytes || encoder.encode(piece.changes).count > maxRecordBytes {
             fits = false
         } else {
             do {

@@ -124,6 +124,10 @@ public struct SyncBundle: Hashable, Sendable {
     public static let maxBytes = 16 << 20
     /// The largest change encoding a bundle's body may hold once inflated (32 MiB).
     public static let maxBodyBytes = 32 << 20
+    /// The largest change encoding a writer puts in one bundle (8 MiB), so that one author's part
+    /// of it (a relay record, a sealed unit) fits in a relay's answer beside the space's version
+    /// vector: a relay refuses a larger record, which no reader could ever be sent.
+    public static let maxRecordBytes = 8 << 20
     /// What the change encoding of one bundle may hold (changes, operations, characters...).
     public static let changeLimits = ChangeCodec.Limits.bundle
     /// Magic, version, flags, sender.

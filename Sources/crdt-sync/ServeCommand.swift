@@ -105,6 +105,8 @@ struct ServeCommand: AsyncParsableCommand {
         if logFormat != "text", logFormat != "json" { throw ValidationError("--log-format must be text or json") }
         if maxConnectionsPerAddress < 1 || maxConnections < 1 { throw ValidationError("--max-connections-per-address and --max-connections must be positive") }
         if pageChanges < 1 || pageBytes < 1 { throw ValidationError("--page-changes and --page-bytes must be positive") }
+        // An answer holds a page beside its largest record: past this, no reader would take it.
+        if pageBytes > 4 << 20 { throw ValidationError("--page-bytes must be at most 4194304 (an answer must stay within the 16 MiB a client takes)") }
         if Logger.Level(rawValue: logLevel) == nil { throw ValidationError("--log-level must be one of trace, debug, info, notice, warning, error, critical") }
     }
 

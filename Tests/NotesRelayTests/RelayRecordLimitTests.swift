@@ -1,0 +1,108 @@
+import Foundation
+import NotesCRDT
+@testable import NotesRelay
+import NotesSync
+import Testing
+
+/// What one token holder can upload without stopping the space for everyone: a record no answer
+/// could carry back, or more authors than an answer's version vector may hold.
+struct RelayRecordLimitTests {
+    static let token = "tok-s-1"
+
+    static func post(_ service: RelayService, _ bundle: SyncBundle, accept: String? = nil) async -> RelayResponse {
+        var headers = ["Authorization": "Bearer \(token)"]
+        if let accept { headers["Accept"] = accept }
+        return await service.handle(RelayRequest(method: "POST", path: "/v1/spaces/s/sync", headers: headers, body: bundle.encoded()))
+    }
+
+    static func service(maxAuthors: Int = 16_384) throws -> RelayService {
+        RelayService(storage: try SQLiteRelayStorage.inMemory(), tokens: try RelayTokens([(space: "s", token: token)]),
+                     limits: RelayLimits(maxAuthorsPerSpace: maxAuthors))
+    }
+
+    /// 17 MB of one letter compresses to a few KB: the relay took it, and then every answer of the
+    /// space was larger than a client takes. It is refused, and the space syncs on.
+    @Test func aRecordNoAnswerCouldCarryIsRefused() async throws {
+        let service = try Self.service()
+        var a = Notebook(replicaID: ReplicaID(Identifier128(high: 21, low: 21)), wallClock: FixedWallClock(1_700_000_000_000))
+        _ = a.createNote(title: "small", body: "fine")
+        let before = a.changes(since: VersionVector())
+        #expect(await Self.post(service, SyncBundle(sender: a.replicaID, senderVersion: a.versionVector, changes: before)).status == 200)
+        let version = a.versionVector
+        _ = a.createNote(title: String(repeating: "a", count: 17_000_000))
+        let poison = SyncBundle(sender: a.replicaID, senderVersion: a.versionVector, changes: a.changes(since: version))
+        #expect(poison.encoded().count < 1 << 20)
+        let refused = await Self.post(service, poison)
+        #expect(refused.status == 400)
+        #expect(String(decoding: refused.body, as: UTF8.self).contains("more than the \(RelayService.maxRecordBytes) the relay keeps in one record"))
+        // A new client still gets the space, in an answer it takes.
+        let client = ReplicaID(Identifier128(high: 22, low: 22))
+        let answer = await Self.post(service, SyncBundle(sender: client, senderVersion: VersionVector(), changes: []),
+                                     accept: RelayProtocol.bundleContentType + ", " + RelayProtocol.recordsAccept)
+        #expect(answer.status == 200 && answer.body.count <= SyncBundle.maxBytes)
+        #expect(try SyncBundle.decode(answer.body).senderVersion == version)
+    }
+
+    /// What an honest writer sends of a note of four million four-byte characters goes through a
+    /// relay and back: the pieces keep each body within `maxRecordBytes`.
+    @Test func aLargeNoteOfWideCharactersGoesThroughTheRelay() async throws {
+        let service = try Self.service()
+        var a = Notebook(replicaID: ReplicaID(Identifier128(high: 23, low: 23)), wallClock: FixedWallClock(1_700_000_000_000))
+        let body = String(repeating: "😀", count: 4_200_000)
+        let (note, _) = a.createNote(title: "wide", body: body)
+        let pieces = try SyncBundle.pieces(sender: a.replicaID, senderVersion: a.versionVector, changes: a.changes(since: VersionVector()))
+        #expect(pieces.count >= 2)
+        for piece in pieces {
+            var encoder = ChangeCodec.Encoder()
+            #expect(encoder.encode(piece.changes).count <= SyncBundle.maxRecordBytes)
+            #expect(await Self.post(service, piece).status == 200)
+        }
+        var b = Notebook(replicaID: ReplicaID(Identifier128(high: 24, low: 24)), wallClock: FixedWallClock(1_700_000_000_000))
+        var more = true
+        while more {
+            let answer = await Self.post(service, SyncBundle(sender: b.replicaID, senderVersion: b.versionVector, changes: []),
+                                         accept: RelayProtocol.bundleContentType + ", " + RelayProtocol.recordsAccept)
+            #expect(answer.status == 200 && answer.body.count <= SyncBundle.maxBytes)
+            let bundle = try SyncBundle.decode(answer.body)
+            guard !bundle.changes.isEmpty else { break }
+            b.apply(contentsOf: bundle.changes)
+            more = answer.headers[RelayProtocol.moreHeader] == "1" || b.versionVector != a.versionVector
+        }
+        #expect(b.body(of: note)?.string == body)
+        #expect(b.digest() == a.digest())
+    }
+
+    /// Past the limit, an upload that brings new authors is refused whole; authors already in the
+    /// space go on uploading.
+    @Test func authorsPastTheLimitAreRefused() async throws {
+        let service = try Self.service(maxAuthors: 3)
+        var books = (1 ... 4).map { Notebook(replicaID: ReplicaID(Identifier128(high: 30, low: UInt64($0))), wallClock: FixedWallClock(1_700_000_000_000)) }
+        for i in 0 ..< 3 {
+            _ = books[i].createNote(title: "n\(i)")
+            let bundle = SyncBundle(sender: books[i].replicaID, senderVersion: books[i].versionVector, changes: books[i].changes(since: VersionVector()))
+            #expect(await Self.post(service, bundle).status == 200)
+        }
+        _ = books[3].createNote(title: "one too many")
+        let refused = await Self.post(service, SyncBundle(sender: books[3].replicaID, senderVersion: books[3].versionVector,
+                                                          changes: books[3].changes(since: VersionVector())))
+        #expect(refused.status == 400)
+        #expect(String(decoding: refused.body, as: UTF8.self).contains("past the 3 a space may hold"))
+        let status = try await service.storage.status(space: "s")
+        #expect(status.authors == 3)
+        let version = books[0].versionVector
+        _ = books[0].createNote(title: "still fine")
+        #expect(await Self.post(service, SyncBundle(sender: books[0].replicaID, senderVersion: books[0].versionVector,
+                                                    changes: books[0].changes(since: version))).status == 200)
+    }
+
+    /// The decoded-change cache is bounded by the bytes it was decoded from, not only by count.
+    @Test func theDecodedCacheKeepsWithinItsBytes() {
+        let cache = DecodedChangeCache(capacity: 50_000, byteCapacity: 1000)
+        for id in 1 ... 100 { cache.put(Int64(id), [], bytes: 100) }
+        #expect(cache.keptBytes <= 1000)
+        #expect(cache.get(100) != nil)
+        #expect(cache.get(1) == nil)
+        cache.put(101, [], bytes: 5000)
+        #expect(cache.get(101) == nil)
+    }
+}
