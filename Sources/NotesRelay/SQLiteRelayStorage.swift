@@ -194,6 +194,44 @@ public final class SQLiteRelayStorage: RelayStorage {
     }
 
     /// What the space holds: its version vector and counts.
+    /// What is wrong with how `space` is stored (empty when nothing is), for the simulator's
+    /// checks: per author, the chain's records (not those sent again) in arrival order each end
+    /// past all before them and start no later than the seq after them, from seq 1; the author's
+    /// row holds the chain's end and the count and bytes of every record.
+    package func chainProblems(space: String) async throws -> [String] {
+        try await writer.read { db in
+            var problems: [String] = []
+            var rows: [ReplicaID: (end: UInt64, changes: Int, bytes: Int)] = [:]
+            for row in try Row.fetchAll(db, sql: """
+                SELECT author, startSeq, endSeq, length(payload), again FROM relay_change WHERE space = ? ORDER BY author, id
+                """, arguments: [space]) {
+                let author = try SQLiteRelayStorage.replica(try row.stored(0))
+                let start = UInt64(bitPattern: try row.stored(1, as: Int64.self))
+                let end = UInt64(bitPattern: try row.stored(2, as: Int64.self))
+                var entry = rows[author] ?? (0, 0, 0)
+                entry.changes += 1
+                entry.bytes += try row.stored(3, as: Int.self)
+                if try !row.stored(4, as: Bool.self) {
+                    if end <= entry.end || start < 1 || start > entry.end + 1 {
+                        problems.append("the relay's chain of \(author) holds a record of seqs \(start)-\(end) after one that ends at \(entry.end)")
+                    }
+                    entry.end = max(entry.end, end)
+                }
+                rows[author] = entry
+            }
+            for row in try Row.fetchAll(db, sql: "SELECT author, seq, changes, bytes FROM relay_author WHERE space = ?", arguments: [space]) {
+                let author = try SQLiteRelayStorage.replica(try row.stored(0))
+                let counted = (end: UInt64(bitPattern: try row.stored(1, as: Int64.self)), changes: try row.stored(2, as: Int.self), bytes: try row.stored(3, as: Int.self))
+                let actual = rows.removeValue(forKey: author) ?? (0, 0, 0)
+                if counted != actual {
+                    problems.append("the relay's row of \(author) says seq \(counted.end), \(counted.changes) records, \(counted.bytes) bytes; its records say \(actual.end), \(actual.changes), \(actual.bytes)")
+                }
+            }
+            for author in rows.keys.sorted() { problems.append("the relay holds records of \(author) but no row for it") }
+            return problems
+        }
+    }
+
     public func status(space: String) async throws -> RelaySpaceStatus {
         do {
             return try await writer.read { db in

@@ -112,6 +112,16 @@ public struct RelayServer: Sendable {
         router.get("/v1/spaces/:space/changes") { request, _ in
             try await cancelWhenGracefulShutdown { try await self.respond(request) }
         }
+        // The other methods reach the service too, which answers 405 with the methods allowed
+        // (the router alone answered 404 with no body, where HTTP.md promises 405).
+        let endpoints: [(path: RouterPath, method: HTTPRequest.Method)] = [
+            ("/healthz", .get), ("/v1/spaces/:space/status", .get), ("/v1/spaces/:space/sync", .post), ("/v1/spaces/:space/changes", .get),
+        ]
+        for endpoint in endpoints {
+            for method: HTTPRequest.Method in [.get, .post, .put, .delete, .patch, .head, .options] where method != endpoint.method {
+                router.on(endpoint.path, method: method, use: handler)
+            }
+        }
         router.get("/metrics") { request, _ -> Response in
             if let token = self.configuration.metricsToken, request.headers[.authorization] != "Bearer \(token)" {
                 return Response(status: .unauthorized, headers: [.contentType: "text/plain; charset=utf-8"],

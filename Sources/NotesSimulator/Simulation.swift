@@ -2020,6 +2020,15 @@ public final class Simulation: @unchecked Sendable {
             if !union.isCovered(by: held) || (dead.isEmpty && beyond) {
                 violation("relay \(scenario.hubs[hub].name) holds \(held), but its devices have \(union)")
             }
+            // How it holds it: a record stored twice in the chain, or counts that drifted from
+            // the records, leave the versions above as they should be.
+            do {
+                for problem in try await relay.storage.chainProblems(space: SimRelayHub.space).prefix(3) {
+                    violation("relay \(scenario.hubs[hub].name): \(problem)")
+                }
+            } catch {
+                violation("relay \(scenario.hubs[hub].name): cannot read its records: \(error)")
+            }
             known[relay.service.relayReplica(for: SimRelayHub.space)] = held
         }
         // Every folder's files hold what its devices have, judged from the files' contents (the

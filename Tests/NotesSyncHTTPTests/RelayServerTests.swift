@@ -130,6 +130,19 @@ struct RelayServerTests {
         }
     }
 
+    /// A method an endpoint does not take gets 405 with the reason, as HTTP.md says (the router
+    /// answered 404 with no body).
+    @Test func aWrongMethodGets405() async throws {
+        try await withRelay { relay, client in
+            for (method, path) in [("GET", "/v1/spaces/notes/sync"), ("DELETE", "/v1/spaces/notes/status"), ("PUT", "/v1/spaces/notes/changes"),
+                                   ("POST", "/healthz"), ("OPTIONS", "/v1/spaces/notes/sync")] {
+                let response = try await rawRequest(client, method, "\(relay.url)\(path)", token: notesToken)
+                #expect(response.status == 405, "\(method) \(path): \(response.status)")
+                #expect(response.body.text.contains(method == "POST" ? "use GET" : "is not allowed"), "\(method) \(path): \(response.body.text)")
+            }
+        }
+    }
+
     @Test func unknownPathGets404() async throws {
         try await withRelay { relay, client in
             let response = try await rawRequest(client, "GET", "\(relay.url)/v1/nothing", token: notesToken)
