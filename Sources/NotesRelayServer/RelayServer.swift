@@ -156,6 +156,11 @@ public struct RelayServer: Sendable {
             } catch let error as any HTTPResponseError where error.status == .contentTooLarge {
                 headers["content-length"] = String(limit + 1)
                 return RelayServer.response(await service.handle(RelayRequest(method: "POST", path: request.uri.path, headers: headers)))
+            } catch {
+                // The connection closed (the idle timeout, the client gone) before the body was
+                // whole: the client's doing, counted and logged as 408, not as the relay's 500.
+                return RelayServer.response(RelayResponse(status: 408, headers: ["Content-Type": "application/json"],
+                                                          body: Array("{\"error\":\"the request body ended before it was whole\"}\n".utf8)))
             }
         }
         var query: [String: String] = [:]

@@ -47,6 +47,22 @@ struct RelayServerLimitsTests {
         }
     }
 
+    /// A body that stops arriving is the client's failure: counted as 408, never as a 500 of the
+    /// relay's own.
+    @Test func aStalledBodyIsNotCountedAsTheRelaysError() async throws {
+        let configuration = RelayServerConfiguration(idleTimeoutSeconds: 1)
+        try await withRelay(server: configuration) { relay, client in
+            let fd = try #require(Self.connect(relay.port))
+            defer { close(fd) }
+            Self.send(fd, "POST /v1/spaces/notes/sync HTTP/1.1\r\nHost: relay\r\nAuthorization: Bearer \(notesToken)\r\nContent-Length: 1000\r\n\r\nabc")
+            #expect(Self.closedByServer(fd, within: 10))
+            let (_, _, body) = try await rawRequest(client, "GET", relay.url + "/metrics")
+            let metrics = body.text
+            #expect(!metrics.contains("status=\"500\""), "\(metrics)")
+            #expect(metrics.contains("status=\"408\""), "\(metrics)")
+        }
+    }
+
     @Test func oneAddressGetsABoundedShareOfConnections() async throws {
         let configuration = RelayServerConfiguration(idleTimeoutSeconds: 30, maxConnectionsPerAddress: 8)
         try await withRelay(server: configuration) { relay, _ in
