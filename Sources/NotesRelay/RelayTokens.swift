@@ -62,7 +62,9 @@ public struct RelayTokens: Sendable {
     /// Parses a tokens file: one `SPACE=TOKEN` per line; blank lines and lines starting with `#`
     /// are ignored. Errors name the line, never the token.
     public mutating func add(file contents: String, name: String) throws {
-        for (index, line) in contents.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        // Any line end: "\r\n" is one Character, so a file saved on Windows was one long line,
+        // refused as a token that "contains white space".
+        for (index, line) in contents.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline).enumerated() {
             let trimmed = String(line).trimmingSpaces
             if trimmed.isEmpty || trimmed.hasPrefix("#") { continue }
             do { try add(assignment: trimmed) } catch let error as SyncError {

@@ -23,6 +23,11 @@ struct RelayTokensTests {
     @Test func tokensFile() throws {
         var tokens = RelayTokens()
         try tokens.add(file: "# relay tokens\n\nnotes=abc\n  team=def  \n", name: "tokens.txt")
+        // Windows line ends read the same.
+        var crlf = RelayTokens()
+        try crlf.add(file: "# relay tokens\r\nnotes=abc\r\nteam=def\r\n", name: "tokens.txt")
+        #expect(crlf.authorize(token: "def", space: "team") == tokens.authorize(token: "def", space: "team"))
+        #expect(crlf.spaces == ["notes", "team"])
         #expect(tokens.spaces == ["notes", "team"])
         var bad = RelayTokens()
         do {
