@@ -195,7 +195,8 @@ public final class RelayService: Sendable {
 
     func sync(_ request: RelayRequest, space: String) async -> RelayResponse {
         let limit = limits.maxRequestBytes
-        if let declared = request.headers["content-length"].flatMap(Int.init), declared > limit { return RelayService.tooLarge(limit) }
+        // (Read as UInt64: a length from 2^63 on is no Int, and was waited for.)
+        if let declared = request.headers["content-length"].flatMap(UInt64.init), declared > UInt64(limit) { return RelayService.tooLarge(limit) }
         guard request.body.count <= limit else { return RelayService.tooLarge(limit) }
         let bundle: SyncBundle
         let records: [(record: RelayRecord, changes: Int)]
@@ -458,7 +459,7 @@ public final class RelayService: Sendable {
     }
 
     /// A JSON error (`{"error": "..."}`) for a failure, plain text for success.
-    static func text(_ status: Int, _ message: String) -> RelayResponse {
+    package static func text(_ status: Int, _ message: String) -> RelayResponse {
         if (200 ..< 300).contains(status) {
             return RelayResponse(status: status, headers: ["Content-Type": "text/plain; charset=utf-8"], body: Array((message + "\n").utf8))
         }

@@ -137,12 +137,16 @@ public struct RelayServer: Sendable {
     }
 
     func respond(_ request: Request) async throws -> Response {
+        // Two Authorization headers: which one counted depended on their order.
+        if request.headers[values: .authorization].count > 1 {
+            return RelayServer.response(RelayService.text(400, "the request has more than one Authorization header"))
+        }
         var headers: [String: String] = [:]
         for field in request.headers { headers[field.name.canonicalName] = field.value }
         var body: [UInt8] = []
         if request.method == .post {
             let limit = service.limits.maxRequestBytes
-            if let declared = request.headers[.contentLength].flatMap(Int.init), declared > limit {
+            if let declared = request.headers[.contentLength].flatMap(UInt64.init), declared > UInt64(limit) {
                 return RelayServer.response(await service.handle(RelayRequest(method: "POST", path: request.uri.path, headers: headers)))
             }
             do {

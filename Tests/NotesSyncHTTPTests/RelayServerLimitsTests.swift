@@ -63,6 +63,32 @@ struct RelayServerLimitsTests {
         }
     }
 
+    /// The first line of the server's answer to `request`, sent on a fresh connection.
+    static func statusLine(_ port: Int, _ request: String) -> String {
+        guard let fd = connect(port) else { return "" }
+        defer { close(fd) }
+        send(fd, request)
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var bytes: [UInt8] = []
+        var byte: UInt8 = 0
+        while recv(fd, &byte, 1, 0) == 1, byte != UInt8(ascii: "\n") { bytes.append(byte) }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// A length past Int's range is answered 413 at once (it was waited for); two Authorization
+    /// headers get 400 (which one counted depended on their order).
+    @Test func hugeLengthsAndTwoTokensAreAnsweredAtOnce() async throws {
+        try await withRelay(server: RelayServerConfiguration(idleTimeoutSeconds: 30)) { relay, _ in
+            let huge = Self.statusLine(relay.port, "POST /v1/spaces/notes/sync HTTP/1.1\r\nHost: relay\r\nAuthorization: Bearer \(notesToken)\r\n"
+                                                + "Content-Length: 18446744073709551615\r\n\r\n")
+            #expect(huge.contains("413"), "\(huge)")
+            let two = Self.statusLine(relay.port, "GET /v1/spaces/notes/status HTTP/1.1\r\nHost: relay\r\nAuthorization: Bearer \(notesToken)\r\n"
+                                               + "Authorization: Bearer other\r\n\r\n")
+            #expect(two.contains("400"), "\(two)")
+        }
+    }
+
     @Test func oneAddressGetsABoundedShareOfConnections() async throws {
         let configuration = RelayServerConfiguration(idleTimeoutSeconds: 30, maxConnectionsPerAddress: 8)
         try await withRelay(server: configuration) { relay, _ in
