@@ -663,10 +663,7 @@ extension Scenario.ClockJump {
     public init(from decoder: any Decoder) throws {
         try decoder.refuseUnknownKeys(CodingKeys.self)
         let c = try decoder.container(keyedBy: CodingKeys.self)
-        guard let device = try c.decodeWholeIfPresent(forKey: .device) else {
-            throw DecodingError.keyNotFound(CodingKeys.device, .init(codingPath: c.codingPath, debugDescription: "a clock jump needs \"device\""))
-        }
-        self.device = device
+        device = try c.decodeWhole(forKey: .device)
         atSeconds = try c.decode(Double.self, forKey: .atSeconds)
         bySeconds = try c.decode(Double.self, forKey: .bySeconds)
     }
@@ -678,10 +675,7 @@ extension Scenario.DeviceTime {
     public init(from decoder: any Decoder) throws {
         try decoder.refuseUnknownKeys(CodingKeys.self)
         let c = try decoder.container(keyedBy: CodingKeys.self)
-        guard let device = try c.decodeWholeIfPresent(forKey: .device) else {
-            throw DecodingError.keyNotFound(CodingKeys.device, .init(codingPath: c.codingPath, debugDescription: "a fault at a time needs \"device\""))
-        }
-        self.device = device
+        device = try c.decodeWhole(forKey: .device)
         atSeconds = try c.decode(Double.self, forKey: .atSeconds)
     }
 }
@@ -714,6 +708,14 @@ extension KeyedDecodingContainer {
     func decodeWholeIfPresent(forKey key: Key) throws -> Int? {
         guard let value = try decodeIfPresent(Double.self, forKey: key) else { return nil }
         return try Self.whole(value, codingPath: codingPath + [key])
+    }
+
+    /// A whole number that must be there.
+    func decodeWhole(forKey key: Key) throws -> Int {
+        guard let value = try decodeWholeIfPresent(forKey: key) else {
+            throw DecodingError.keyNotFound(key, .init(codingPath: codingPath, debugDescription: "\"\(key.stringValue)\" is required here"))
+        }
+        return value
     }
 
     /// A list of whole numbers.
