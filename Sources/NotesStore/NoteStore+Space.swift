@@ -46,6 +46,8 @@ public struct RefusedUnit: Sendable, Hashable {
 extension NoteStore {
     /// At most this many refused units are kept per author (as the quarantine keeps 16).
     static let refusedUnitsPerAuthor = 16
+    /// The most bytes of refused units kept in all.
+    static let refusedUnitBytes = 32 << 20
 
     /// Puts the replica in an encrypted space with `key`, and gives it a new signing key. From
     /// then on it syncs only sealed bundles. `origin` is how the key was made (the scrypt
@@ -334,6 +336,12 @@ extension NoteStore: SealedSyncReplica {
         let author = Data(unit.author.raw.bytes)
         let kept = try Int.fetchOne(db, sql: "SELECT count(*) FROM sealed_refused WHERE author = ?", arguments: [author]) ?? 0
         guard kept < NoteStore.refusedUnitsPerAuthor else { return }
+        // Once each (a folder or relay hands the same refused unit over at every sync), and within
+        // a total that a stranger who writes to the folder cannot grow without end.
+        guard try Bool.fetchOne(db, sql: "SELECT 1 FROM sealed_refused WHERE author = ? AND end_seq = ? AND unit = ?",
+                                arguments: [author, Int64(bitPattern: unit.endSeq), Data(unit.bytes)]) == nil,
+              (try Int.fetchOne(db, sql: "SELECT coalesce(sum(length(unit)), 0) FROM sealed_refused") ?? 0) + unit.bytes.count <= NoteStore.refusedUnitBytes
+        else { return }
         try db.execute(sql: """
             INSERT INTO sealed_refused (author, start_seq, end_seq, code, reason, unit, received_at) VALUES (?, ?, ?, ?, ?, ?, ?)
             """, arguments: [author, Int64(bitPattern: unit.startSeq), Int64(bitPattern: unit.endSeq), code, reason, Data(unit.bytes), now])

@@ -32,9 +32,10 @@ extension SyncBundle {
         let piece = SyncBundle(sender: sender, senderVersion: senderVersion, changes: Array(changes))
         let bytes = piece.encoded(using: &encoder)
         let fits: Bool
-        // (The body's length counted apart: a compressed bundle far under 16 MiB can hold a body
-        // that no relay answer could carry.)
-        if bytes.count > maxBytes || encoder.encode(piece.changes).count > maxRecordBytes {
+        // (A compressed body's length counted apart: a bundle far under 16 MiB can hold a body
+        // that no relay answer could carry. Uncompressed, the body is shorter than the bundle.)
+        let compressed = bytes.count > fixedHeaderLength && bytes[9] & deflatedFlag != 0
+        if bytes.count > maxBytes || (compressed ? encoder.encode(piece.changes).count : bytes.count) > maxRecordBytes {
             fits = false
         } else {
             do {

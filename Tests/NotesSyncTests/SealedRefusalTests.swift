@@ -45,6 +45,11 @@ struct SealedRefusalTests {
         }
         #expect(try store.digest() == before)
         #expect(try store.refusedUnits().map(\.code) == ["tooLarge", "malformed"])
+        // Handed over again at every sync, a refused unit is still kept once (a folder's 8 MiB
+        // forgeries grew a replica by their size at every sync, 16 times over).
+        let again = try SealedUnit(parsing: HostileSealedUnits.unitBytes(author: member, startSeq: 1, endSeq: end, plaintext: corrupt))
+        for _ in 0 ..< 3 { #expect(try store.integrate(sealed: [again]).refused.count == 1) }
+        #expect(try store.refusedUnits().map(\.code) == ["tooLarge", "malformed"])
     }
 
     /// A unit whose tag for this replica and signature both fail: the reason said "does not
