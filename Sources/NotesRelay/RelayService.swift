@@ -58,10 +58,14 @@ public struct RelayLimits: Sendable, Hashable {
     /// At most this many authors in one space: every answer carries the space's version vector,
     /// which a reader takes up to 65,536 entries long, and which costs every sync its length.
     public var maxAuthorsPerSpace: Int
+    /// The largest record kept (`RelayService.maxRecordBytes`, 9 MiB; lower only to test).
+    public var maxRecordBytes: Int
 
     /// Limits; the defaults suit a relay for a few hundred people.
     public init(maxRequestBytes: Int = 16 << 20, page: RelayPageLimits = RelayPageLimits(), maxConcurrentDecodes: Int = 4,
-                push: RelayPushLimits = RelayPushLimits(), maxAuthorsPerSpace: Int = 16_384) {
+                push: RelayPushLimits = RelayPushLimits(), maxAuthorsPerSpace: Int = 16_384,
+                maxRecordBytes: Int = RelayService.maxRecordBytes) {
+        self.maxRecordBytes = min(max(1024, maxRecordBytes), RelayService.maxRecordBytes)
         self.maxRequestBytes = max(1024, maxRequestBytes)
         // A quarter of what a reader takes: uploads that race past the check stay readable.
         self.maxAuthorsPerSpace = min(max(1, maxAuthorsPerSpace), 16_384)
@@ -207,10 +211,11 @@ public final class RelayService: Sendable {
             held = try? await storage.status(space: space).version
         }
         do {
+            let limit = limits.maxRecordBytes
             (bundle, records) = try await decodes.run { [held] in
                 let bundle = try SyncBundle.decode(request.body)
-                return (bundle, try bundle.isSealed ? RelayService.sealedRecords(of: bundle, held: held ?? VersionVector())
-                    : RelayService.records(of: bundle))
+                return (bundle, try bundle.isSealed ? RelayService.sealedRecords(of: bundle, held: held ?? VersionVector(), maxRecordBytes: limit)
+                    : RelayService.records(of: bundle, maxRecordBytes: limit))
             }
         } catch let error as SyncError {
             return RelayService.text(400, "the request body is not a valid bundle: \(error.message)")
@@ -347,7 +352,7 @@ public final class RelayService: Sendable {
     /// author, the changes follow each other without a gap, and none goes past what the sender
     /// says it has. Each author's changes become one record (one row, one encoding), however many
     /// there are.
-    static func records(of bundle: SyncBundle) throws -> [(record: RelayRecord, changes: Int)] {
+    static func records(of bundle: SyncBundle, maxRecordBytes: Int = RelayService.maxRecordBytes) throws -> [(record: RelayRecord, changes: Int)] {
         var byAuthor: [ReplicaID: [Change]] = [:]
         for change in bundle.changes { byAuthor[change.replica, default: []].append(change) }
         var records: [(record: RelayRecord, changes: Int)] = []
@@ -370,7 +375,7 @@ public final class RelayService: Sendable {
                 covered = change.endSeq
             }
             let payload = encoder.encode(run)
-            if let problem = recordSizeProblem(payload.count, of: "the changes of \(author)") { throw UploadError(message: problem) }
+            if let problem = recordSizeProblem(payload.count, of: "the changes of \(author)", limit: maxRecordBytes) { throw UploadError(message: problem) }
             records.append((RelayRecord(author: author, startSeq: run[0].startSeq, endSeq: covered, payload: payload), run.count))
         }
         return records
@@ -379,7 +384,8 @@ public final class RelayService: Sendable {
     /// The records of a sealed upload: one per unit, as it is (the relay holds no key), after the
     /// same checks on the units' headers as on plain changes: per author without a gap, none past
     /// what the sender says it has.
-    package static func sealedRecords(of bundle: SyncBundle, held: VersionVector = VersionVector()) throws -> [(record: RelayRecord, changes: Int)] {
+    package static func sealedRecords(of bundle: SyncBundle, held: VersionVector = VersionVector(),
+                                      maxRecordBytes: Int = RelayService.maxRecordBytes) throws -> [(record: RelayRecord, changes: Int)] {
         var byAuthor: [ReplicaID: [SealedUnit]] = [:]
         for unit in bundle.sealedUnits { byAuthor[unit.author, default: []].append(unit) }
         var records: [(record: RelayRecord, changes: Int)] = []
@@ -403,7 +409,7 @@ public final class RelayService: Sendable {
                     throw UploadError(message: "the sealed unit \(unit.label) is not signed by the key it names (altered or forged); nothing was stored")
                 }
                 if let problem = unit.authorKeyProblem { throw UploadError(message: problem + "; nothing was stored") }
-                if let problem = recordSizeProblem(unit.bytes.count, of: "the sealed unit \(unit.label)") { throw UploadError(message: problem) }
+                if let problem = recordSizeProblem(unit.bytes.count, of: "the sealed unit \(unit.label)", limit: maxRecordBytes) { throw UploadError(message: problem) }
                 // An id made from its key needs no memory; an older id keeps the first key seen.
                 records.append((RelayRecord(author: author, startSeq: unit.startSeq, endSeq: unit.endSeq, payload: unit.bytes, sealed: true,
                                             signingKey: SigningIdentity.isSelfCertified(author) ? nil : unit.publicKey), 1))
@@ -435,11 +441,11 @@ public final class RelayService: Sendable {
     /// for a sealed unit's framing. With the largest version vector beside it, an answer that
     /// carries it stays within the 16 MiB a reader takes; a larger one would stop every sync of
     /// the space for good (the relay cannot cut what it must send whole).
-    package static let maxRecordBytes = SyncBundle.maxRecordBytes + (1 << 20)
+    public static let maxRecordBytes = SyncBundle.maxRecordBytes + (1 << 20)
 
-    static func recordSizeProblem(_ size: Int, of what: String) -> String? {
-        guard size > maxRecordBytes else { return nil }
-        return "\(what) in this upload encode to \(size) bytes, more than the \(maxRecordBytes) the relay keeps in one record "
+    static func recordSizeProblem(_ size: Int, of what: String, limit: Int) -> String? {
+        guard size > limit else { return nil }
+        return "\(what) in this upload encode to \(size) bytes, more than the \(limit) the relay keeps in one record "
             + "(no answer could carry it back); nothing was stored. Send them in smaller bundles, as crdt-sync does"
     }
 

@@ -14,20 +14,22 @@ extension SyncBundle {
     ///
     /// - Throws: `SyncError` `.tooLarge` when one seq alone is larger than a bundle may hold.
     public static func pieces(sender: ReplicaID, senderVersion: VersionVector, changes: [Change],
-                              maxChanges: Int = SyncBundle.changeLimits.maxChanges / 2) throws -> [SyncBundle] {
+                              maxChanges: Int = SyncBundle.changeLimits.maxChanges / 2,
+                              maxRecordBytes: Int = SyncBundle.maxRecordBytes) throws -> [SyncBundle] {
         var result: [SyncBundle] = []
         var encoder = ChangeCodec.Encoder()
         var start = 0
         let step = max(1, maxChanges)
         repeat {
             let end = min(changes.count, start + step)
-            try append(changes[start ..< end], sender: sender, senderVersion: senderVersion, into: &result, encoder: &encoder)
+            try append(changes[start ..< end], sender: sender, senderVersion: senderVersion, maxRecordBytes: min(maxRecordBytes, SyncBundle.maxRecordBytes),
+                       into: &result, encoder: &encoder)
             start = end
         } while start < changes.count
         return result
     }
 
-    private static func append(_ changes: ArraySlice<Change>, sender: ReplicaID, senderVersion: VersionVector,
+    private static func append(_ changes: ArraySlice<Change>, sender: ReplicaID, senderVersion: VersionVector, maxRecordBytes: Int,
                                into result: inout [SyncBundle], encoder: inout ChangeCodec.Encoder) throws {
         let piece = SyncBundle(sender: sender, senderVersion: senderVersion, changes: Array(changes))
         let bytes = piece.encoded(using: &encoder)
@@ -49,13 +51,13 @@ extension SyncBundle {
             result.append(piece)
         } else if changes.count > 1 {
             let middle = changes.startIndex + changes.count / 2
-            try append(changes[..<middle], sender: sender, senderVersion: senderVersion, into: &result, encoder: &encoder)
-            try append(changes[middle...], sender: sender, senderVersion: senderVersion, into: &result, encoder: &encoder)
+            try append(changes[..<middle], sender: sender, senderVersion: senderVersion, maxRecordBytes: maxRecordBytes, into: &result, encoder: &encoder)
+            try append(changes[middle...], sender: sender, senderVersion: senderVersion, maxRecordBytes: maxRecordBytes, into: &result, encoder: &encoder)
         } else if let (head, tail) = changes[changes.startIndex].halved() {
             // One change too large: a log joins an author's consecutive changes into one (a
             // device that created 80,000 notes in a row holds a single change), cut back here.
-            try append([head], sender: sender, senderVersion: senderVersion, into: &result, encoder: &encoder)
-            try append([tail], sender: sender, senderVersion: senderVersion, into: &result, encoder: &encoder)
+            try append([head], sender: sender, senderVersion: senderVersion, maxRecordBytes: maxRecordBytes, into: &result, encoder: &encoder)
+            try append([tail], sender: sender, senderVersion: senderVersion, maxRecordBytes: maxRecordBytes, into: &result, encoder: &encoder)
         } else {
             let change = changes[changes.startIndex]
             throw SyncError(.tooLarge, "the change of \(change.replica) at seqs \(change.startSeq)-\(change.endSeq) is larger than a bundle may hold (\(maxBytes) bytes, or a limit of Docs/BundleFormat.md)")
