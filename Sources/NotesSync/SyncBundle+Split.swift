@@ -5,8 +5,9 @@ extension SyncBundle {
     /// in the order given, with `maxChanges` changes at most in each.
     ///
     /// A writer that put a whole history in one bundle would write what no reader takes (more than
-    /// 32,768 changes, or 16 MiB), or a body past `maxRecordBytes` that no relay could send back. Each piece is checked by the reader itself (encoded, then decoded
-    /// within the limits), and halved until it passes.
+    /// 32,768 changes, or 16 MiB), or a body past `maxRecordBytes` that no relay could send back.
+    /// Each piece is checked by the reader itself (encoded, then decoded within the limits), and
+    /// halved until it passes.
     ///
     /// A change too large for one bundle is cut between its operations into consecutive changes
     /// (what it was joined from, as far as a reader can tell), and a single operation of many seqs
@@ -36,7 +37,8 @@ extension SyncBundle {
         let fits: Bool
         // (A compressed body's length counted apart: a bundle far under 16 MiB can hold a body
         // that no relay answer could carry. Uncompressed, the body is shorter than the bundle.)
-        let compressed = bytes.count > fixedHeaderLength && bytes[9] & deflatedFlag != 0
+        let flags = magic.count + 1
+        let compressed = bytes.count > fixedHeaderLength && bytes[flags] & deflatedFlag != 0
         if bytes.count > maxBytes || (compressed ? encoder.encode(piece.changes).count : bytes.count) > maxRecordBytes {
             fits = false
         } else {

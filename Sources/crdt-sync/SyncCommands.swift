@@ -174,9 +174,12 @@ struct ImportBundles: AsyncParsableCommand {
             }
             // A file is the user's choice, not a stray in a folder: one sealed under another key
             // refuses the whole import (sync alone skips such a unit and goes on).
+            var sealedUnits: [SealedUnit] = []
             if encrypted, let sealer = try store.spaceSealer() {
                 for (index, file) in files.enumerated() where headers[index].isSealed {
-                    if let unit = try decode(file).sealedUnits.first(where: { !sealer.isOurs($0) }) {
+                    let units = try decode(file).sealedUnits
+                    sealedUnits += units
+                    if let unit = units.first(where: { !sealer.isOurs($0) }) {
                         printError("\(file): this space is encrypted with a different key: \(unit.label) is sealed under key "
                             + "\(unit.keyID.map { String(format: "%02x", $0) }.joined()), this replica's is \(sealer.key.keyIDHex); nothing was applied")
                         throw ExitCode(2)
@@ -188,7 +191,8 @@ struct ImportBundles: AsyncParsableCommand {
             var changeCount = 0
             do {
                 if encrypted {
-                    report = try store.integrate(sealed: files.flatMap { try decode($0).sealedUnits })
+                    // (Each file read and decoded once, for the key check above.)
+                    report = try store.integrate(sealed: sealedUnits)
                 } else {
                     var remaining = files[...]
                     report = IntegrationReport(try store.apply(batches: {
