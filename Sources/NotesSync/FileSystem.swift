@@ -157,7 +157,13 @@ public struct LocalFileSystem: FileSystem {
             unlink(temporary)
             throw SyncError(.io, "\(path): cannot write (\(String(cString: strerror(writeError))))")
         }
-        guard rename(temporary, path) == 0 else {
+        // A folder put at the file's name (by anyone who can write the shared folder) would stop
+        // every later sync of this replica: it is moved aside, whole, and the file written.
+        var renamed = rename(temporary, path) == 0
+        if !renamed, errno == EISDIR || errno == ENOTEMPTY || errno == EEXIST, (try? LocalFileSystem.moveAside(path)) != nil {
+            renamed = rename(temporary, path) == 0
+        }
+        guard renamed else {
             let failure = LocalFileSystem.failure(path, "cannot rename into place")
             unlink(temporary)
             throw failure
@@ -174,7 +180,12 @@ public struct LocalFileSystem: FileSystem {
         guard unlink(path) == 0 || errno == ENOENT else { throw LocalFileSystem.failure(path, "cannot remove") }
     }
 
-    /// Creates a directory and the directories above it that are missing.
+    /// Creates a directory and the directories above it that are missing. Whatever else is at
+    /// `path` itself (a file, a symbolic link, a FIFO) is moved aside, whole, to
+    /// `.NAME.in-the-way-N` beside it, and the directory created: the folder transport writes a
+    /// replica's files in its own subfolder, and an entry put in its place by anyone who can
+    /// write the shared folder would stop every sync of that replica, or (a link) have its files
+    /// written wherever the link points. The directories above `path` may be links.
     public func createDirectory(_ path: String) throws {
         var prefix = path.hasPrefix("/") ? "/" : ""
         for component in path.split(separator: "/") {
@@ -184,7 +195,21 @@ public struct LocalFileSystem: FileSystem {
             }
             prefix += "/"
         }
-        guard try attributes(path)?.isDirectory == true else { throw SyncError(.io, "\(path) is a file, not a folder") }
+        var info = stat()
+        guard lstat(path, &info) == 0 else { throw LocalFileSystem.failure(path, "cannot create the folder") }
+        guard (info.st_mode & S_IFMT) != S_IFDIR else { return }
+        try LocalFileSystem.moveAside(path)
+        guard mkdir(path, 0o755) == 0 else { throw LocalFileSystem.failure(path, "cannot create the folder") }
+    }
+
+    /// Renames what is at `path` to a hidden name beside it that no reader of the folder takes
+    /// for a bundle file or a writer's subfolder.
+    static func moveAside(_ path: String) throws {
+        let slash = path.lastIndex(of: "/")
+        let folder = slash.map { String(path[..<$0]) } ?? "."
+        let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
+        let aside = FileSystemPaths.join(folder, ".\(name).in-the-way-\(UInt32.random(in: 0 ... .max))")
+        guard rename(path, aside) == 0 else { throw LocalFileSystem.failure(path, "is in the way and cannot be moved aside") }
     }
 
     static func failure(_ path: String, _ what: String) -> SyncError {

@@ -76,6 +76,46 @@ struct FolderTransportTests {
         #expect(try b.versionVector[forger] == 0)
     }
 
+    /// Anyone who can write the shared folder can put a folder at a replica's next file name, a
+    /// file in place of its subfolder, or a link there to somewhere else. Each is moved aside,
+    /// kept, and the replica's syncs go on; nothing is written through the link.
+    @Test func entriesInAWritersWayAreMovedAside() async throws {
+        let folder = try temporaryFolder()
+        let outside = try temporaryFolder()
+        defer { for url in [folder, outside] { try? FileManager.default.removeItem(at: url) } }
+        let files = FileManager.default
+        let transport = FolderTransport(folder: folder.path)
+        let (a, b, c, d) = try (NoteStore.openInMemory(), NoteStore.openInMemory(), NoteStore.openInMemory(), NoteStore.openInMemory())
+        _ = try a.createNote(title: "first", body: "one")
+        _ = try await engine.sync(a, over: transport)
+        // A folder, holding a file, at the name of a's next file.
+        let before = try a.versionVector[a.replicaID]
+        _ = try a.createNote(title: "second", body: "two")
+        let next = FolderTransport.fileName(author: a.replicaID, first: before + 1, last: try a.versionVector[a.replicaID])
+        let aSub = folder.appendingPathComponent(a.replicaID.description)
+        try files.createDirectory(at: aSub.appendingPathComponent(next), withIntermediateDirectories: true)
+        try Data("keep me".utf8).write(to: aSub.appendingPathComponent(next).appendingPathComponent("inside"))
+        // A file where c's subfolder goes, and a link where d's goes.
+        try Data("not a folder".utf8).write(to: folder.appendingPathComponent(c.replicaID.description))
+        try files.createSymbolicLink(atPath: folder.appendingPathComponent(d.replicaID.description).path, withDestinationPath: outside.path)
+        _ = try c.createNote(title: "from c", body: "three")
+        _ = try d.createNote(title: "from d", body: "four")
+        for store in [a, c, d, b] { _ = try await engine.sync(store, over: transport) }
+        #expect(try b.list().map(\.title).sorted() == ["first", "from c", "from d", "second"])
+        for store in [a, c, d] { _ = try await engine.sync(store, over: transport) }
+        #expect(Set(try [a, b, c, d].map { try $0.digest() }).count == 1)
+        #expect(try files.contentsOfDirectory(atPath: outside.path).isEmpty, "nothing is written through the link")
+        // What was in the way is kept under a hidden name beside it.
+        let keptInA = try files.contentsOfDirectory(atPath: aSub.path).filter { $0.hasPrefix(".\(next).in-the-way-") }
+        #expect(keptInA.count == 1)
+        if let kept = keptInA.first {
+            #expect(try String(contentsOf: aSub.appendingPathComponent(kept).appendingPathComponent("inside"), encoding: .utf8) == "keep me")
+        }
+        let top = try files.contentsOfDirectory(atPath: folder.path)
+        #expect(top.contains { $0.hasPrefix(".\(c.replicaID).in-the-way-") })
+        #expect(top.contains { $0.hasPrefix(".\(d.replicaID).in-the-way-") })
+    }
+
     @Test func partialFileIsSkippedAndTakenLater() async throws {
         let folder = try temporaryFolder()
         defer { try? FileManager.default.removeItem(at: folder) }
