@@ -470,7 +470,7 @@ extension NoteStore: SealedSyncReplica {
         }, compacting: compacting)
         return IntegrationReport(applied: report.applied, duplicates: report.duplicates + duplicates, pending: report.pending,
                                  quarantined: report.quarantined, rejected: report.rejected + refused.count,
-                                 refused: refused.map(\.error.message), foreignOwnChanges: report.foreignOwnChanges)
+                                 refused: refused.map(\.error.message), foreignOwnChanges: report.foreignOwnChanges, forks: report.forks)
     }
 
     fileprivate func recordMember(_ replica: ReplicaID, key: [UInt8]) throws {

@@ -29,6 +29,10 @@ public struct ApplyReport: Hashable, Sendable {
     /// as the identity it writes as (`reissues()`), moving first to a fresh one when its
     /// current identity was forked, and the other branch applied.
     public var forksRepaired: Int = 0
+    /// Others' identities found writing one seq twice, differently (part of `rejected`), one
+    /// line each: two copies of one database, or a member that sealed one range twice. The
+    /// version held here stays; the other waits for the copy that holds it to re-issue it.
+    public var forks: [String] = []
 }
 
 /// A change kept aside in a store's quarantine: ready to apply, but it refers to something that
@@ -127,6 +131,7 @@ extension NoteStore {
             var queued = false
             var foreignOwn = 0
             var skippedOwn = 0  // refused here, not by the notebook
+            var othersForks: [ReplicaID: String] = [:]
             var sawUnmade = 0  // others' changes that depend on seqs in our name we never made
             var touches = TouchedNotes()
             let own = replicaID
@@ -153,7 +158,8 @@ extension NoteStore {
                 ApplyReport(applied: applied, duplicates: duplicates, pending: loaded!.notebook.pendingCount, touchedNotes: touched,
                             quarantined: loaded!.notebook.quarantineAdmissions - quarantineBefore.1,
                             rejected: loaded!.notebook.quarantineRefusals - quarantineBefore.2 + skippedOwn,
-                            foreignOwnChanges: foreignOwn, forksRepaired: forks.count)
+                            foreignOwnChanges: foreignOwn, forksRepaired: forks.count,
+                            forks: othersForks.sorted { $0.key < $1.key }.map(\.value))
             }
             /// Applies a change to the notebook and counts what it did.
             func integrate(_ change: Change) -> Notebook.ApplyOutcome {
@@ -205,7 +211,9 @@ extension NoteStore {
                     }
                     if case .rejected(let error) = integrate(change), error.code == .equivocation {
                         if change.replica == own { foreignOwn += 1 }  // counted once, in `rejected` already
-                        noteFork(change)
+                        if !noteFork(change), othersForks[change.replica] == nil {
+                            othersForks[change.replica] = error.message + "; the version held here stays, and the other waits for a copy that holds it to re-issue it"
+                        }
                     }
                 }
                 // Logged batch by batch, so that only one batch's changes are held; the notes are

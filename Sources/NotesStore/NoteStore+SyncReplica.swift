@@ -90,6 +90,6 @@ extension IntegrationReport {
     public init(_ report: ApplyReport) {
         self.init(applied: report.applied, duplicates: report.duplicates, pending: report.pending,
                   quarantined: report.quarantined, rejected: report.rejected, foreignOwnChanges: report.foreignOwnChanges,
-                  forksRepaired: report.forksRepaired)
+                  forksRepaired: report.forksRepaired, forks: report.forks)
     }
 }

@@ -346,6 +346,7 @@ public struct SyncSession: Sendable {
         report.quarantined += outcome.quarantined
         report.rejected += outcome.rejected
         report.refused += outcome.refused
+        for line in outcome.forks where !report.forks.contains(line) { report.forks.append(line) }
         report.forksRepaired += outcome.forksRepaired
         foreignOwnApplied += outcome.foreignOwnChanges
     }
@@ -490,6 +491,10 @@ public struct SyncReport: Sendable, Codable, Equatable {
     /// Why received sealed units were refused (forged, altered, sealed under another key), one
     /// line each; empty in a plain space.
     public var refused: [String] = []
+    /// Others' identities found writing one seq twice, differently (their changes are counted in
+    /// `rejected`), one line each: two copies of one database, or a member that sealed one range
+    /// twice. The version held here stays.
+    public var forks: [String] = []
     /// Inputs that could not be read this time (they are read again next time).
     public var skipped: [String] = []
     /// Transport retries made.
@@ -515,6 +520,7 @@ public struct SyncReport: Sendable, Codable, Equatable {
         forksRepaired += later.forksRepaired
         checkedChanges += later.checkedChanges
         refused += later.refused
+        for line in later.forks where !forks.contains(line) { forks.append(line) }
         skipped += later.skipped
         retries += later.retries
         for peer in later.peers where !peers.contains(peer) { peers.append(peer) }

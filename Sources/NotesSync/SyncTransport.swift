@@ -143,10 +143,14 @@ public struct IntegrationReport: Sendable, Hashable, Codable {
     /// Identities this replica wrote as that a copy of its database wrote differently, repaired
     /// by the batch: its own branch of each re-issued as the identity it writes as now.
     public var forksRepaired = 0
+    /// Others' identities found writing one seq twice, differently (their changes are part of
+    /// `rejected`), one line each: two copies of one database, or a member that sealed one range
+    /// twice.
+    public var forks: [String] = []
 
     /// A report of what a batch did.
     public init(applied: Int = 0, duplicates: Int = 0, pending: Int = 0, quarantined: Int = 0, rejected: Int = 0,
-                refused: [String] = [], foreignOwnChanges: Int = 0, forksRepaired: Int = 0) {
+                refused: [String] = [], foreignOwnChanges: Int = 0, forksRepaired: Int = 0, forks: [String] = []) {
         self.applied = applied
         self.duplicates = duplicates
         self.pending = pending
@@ -155,6 +159,7 @@ public struct IntegrationReport: Sendable, Hashable, Codable {
         self.refused = refused
         self.foreignOwnChanges = foreignOwnChanges
         self.forksRepaired = forksRepaired
+        self.forks = forks
     }
 
     /// Adds what a later batch did (the pending count is the later batch's: it is a state).
@@ -167,6 +172,7 @@ public struct IntegrationReport: Sendable, Hashable, Codable {
         refused += later.refused
         foreignOwnChanges += later.foreignOwnChanges
         forksRepaired += later.forksRepaired
+        for line in later.forks where !forks.contains(line) { forks.append(line) }
     }
 }
 

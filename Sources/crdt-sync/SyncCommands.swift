@@ -208,22 +208,24 @@ struct ImportBundles: AsyncParsableCommand {
             }
             progress.finish()
             for line in report.refused { printError("refused: \(line)") }
+            for line in report.forks { printError("fork: \(line)") }
             for header in headers where header.sender != store.replicaID {
                 try store.recordPeer(header.sender, versionVector: header.senderVersion)
             }
             if json {
                 struct Out: Encodable {
                     var files: Int; var changes: Int; var applied: Int; var duplicates: Int; var pending: Int
-                    var quarantined: Int; var rejected: Int; var forksRepaired: Int
+                    var quarantined: Int; var rejected: Int; var forksRepaired: Int; var forks: [String]
                 }
                 try printJSON(Out(files: files.count, changes: changeCount, applied: report.applied, duplicates: report.duplicates,
                                   pending: report.pending, quarantined: report.quarantined, rejected: report.rejected,
-                                  forksRepaired: report.forksRepaired))
+                                  forksRepaired: report.forksRepaired, forks: report.forks))
             } else {
                 var summary = SyncReport()
                 summary.quarantined = report.quarantined
                 summary.rejected = report.rejected
                 summary.refused = report.refused
+                summary.forks = report.forks
                 summary.foreignOwnChanges = report.foreignOwnChanges
                 summary.forksRepaired = report.forksRepaired
                 print("imported \(files.count) file(s): \(report.applied) change(s) applied, \(report.duplicates) already here, \(report.pending) waiting for earlier changes"
@@ -334,6 +336,7 @@ struct SyncCommand: AsyncParsableCommand {
                 } else {
                     print(relayLine(report, url: url, space: space))
                     for line in report.refused { print("refused: \(TerminalText.escaped(line))") }
+                    for line in report.forks { print("fork: \(TerminalText.escaped(line))") }
                 }
                 try store.closeForExit()
             }
@@ -383,6 +386,7 @@ struct SyncCommand: AsyncParsableCommand {
                     if !json {
                         print("\(remote.name): \(line)")
                         for refused in report.refused { print("\(remote.name): refused: \(TerminalText.escaped(refused))") }
+                        for line in report.forks { print("\(remote.name): fork: \(TerminalText.escaped(line))") }
                     }
                 } catch {
                     let message = describeFailure(error)
@@ -418,6 +422,7 @@ struct SyncCommand: AsyncParsableCommand {
         print(folderLine(report))
         for skipped in report.skipped { print("skipped: \(TerminalText.escaped(skipped))") }
         for line in report.refused { print("refused: \(TerminalText.escaped(line))") }
+        for line in report.forks { print("fork: \(TerminalText.escaped(line))") }
     }
 
     func relayLine(_ report: SyncReport, url: String, space: String) -> String {
@@ -504,10 +509,20 @@ final class ProgressLine: @unchecked Sendable {
     }
 }
 
+/// Where a summary's refused changes are explained.
+private func refusalsNamed(_ report: SyncReport) -> String {
+    switch (report.refused.isEmpty, report.forks.isEmpty) {
+    case (true, true): " (malformed, or no room left in the quarantine)"
+    case (false, true): " (each named in a `refused:` line)"
+    case (true, false): " (another version of seqs held here: see the `fork:` lines)"
+    case (false, false): " (see the `refused:` and `fork:` lines)"
+    }
+}
+
 /// The part of a sync summary about received changes kept aside or refused (empty when none were).
 func setAside(_ report: SyncReport) -> String {
     (report.quarantined > 0 ? ", \(report.quarantined) quarantined (see `crdt-sync status`)" : "")
-        + (report.rejected > 0 ? ", \(report.rejected) refused" + (report.refused.isEmpty ? " (malformed, or no room left in the quarantine)" : " (each named in a `refused:` line)") : "")
+        + (report.rejected > 0 ? ", \(report.rejected) refused" + refusalsNamed(report) : "")
         + (report.foreignOwnChanges > 0 ? "; \(report.foreignOwnChanges) change(s) in this replica's name that it never made (a copy of this database is writing elsewhere)" : "")
         + (report.forksRepaired > 0 ? "; repaired: a copy of this database wrote \(report.forksRepaired == 1 ? "an identity" : "\(report.forksRepaired) identities") of this replica differently, and what this replica wrote there is re-issued as its new identity, both kept (see `crdt-sync status`)" : "")
 }

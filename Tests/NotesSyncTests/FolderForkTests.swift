@@ -49,6 +49,37 @@ struct FolderForkTests {
         return false
     }
 
+    /// A third replica that meets both branches of a fork keeps the one it has and says so: the
+    /// other is refused, counted, and named in a `forks` line (it was counted as refused with no
+    /// word of why). Once the copy that holds it repairs the fork, the same replica converges.
+    @Test func aThirdReplicaNamesTheForkItMeets() async throws {
+        let (one, two) = (try temporaryFolder(), try temporaryFolder())
+        defer { for url in [one, two] { try? FileManager.default.removeItem(at: url) } }
+        let (first, second, note, _) = try Self.copies()
+        let third = try NoteStore.openInMemory()
+        // No common first letter (the copies' equal operations at equal seqs are one operation),
+        // and the second longer: a reader takes from a folder only seqs past what it holds.
+        _ = try first.appendText(note, "ALPHA")
+        _ = try second.appendText(note, "omega omega")
+        _ = try await engine.sync(first, over: FolderTransport(folder: one.path))
+        _ = try await engine.sync(second, over: FolderTransport(folder: two.path))
+        let quiet = try await engine.sync(third, over: FolderTransport(folder: one.path))
+        #expect(quiet.forks.isEmpty && quiet.rejected == 0)
+        let report = try await engine.sync(third, over: FolderTransport(folder: two.path))
+        #expect(report.rejected > 0)
+        #expect(report.forks.count == 1)
+        #expect(report.forks.first?.contains(first.replicaID.description) == true)
+        #expect(report.forks.first?.contains("twice") == true)
+        // The repair: the second copy meets the first's branch and re-issues its own.
+        _ = try await engine.sync(second, over: FolderTransport(folder: one.path))
+        for store in [third, first, second, third, first] {
+            _ = try await engine.sync(store, over: FolderTransport(folder: one.path))
+        }
+        #expect(Set(try [first, second, third].map { try $0.digest() }).count == 1)
+        let body = try #require(try third.notes([note]).first??.body)
+        #expect(body.contains("ALPHA") && body.contains("omega omega"))
+    }
+
     /// Compacting a subfolder that holds both branches at one seq keeps each branch's operations
     /// in some file: joined, one branch's file would be removed for the other's.
     @Test func compactionKeepsBothBranchesAtASeq() async throws {
