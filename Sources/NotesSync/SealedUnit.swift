@@ -141,6 +141,10 @@ public struct SealedUnit: Sendable, Hashable {
                 throw SyncError(.malformed, "malformed bundle: \(reader.remaining) unexpected bytes after a sealed unit's signature and tags")
             }
         } catch let error as CRDTError {
+            // Only running out of bytes is a cut; a count past its limit is a lie about the unit.
+            guard error.message.hasPrefix("truncated data") else {
+                throw SyncError(.malformed, "malformed bundle: a sealed unit is malformed (\(error.message))")
+            }
             throw SyncError(.truncated, "malformed bundle: a sealed unit is cut short (\(error.message))")
         }
         self.bytes = bytes

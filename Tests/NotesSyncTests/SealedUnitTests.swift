@@ -286,6 +286,26 @@ struct SealedUnitTests {
         }
     }
 
+    /// A unit that claims more recipient tags than a unit may hold is named as lying about its
+    /// count, not as cut short (the bytes for all of them are there).
+    @Test func tooManyRecipientTagsAreNamedAsSuch() throws {
+        let a = try member(), b = try member()
+        try acquaint(a, b)
+        _ = try a.createNote(title: "tagged")
+        let unit = try #require(try a.sealedUnits(since: try b.currentVersion()).first)
+        #expect(unit.version == 2 && unit.tags.count == 1)
+        // The count's varint is the byte before the last tag (24 bytes).
+        var bytes = Array(unit.bytes)
+        let tag = Array(bytes.suffix(24))
+        bytes[bytes.count - 25] = UInt8(SealedUnit.maxRecipientTags + 1)
+        for _ in 0 ..< SealedUnit.maxRecipientTags { bytes += tag }
+        #expect { _ = try SealedUnit(parsing: bytes) } throws: { error in
+            let error = error as? SyncError
+            return error?.code == .malformed && error!.message.contains("more than the \(SealedUnit.maxRecipientTags) possible")
+                && !error!.message.contains("cut short")
+        }
+    }
+
     // MARK: Recipient tags (unit version 2)
 
     /// Members that know each other's agreement keys take each other's units on their tags, not
