@@ -61,6 +61,10 @@ public struct MarkdownNote: Hashable, Sendable {
 public enum MarkdownNotes {
     /// The file in an export's folder that lists what the export wrote (`exportMarkdown`).
     public static let manifestName = ".crdt-sync-export.json"
+    /// The subfolder of an export's folder that keeps each note's file as the export (or the
+    /// last import) left it, `ID.md`: the base an import compares a file with, so that it takes
+    /// only what a person changed in the file, not the older values of everything else.
+    public static let basesName = ".crdt-sync-export"
     /// The largest file `importMarkdown` reads (a bundle's largest size: a larger note could not sync).
     public static let maxFileBytes = 16 << 20
 
@@ -325,6 +329,7 @@ extension NoteStore {
             try writeAtomically(data, names[note.id]!)
             manifest.files[names[note.id]!] = SHA256.hex(data)
         }
+        try MarkdownBases(folder: folder).replace(with: notes.map { ($0.id, Data(MarkdownNotes.render($0).utf8)) }, keepingOthers: false)
         // Written before the stale files go: a failure then leaves files the next export still knows.
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
@@ -356,6 +361,10 @@ extension NoteStore {
         let names = try files.contentsOfDirectory(atPath: folder).filter { $0.hasSuffix(".md") && !$0.hasPrefix(".") }.sorted()
         var parsed: [MarkdownNote] = []
         var seen: [NoteID: String] = [:]
+        let bases = MarkdownBases(folder: folder)
+        var baseOf: [NoteID: MarkdownNote] = [:]
+        var read: [(NoteID, Data)] = []
+        var unchanged = 0
         for name in names {
             var info = stat()
             if lstat(folder + "/" + name, &info) == 0 {
@@ -402,46 +411,109 @@ extension NoteStore {
                 if try self.note(id) == nil, try deletedNote(id) != nil {
                     throw StoreError(.notFound, "\(name): note \(id) is deleted (`crdt-sync restore \(id.description.prefix(8))` brings it back); nothing was imported")
                 }
+                // A file as the export (or the last import) left it changes nothing: the note
+                // may have changed since, on this device or another, and is newer than the file.
+                if let base = bases.read(id) {
+                    if base == Data(data) { unchanged += 1; continue }
+                    if let text = String(data: base, encoding: .utf8), let old = try? MarkdownNotes.parse(text, fileName: name), old.id == id {
+                        baseOf[id] = old
+                    }
+                }
+                read.append((id, Data(data)))
             }
             parsed.append(note)
         }
-        guard !parsed.isEmpty else { return MarkdownImportResult(created: 0, updated: 0, unchanged: 0) }
-        return try edit { notebook in
-            var result = MarkdownImportResult(created: 0, updated: 0, unchanged: 0)
+        guard !parsed.isEmpty else { return MarkdownImportResult(created: 0, updated: 0, unchanged: unchanged) }
+        let result = try edit { notebook in
+            var result = MarkdownImportResult(created: 0, updated: 0, unchanged: unchanged)
             for file in parsed {
                 let before = notebook.versionVector[notebook.replicaID]
                 let id: NoteID
                 if let known = file.id, notebook.note(known) != nil {
                     id = known
-                    if file.givesTitle { _ = try notebook.setTitle(id, file.title) }
-                    try Self.apply(file, to: id, in: &notebook)
+                    try Self.apply(file, since: baseOf[id], to: id, in: &notebook)
                     if notebook.versionVector[notebook.replicaID] == before { result.unchanged += 1 } else { result.updated += 1 }
                 } else {
                     id = notebook.createNote(id: file.id ?? .random(), title: file.title, body: file.body, tags: file.tags ?? []).id
-                    try Self.apply(file, to: id, in: &notebook)
+                    try Self.apply(file, since: nil, to: id, in: &notebook)
                     result.created += 1
                 }
             }
             return result
         }
+        // The files are the bases of the next import now. After the commit: a crash before this
+        // applies the same changes again at the next import, rather than losing them.
+        try? bases.replace(with: read, keepingOthers: true)
+        return result
     }
 
-    /// Sets what a file gives that differs from the note (each setter records nothing when equal).
-    static func apply(_ file: MarkdownNote, to id: NoteID, in notebook: inout Notebook) throws {
+    /// Sets what a file gives that differs from the note (each setter records nothing when
+    /// equal). With the file's `base` (as the export or the last import left it), only what the
+    /// file changed since is set, and the body takes the file's splices rebased onto the note's
+    /// body: what changed in the note meanwhile, here or on another device, stays.
+    static func apply(_ file: MarkdownNote, since base: MarkdownNote?, to id: NoteID, in notebook: inout Notebook) throws {
+        func changed<T: Equatable>(_ value: T?, _ old: T?) -> T? {
+            guard let value else { return nil }
+            return base == nil || value != old ? value : nil
+        }
+        if file.givesTitle, base == nil || !(base!.givesTitle && base!.title == file.title) { _ = try notebook.setTitle(id, file.title) }
         if let tags = file.tags {
             let wanted = Set(tags.map(Notebook.tagKey))
-            for name in notebook.note(id)?.tags ?? [] where !wanted.contains(Notebook.tagKey(name)) {
-                _ = try notebook.setTag(id, name, member: false)
+            if let base {
+                // Only the tags the file added or took out since its base.
+                let had = Set((base.tags ?? []).map(Notebook.tagKey))
+                for name in notebook.note(id)?.tags ?? [] where had.contains(Notebook.tagKey(name)) && !wanted.contains(Notebook.tagKey(name)) {
+                    _ = try notebook.setTag(id, name, member: false)
+                }
+                for name in tags where !had.contains(Notebook.tagKey(name)) { _ = try notebook.setTag(id, NoteStore.trimmedTagName(name), member: true) }
+            } else {
+                for name in notebook.note(id)?.tags ?? [] where !wanted.contains(Notebook.tagKey(name)) {
+                    _ = try notebook.setTag(id, name, member: false)
+                }
+                for name in tags { _ = try notebook.setTag(id, NoteStore.trimmedTagName(name), member: true) }
             }
-            for name in tags { _ = try notebook.setTag(id, NoteStore.trimmedTagName(name), member: true) }
         }
-        if let pinned = file.pinned { _ = try notebook.setPinned(id, pinned) }
-        if let archived = file.archived { _ = try notebook.setArchived(id, archived) }
-        if let color = file.color { _ = try notebook.setColor(id, color) }
-        if let state = file.state { _ = try notebook.setState(id, state) }
+        if let pinned = changed(file.pinned, base?.pinned) { _ = try notebook.setPinned(id, pinned) }
+        if let archived = changed(file.archived, base?.archived) { _ = try notebook.setArchived(id, archived) }
+        if let color = file.color, base == nil || base!.color != .some(color) { _ = try notebook.setColor(id, color) }
+        if let state = changed(file.state, base?.state) { _ = try notebook.setState(id, state) }
         let current = Array(notebook.body(of: id)?.string.unicodeScalars ?? "".unicodeScalars)
+        let original = base.map { Array($0.body.unicodeScalars) } ?? current
         let wanted = Array(file.body.unicodeScalars)
-        let splices = TextDiff.rebase(original: current, edited: wanted, current: current)
+        let splices = TextDiff.rebase(original: original, edited: wanted, current: current)
         if !splices.isEmpty { try notebook.applySplices(id, splices) }
+    }
+}
+
+/// The bases of an export's folder (`MarkdownNotes.basesName`): each note's file as the export or
+/// the last import left it. A base that cannot be read is no base (the import then sets what the
+/// file gives, as without one); they are written only into a real subfolder, never through a link.
+struct MarkdownBases {
+    let folder: String
+
+    var path: String { folder + "/" + MarkdownNotes.basesName }
+
+    /// The base of note `id`, if there is one.
+    func read(_ id: NoteID) -> Data? {
+        (try? LocalFileSystem().read(path + "/\(id).md", limit: MarkdownNotes.maxFileBytes)).map { Data($0) }
+    }
+
+    /// Writes these bases, each atomically; without `keepingOthers`, removes the bases of other
+    /// notes (an export: notes deleted since are not in it).
+    func replace(with files: [(NoteID, Data)], keepingOthers: Bool) throws {
+        var info = stat()
+        if lstat(path, &info) != 0 {
+            guard mkdir(path, 0o755) == 0 else { return }
+        } else if info.st_mode & S_IFMT != S_IFDIR {
+            return  // not a folder (a link put there, say): no bases, nothing written through it
+        }
+        for (id, data) in files {
+            try AtomicFile.write(Array(data), toPath: path + "/\(id).md")
+        }
+        guard !keepingOthers else { return }
+        let kept = Set(files.map { "\($0.0).md" })
+        for name in (try? FileManager.default.contentsOfDirectory(atPath: path)) ?? [] where name.hasSuffix(".md") && !kept.contains(name) {
+            try? FileManager.default.removeItem(atPath: path + "/" + name)
+        }
     }
 }
