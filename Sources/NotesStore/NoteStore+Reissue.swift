@@ -149,8 +149,8 @@ extension NoteStore {
         try db.execute(sql: "INSERT OR REPLACE INTO snapshot (id, through_row, made_at, payload) VALUES (1, ?, ?, ?)",
                        arguments: [state.lastLogRow, Int64(clamping: options.wallClock.milliseconds()), Data(state.notebook.snapshot())])
         try db.execute(sql: "DELETE FROM changes WHERE row <= ?", arguments: [state.lastLogRow])
-        try db.execute(sql: "UPDATE replica SET snapshot_generation = snapshot_generation + 1 WHERE id = 1")
-        loaded!.snapshotGeneration += 1
+        try db.execute(sql: "UPDATE replica SET snapshot_generation = (CASE WHEN snapshot_generation >= 9223372036854775807 THEN 0 ELSE snapshot_generation + 1 END) WHERE id = 1")
+        loaded!.snapshotGeneration = loaded!.snapshotGeneration.nextCount
         loaded!.changesSinceSnapshot = 0
         loaded!.tagStateStale = true
         try writePending(db)

@@ -70,9 +70,11 @@ struct SeqMark: Equatable, Sendable {
     @discardableResult
     func write(besides database: String) -> Bool {
         let path = database + SeqMark.suffix
-        let temporary = path + ".\(getpid()).tmp"
+        // A fresh random name, never through a link: anyone who can write the folder could put
+        // a link at a name known in advance, and have a file of the user's overwritten.
+        let temporary = path + ".\(UInt64.random(in: 0 ... .max)).tmp"
         let bytes = Array("\(SeqMark.header)\n\(replica) \(seq)\n".utf8)
-        let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        let fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
         guard fd >= 0 else { return false }
         let written = bytes.withUnsafeBytes { posixWrite(fd, $0.baseAddress!, $0.count) }
         close(fd)

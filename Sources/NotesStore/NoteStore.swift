@@ -353,6 +353,7 @@ public final class NoteStore: @unchecked Sendable {
             var result: (ReplicaID, Bool)!
             try db.inTransaction(.immediate) {
                 try Schema.checkValueTypes(db)
+                try NoteStore.checkLogRows(after: Int64.fetchOne(db, sql: "SELECT through_row FROM snapshot WHERE id = 1") ?? 0, db)
                 if let row = try Row.fetchOne(db, sql: "SELECT replica_id, file_identity FROM replica WHERE id = 1") {
                     let blob = try row.stored("replica_id", as: Data.self)
                     guard var replica = ReplicaID(blob: [UInt8](blob)) else {
@@ -551,10 +552,25 @@ public final class NoteStore: @unchecked Sendable {
         } else {
             notebook = Notebook(replicaID: replicaID, wallClock: options.wallClock)
         }
+        try NoteStore.checkLogRows(after: through, db)
         var state = Loaded(notebook: notebook, lastLogRow: through, revision: try meta.stored("revision"),
                            snapshotGeneration: try meta.stored("snapshot_generation"), changesSinceSnapshot: 0)
         try applyLogRows(after: through, to: &state, db)
         return state
+    }
+
+    /// Refuses a log whose rows do not follow the snapshot: the snapshot is written with the rows
+    /// it holds deleted in one transaction, and rows are numbered upwards for good
+    /// (AUTOINCREMENT), so a row at or before its `through_row`, or a `through_row` past every
+    /// row ever written, is damage, and loading past it would leave the tail out unnoticed.
+    static func checkLogRows(after through: Int64, _ db: Database) throws {
+        if let first = try Int64.fetchOne(db, sql: "SELECT min(row) FROM changes"), first <= max(through, 0) {
+            throw StoreError(.corrupt, "the log's row \(first) is at or before the rows the snapshot holds (through row \(through)); the changes table or the snapshot row was changed by hand or damaged")
+        }
+        let written = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'changes'") ?? 0
+        if through > written {
+            throw StoreError(.corrupt, "the snapshot holds log rows through row \(through), past the last row ever written (\(written)); the snapshot row was changed by hand or damaged")
+        }
     }
 
     /// Applies log rows after `row`, reads the quarantine, then applies the stored pending changes.
@@ -667,7 +683,7 @@ public final class NoteStore: @unchecked Sendable {
         // The replica-wide state a one-note edit starts from (`editOneNote`) moves with the log.
         let state = loaded!.notebook.encodedReplicaState()
         if options.access == .shared {
-            try statement("UPDATE replica SET revision = revision + 1, clock = ?, replica_state = ? WHERE id = 1", db)
+            try statement("UPDATE replica SET revision = (CASE WHEN revision >= 9223372036854775807 THEN 0 ELSE revision + 1 END), clock = ?, replica_state = ? WHERE id = 1", db)
                 .run(.int(Int64(bitPattern: loaded!.notebook.clock.last.rawValue)), .blob(state))
         } else {
             try statement("UPDATE replica SET replica_state = ? WHERE id = 1", db).run(.blob(state))
@@ -676,7 +692,7 @@ public final class NoteStore: @unchecked Sendable {
             try statement("UPDATE replica SET tag_state = ? WHERE id = 1", db).run(.blob(loaded!.notebook.encodedTagState()))
             loaded!.tagStateStale = false
         }
-        loaded!.revision += 1
+        loaded!.revision = loaded!.revision.nextCount
     }
 
     /// Appends changes to the op log: one row per run of consecutive changes of one author whose
@@ -725,10 +741,17 @@ public final class NoteStore: @unchecked Sendable {
             try db.execute(sql: "INSERT OR REPLACE INTO snapshot (id, through_row, made_at, payload) VALUES (1, ?, ?, ?)",
                            arguments: [state.lastLogRow, Int64(options.wallClock.milliseconds()), Data(state.notebook.snapshot())])
             try db.execute(sql: "DELETE FROM changes WHERE row <= ?", arguments: [state.lastLogRow])
-            try db.execute(sql: "UPDATE replica SET snapshot_generation = snapshot_generation + 1 WHERE id = 1")
+            try db.execute(sql: "UPDATE replica SET snapshot_generation = (CASE WHEN snapshot_generation >= 9223372036854775807 THEN 0 ELSE snapshot_generation + 1 END) WHERE id = 1")
             try bumpRevision(db)
-            loaded!.snapshotGeneration += 1
+            loaded!.snapshotGeneration = loaded!.snapshotGeneration.nextCount
             loaded!.changesSinceSnapshot = 0
         }
     }
+}
+
+extension Int64 {
+    /// The next value of a stored counter that only says "changed" (the revision, the snapshot
+    /// generation): 0 after `Int64.max`, as the SQL that bumps it, so that a value written into
+    /// the file by hand cannot stop writes with an overflow.
+    var nextCount: Int64 { self == .max ? 0 : self + 1 }
 }

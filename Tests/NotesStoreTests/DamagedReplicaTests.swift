@@ -106,6 +106,43 @@ struct DamagedReplicaTests {
         #expect(refused > 10)
     }
 
+    /// A snapshot row that claims more of the log than it holds, or a log row moved before it,
+    /// left the log's tail out of every load unnoticed: the notes lost it, and a sync, an export
+    /// and the digest went on without it. Both are refused as damage, and the file left as it was.
+    @Test(arguments: ["UPDATE snapshot SET through_row = 9223372036854775807",
+                      "UPDATE snapshot SET through_row = through_row + 1000",
+                      "UPDATE changes SET row = -1 WHERE row = (SELECT min(row) FROM changes)"])
+    func aLogThatDoesNotFollowItsSnapshotIsRefused(damage: String) throws {
+        let folder = TemporaryFolder()
+        let path = folder.file("log.db")
+        try Self.makeReplica(path)
+        let queue = try DatabaseQueue(path: path)
+        try queue.writeWithoutTransaction { try $0.execute(sql: damage) }
+        try queue.close()
+        let before = bytes(path)
+        #expect { _ = try NoteStore.open(path: path, options: StoreOptions(wallClock: Self.clock)) } throws: { error in
+            (error as? StoreError)?.code == .corrupt && "\(error)".contains("snapshot")
+        }
+        #expect(bytes(path) == before)
+    }
+
+    /// A revision or snapshot generation at the top of its type (written by hand) stopped every
+    /// write with an overflow trap; they are counters that only say "changed", and wrap.
+    @Test func countersAtTheirLimitDoNotStopWrites() throws {
+        let folder = TemporaryFolder()
+        let path = folder.file("counters.db")
+        try Self.makeReplica(path)
+        let queue = try DatabaseQueue(path: path)
+        try queue.writeWithoutTransaction {
+            try $0.execute(sql: "UPDATE replica SET revision = 9223372036854775807, snapshot_generation = 9223372036854775807")
+        }
+        try queue.close()
+        let store = try NoteStore.open(path: path, options: StoreOptions(wallClock: Self.clock, snapshotInterval: 2))
+        for i in 0 ..< 4 { _ = try store.createNote(title: "after \(i)", body: "b") }
+        #expect(try store.list().count == 10)
+        try store.close()
+    }
+
     /// Every column of every table, one at a time, given a value of another type than the
     /// schema's (text, a negative integer, a blob): SQLite keeps it, and GRDB's row subscript
     /// traps on it. Each read a command runs ends in its content or in a `StoreError`.
