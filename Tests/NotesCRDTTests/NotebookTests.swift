@@ -753,3 +753,34 @@ struct NotebookRegressionTests {
         for nb in sim.replicas { #expect(nb.digest() == reference.digest()) }
     }
 }
+
+/// A note with many tags: its registers are found by binary search past the first few, so every
+/// write, in any order, must land on its own register and read back, through a snapshot too.
+struct ManyTagsTests {
+    @Test func manyTagsWrittenInAnyOrderReadBack() throws {
+        var rng = SplitMix64(seed: 2026)
+        var notebook = Notebook(replicaID: ReplicaID.random(using: &rng), wallClock: FixedWallClock(1_700_000_000_000))
+        let id = notebook.createNote(title: "many", body: "b").id
+        var names = (0 ..< 600).map { "tag \($0 * 7919 % 600)" }
+        names.shuffle(using: &rng)
+        var expected: Set<String> = []
+        for (i, name) in names.enumerated() {
+            _ = try notebook.setTag(id, name, member: true)
+            expected.insert(name)
+            if i % 3 == 0, let drop = expected.randomElement(using: &rng) {
+                _ = try notebook.setTag(id, drop, member: false)
+                expected.remove(drop)
+            }
+            if i % 50 == 0 { _ = try notebook.setTitle(id, "many \(i)") }
+        }
+        let tags = try #require(notebook.note(id)?.tags)
+        #expect(Set(tags) == expected && tags.count == expected.count)
+        #expect(notebook.note(id)?.title == "many 550")
+        let reopened = try Notebook(snapshot: notebook.snapshot(), wallClock: FixedWallClock(1_700_000_000_000))
+        #expect(Set(try #require(reopened.note(id)?.tags)) == expected)
+        // Another replica that takes the changes in one batch ends the same.
+        var other = Notebook(replicaID: ReplicaID.random(using: &rng), wallClock: FixedWallClock(1_700_000_000_000))
+        for change in notebook.changes(since: VersionVector()) { _ = other.apply(change) }
+        #expect(other.digest() == notebook.digest())
+    }
+}
