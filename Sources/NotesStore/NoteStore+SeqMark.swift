@@ -17,7 +17,8 @@ import NotesCRDT
 /// The mark is written at open and when changes are read to be sent (`changes(since:)`), through a
 /// temporary file renamed into place, without an fsync: a mark that lags (a crash) can only miss
 /// a restore, and one that runs ahead only costs a fresh identity. A restore of the database and
-/// its mark together is not seen.
+/// its mark together is not seen, unless a copy of the mark is kept elsewhere too
+/// (`StoreOptions.seqMarkCopies`): the copy outlives a restore of the database's folder.
 struct SeqMark: Equatable, Sendable {
     var replica: ReplicaID
     var seq: UInt64
@@ -26,22 +27,41 @@ struct SeqMark: Equatable, Sendable {
     /// the object that stands for the file (which a restore over it keeps, as a file keeps its
     /// neighbour).
     enum Place {
-        case beside(String)
+        /// Beside the file, and in the folder of copies when there is one.
+        case beside(String, copies: String?)
         case memory(InMemoryDatabase)
 
         func read() -> SeqMark? {
             switch self {
-            case .beside(let path): SeqMark.read(besides: path)
-            case .memory(let database): database.seqMark.withLock { $0 }
+            case .beside(let path, let copies):
+                let beside = SeqMark.read(file: path + SeqMark.suffix)
+                guard let copy = copies.flatMap({ SeqMark.copyPath(of: path, in: $0) }).flatMap(SeqMark.read(file:)) else { return beside }
+                guard let beside else { return copy }
+                // The copy outlives a restore of the file's folder, which brings an older mark back.
+                return beside.replica == copy.replica && beside.seq > copy.seq ? beside : copy
+            case .memory(let database): return database.seqMark.withLock { $0 }
             }
         }
 
         func write(_ mark: SeqMark) {
             switch self {
-            case .beside(let path): mark.write(besides: path)
+            case .beside(let path, let copies):
+                mark.write(file: path + SeqMark.suffix)
+                if let copies, let copy = SeqMark.copyPath(of: path, in: copies) {
+                    try? FileManager.default.createDirectory(atPath: copies, withIntermediateDirectories: true)
+                    mark.write(file: copy)
+                }
             case .memory(let database): database.seqMark.withLock { $0 = mark }
             }
         }
+    }
+
+    /// The copy of a database's mark in the folder of copies: named by the SHA-256 of the
+    /// file's resolved path (nil when it cannot be resolved).
+    static func copyPath(of database: String, in folder: String) -> String? {
+        guard let resolved = realpath(database, nil) else { return nil }
+        defer { free(resolved) }
+        return folder + "/" + SHA256.hex(SHA256.digest(Array(String(cString: resolved).utf8))) + suffix
     }
 
     static let suffix = "-seqmark"
@@ -49,8 +69,8 @@ struct SeqMark: Equatable, Sendable {
 
     /// The mark beside `database`, or nil when there is none or it cannot be read (a mark that
     /// cannot be trusted is no mark: it can only be rewritten).
-    static func read(besides database: String) -> SeqMark? {
-        let fd = open(database + suffix, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+    static func read(file: String) -> SeqMark? {
+        let fd = open(file, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         var info = stat()
@@ -66,10 +86,9 @@ struct SeqMark: Equatable, Sendable {
         return SeqMark(replica: replica, seq: seq)
     }
 
-    /// Writes the mark beside `database`; false when it could not be (a read-only folder, say).
+    /// Writes the mark to `path`; false when it could not be (a read-only folder, say).
     @discardableResult
-    func write(besides database: String) -> Bool {
-        let path = database + SeqMark.suffix
+    func write(file path: String) -> Bool {
         // A fresh random name, never through a link: anyone who can write the folder could put
         // a link at a name known in advance, and have a file of the user's overwritten.
         let temporary = path + ".\(UInt64.random(in: 0 ... .max)).tmp"

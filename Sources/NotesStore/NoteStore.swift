@@ -42,6 +42,11 @@ public struct StoreOptions: Sendable {
     /// database that move in the same millisecond must not draw the same. A simulator passes a
     /// seeded source, so that a seed replays its run.
     public var entropy: @Sendable () -> UInt64
+    /// A folder outside the databases' own that keeps a second copy of each database file's seq
+    /// mark (nil, the default: only the mark beside the file). A backup of a database's folder
+    /// restored over it brings back the mark beside it too, and the restore goes unseen; the
+    /// copy here stays (the command line uses `$XDG_STATE_HOME/crdt-sync/seqmarks`).
+    public var seqMarkCopies: String? = nil
 
     /// Creates options; the defaults suit an app or the command line.
     public init(wallClock: any WallClock = SystemWallClock(), snapshotInterval: Int = 4096,
@@ -274,7 +279,7 @@ public final class NoteStore: @unchecked Sendable {
                 }
             }
             return try finishOpening(queue, path: path, options: options, newReplica: nil, fileIdentity: fileIdentity(of: path),
-                                     markPlace: .beside(path))
+                                     markPlace: .beside(path, copies: options.seqMarkCopies))
         } catch {
             try? queue.close()
             throw describeOpenFailure(error, path: path)

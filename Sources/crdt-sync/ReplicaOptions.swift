@@ -29,7 +29,18 @@ struct ReplicaOptions: ParsableArguments {
     /// Opens the existing replica (a missing one is an error that says to run `init`).
     func open(create: Bool = false) throws -> NoteStore {
         showsUTC = utc
-        return try NoteStore.open(path: path, options: StoreOptions(wallClock: try ReplicaOptions.wallClock()), create: create)
+        var options = StoreOptions(wallClock: try ReplicaOptions.wallClock())
+        options.seqMarkCopies = ReplicaOptions.seqMarkCopies
+        return try NoteStore.open(path: path, options: options, create: create)
+    }
+
+    /// Where the command keeps a copy of each database's seq mark, outside the database's folder
+    /// (`$XDG_STATE_HOME/crdt-sync/seqmarks`, else `~/.local/state/crdt-sync/seqmarks`): a backup
+    /// of that folder restored over it is then seen at open (Docs/Architecture.md, "Copied replicas").
+    static var seqMarkCopies: String {
+        let environment = ProcessInfo.processInfo.environment
+        if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") { return state + "/crdt-sync/seqmarks" }
+        return (environment["HOME"] ?? NSHomeDirectory()) + "/.local/state/crdt-sync/seqmarks"
     }
 
     /// The system clock, moved by `$CRDT_SYNC_CLOCK_SKEW_MS` milliseconds (signed) when that is

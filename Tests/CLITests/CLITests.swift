@@ -52,6 +52,8 @@ enum CLI {
         process.arguments = arguments + (db.map { ["--db", $0] } ?? [])
         var env = ProcessInfo.processInfo.environment
         env.removeValue(forKey: "CRDT_SYNC_DB")
+        // The copies of the seq marks go to a folder of the tests', not the user's state folder.
+        env["XDG_STATE_HOME"] = FileManager.default.temporaryDirectory.appendingPathComponent("crdt-sync-cli-tests-state").path
         for (key, value) in environment { env[key] = value }
         process.environment = env
         let out = Pipe()

@@ -92,6 +92,44 @@ struct DivergedCopiesTests {
         #expect(try CLI.ok(["status"], db: l1).contains("re-issues:"))
     }
 
+    /// A backup of the whole data folder (the database and the seq mark beside it) copied back
+    /// over it in place, after edits were synced: the copy of the mark that the command keeps in
+    /// its state folder sees the restore at open, so the next edit is made as a fresh identity
+    /// and nothing is lost (the edit after the restore vanished before, on every device).
+    @Test func aDataFolderRestoredInPlaceIsSeen() throws {
+        let scratch = Scratch()
+        let data = scratch.path + "/data"
+        let backup = scratch.path + "/backup"
+        let folder = scratch.path + "/folder"
+        for path in [data, backup, folder] { try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true) }
+        let a = data + "/a.db"
+        let b = scratch.path + "/b.db"
+        try CLI.ok(["init"], db: a)
+        try CLI.ok(["init"], db: b)
+        let note = try CLI.ok(["new", "--title", "day one", "--body", "base"], db: a)
+        try CLI.ok(["sync", "--dir", folder], db: a)
+        let names = try FileManager.default.contentsOfDirectory(atPath: data).filter { !$0.hasSuffix("-wal") && !$0.hasSuffix("-shm") }
+        for name in names { try FileManager.default.copyItem(atPath: data + "/" + name, toPath: backup + "/" + name) }
+        try CLI.ok(["edit", note, "--append", " synced before the restore"], db: a)
+        try CLI.ok(["sync", "--dir", folder], db: a)
+        // Restored in place, as `cp backup/* data/` does: the same inodes.
+        for name in names {
+            let handle = try #require(FileHandle(forWritingAtPath: data + "/" + name))
+            try handle.truncate(atOffset: 0)
+            try handle.write(contentsOf: try Data(contentsOf: URL(fileURLWithPath: backup + "/" + name)))
+            try handle.close()
+        }
+        try CLI.ok(["edit", note, "--append", " typed after the restore"], db: a)
+        #expect(try CLI.ok(["status"], db: a).contains("went back"))
+        for db in [a, b, a, b] { try CLI.ok(["sync", "--dir", folder], db: db) }
+        for db in [a, b] {
+            let body = try CLI.ok(["show", note], db: db)
+            #expect(body.contains(" synced before the restore") && body.contains(" typed after the restore"), "\(body)")
+        }
+        let digests = try [a, b].map { try CLI.ok(["digest"], db: $0) }
+        #expect(digests[0] == digests[1])
+    }
+
     @Test func throughAFolder() throws {
         let scratch = Scratch()
         let (l1, l2, note) = try Self.diverged(in: scratch)

@@ -14,6 +14,47 @@ struct SeqMarkTests {
         try handle.close()
     }
 
+    /// A backup of the database's whole folder (the file and its mark) restored over it in
+    /// place: the mark beside it went back too, so only the copy of the mark kept elsewhere
+    /// (`seqMarkCopies`) sees the restore; without copies the store writes the sent seqs again.
+    @Test(arguments: [true, false])
+    func aFolderRestoredOverItselfIsSeenByTheMarksCopy(keepingCopies: Bool) throws {
+        let folder = TemporaryFolder()
+        let path = folder.file("notes.db")
+        let copies = keepingCopies ? folder.file("state/seqmarks") : nil
+        let options = { var o = StoreOptions(); o.seqMarkCopies = copies; return o }()
+        var store = try NoteStore.open(path: path, options: options)
+        let note = try store.createNote(title: "shared", body: "base")
+        let peer = try NoteStore.openInMemory()
+        _ = try peer.apply(store.changes(since: peer.versionVector))
+        try store.close()
+        let backup = try Data(contentsOf: URL(fileURLWithPath: path))
+        let markBackup = try Data(contentsOf: URL(fileURLWithPath: path + SeqMark.suffix))
+
+        store = try NoteStore.open(path: path, options: options)
+        let id = store.replicaID
+        try store.appendText(note, " sent before the restore")
+        _ = try peer.apply(store.changes(since: peer.versionVector))
+        try store.close()
+        try overwrite(path, with: backup)
+        try overwrite(path + SeqMark.suffix, with: markBackup)
+
+        let restored = try NoteStore.open(path: path, options: options)
+        try restored.appendText(note, " typed after the restore")
+        _ = try peer.apply(restored.changes(since: peer.versionVector))
+        _ = try restored.apply(peer.changes(since: restored.versionVector))
+        if keepingCopies {
+            #expect(restored.replicaID != id)
+            #expect(try restored.identityChanges().last?.reason.contains("went back") == true)
+            #expect(try restored.digest() == peer.digest())
+            let body = try #require(try peer.note(note)?.body)
+            #expect(body.contains(" sent before the restore") && body.contains(" typed after the restore"))
+        } else {
+            #expect(restored.replicaID == id)
+            #expect(try restored.digest() != peer.digest())
+        }
+    }
+
     /// A replica sends an edit, is restored from a backup taken before it, edits again: with the
     /// mark it moves to a fresh identity at open and both edits reach everyone; without it (the
     /// mark lost with the restore) its new edit repeats sent seqs and the peer refuses it.
@@ -70,7 +111,7 @@ struct SeqMarkTests {
         for word in [" one", " two", " three"] {
             try store.appendText(note, word)
             _ = try store.changes(since: VersionVector())
-            let mark = try #require(SeqMark.read(besides: path))
+            let mark = try #require(SeqMark.read(file: path + SeqMark.suffix))
             #expect(mark == SeqMark(replica: id, seq: try store.versionVector[id]))
         }
         try store.close()
@@ -93,11 +134,11 @@ struct SeqMarkTests {
             try Data(garbage.utf8).write(to: URL(fileURLWithPath: path + SeqMark.suffix))
             store = try NoteStore.open(path: path)
             #expect(store.replicaID == id, "\(garbage.debugDescription) is no mark")
-            #expect(SeqMark.read(besides: path)?.replica == id, "and it was rewritten")
+            #expect(SeqMark.read(file: path + SeqMark.suffix)?.replica == id, "and it was rewritten")
             try store.close()
         }
         let stranger = ReplicaID.random()
-        #expect(SeqMark(replica: stranger, seq: 3).write(besides: path))
+        #expect(SeqMark(replica: stranger, seq: 3).write(file: path + SeqMark.suffix))
         store = try NoteStore.open(path: path)
         #expect(store.replicaID != id)
         #expect(try store.identityChanges().last?.reason.contains("\(stranger)") == true)
@@ -115,6 +156,6 @@ struct SeqMarkTests {
         let new = try NoteStore.open(path: path)
         #expect(new.replicaID != old.replicaID)
         #expect(try new.identityChanges().isEmpty)
-        #expect(SeqMark.read(besides: path) == SeqMark(replica: new.replicaID, seq: 0))
+        #expect(SeqMark.read(file: path + SeqMark.suffix) == SeqMark(replica: new.replicaID, seq: 0))
     }
 }
