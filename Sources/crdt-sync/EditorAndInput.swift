@@ -88,6 +88,11 @@ func editInEditor(_ replica: ReplicaOptions, _ idPrefix: String) throws {
         guard process.terminationReason == .exit, process.terminationStatus == 0 else {
             throw NoteCommandError("the editor (\(editor)) exited with status \(process.terminationStatus); nothing changed")
         }
+        // Checked before it is read: an editor (or a mistake) that saved a huge file filled memory.
+        let size = (try? FileManager.default.attributesOfItem(atPath: file.path)[.size] as? Int) ?? 0
+        guard size <= maxBodyFileBytes else {
+            throw NoteCommandError("the saved file holds \(size) bytes, more than the \(maxBodyFileBytes) a body may take at once; nothing changed")
+        }
         guard let data = FileManager.default.contents(atPath: file.path), let text = String(data: data, encoding: .utf8) else {
             throw NoteCommandError("cannot read back \(file.path) (missing, or not UTF-8); nothing changed")
         }

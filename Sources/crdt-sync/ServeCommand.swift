@@ -119,10 +119,23 @@ struct ServeCommand: AsyncParsableCommand {
                 }
             }
             if let tokensFile {
-                guard let data = FileManager.default.contents(atPath: tokensFile) else {
-                    throw SyncError(.io, "\(tokensFile): cannot be read (no such file, or no permission)")
+                // A regular file of at most 1 MiB, opened without blocking: a FIFO hung the start,
+                // /dev/zero filled memory, and a folder was "no such file".
+                let bytes: [UInt8]
+                do {
+                    bytes = try LocalFileSystem().read(tokensFile, limit: 1 << 20)
+                } catch let error as SyncError where error.code == .tooLarge {
+                    throw SyncError(.io, "\(tokensFile): larger than 1 MiB, not a tokens file")
+                } catch let error as SyncError {
+                    throw SyncError(.io, "the tokens file \(error.message)")
                 }
-                try relayTokens.add(file: String(decoding: data, as: UTF8.self), name: tokensFile)
+                guard let text = String(validating: bytes, as: UTF8.self) else {
+                    throw SyncError(.rejected, "\(tokensFile): not UTF-8 text (a token with invalid bytes would be taken as another)")
+                }
+                try relayTokens.add(file: text, name: tokensFile)
+            }
+            guard !relayTokens.isEmpty else {
+                throw SyncError(.rejected, "no tokens: \(tokensFile ?? "the tokens file") gives no SPACE=TOKEN line, and a relay without one would serve nothing")
             }
             let level = Logger.Level(rawValue: logLevel) ?? .info
             var metricsToken: String? = nil

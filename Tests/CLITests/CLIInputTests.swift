@@ -53,4 +53,23 @@ struct CLIInputTests {
         _ = try CLI.ok(["edit", id, "--body-file", fifo], db: db)
         #expect(try CLI.ok(["show", id, "--json"], db: db).contains("\"body\" : \"from a pipe\""))
     }
+
+    /// A tokens file that gives no token, is not UTF-8, is a folder or a FIFO is refused by name
+    /// before the relay starts (it started serving nothing, turned bad bytes into another token,
+    /// called a folder "no such file", and waited on a FIFO for good).
+    @Test func aTokensFileThatGivesNoUsableTokenIsRefused() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("cli-tokens-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let comments = folder.appendingPathComponent("comments").path
+        try Data("# no tokens yet\n\n".utf8).write(to: URL(fileURLWithPath: comments))
+        let latin1 = folder.appendingPathComponent("latin1").path
+        try Data("notes=t\u{00}oken".utf8.map { $0 == 0 ? 0xE9 : $0 }).write(to: URL(fileURLWithPath: latin1))
+        let fifo = folder.appendingPathComponent("fifo").path
+        #expect(mkfifo(fifo, 0o644) == 0)
+        for (file, message) in [(comments, "no tokens"), (latin1, "not UTF-8"), (folder.path, "not a regular file"), (fifo, "not a regular file")] {
+            let refused = try CLI.run(["serve", "--port", "0", "--store", folder.path + "/r.sqlite", "--tokens-file", file])
+            #expect(refused.status != 0 && refused.stderr.contains(message), "\(file): \(refused.stderr)")
+        }
+    }
 }
