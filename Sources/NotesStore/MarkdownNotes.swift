@@ -413,7 +413,8 @@ extension NoteStore {
                 }
                 // A file as the export (or the last import) left it changes nothing: the note
                 // may have changed since, on this device or another, and is newer than the file.
-                if let base = bases.read(id) {
+                // (A note this replica lacks is made from the file, base or not.)
+                if try self.note(id) != nil, let base = bases.read(id) {
                     if base == Data(data) { unchanged += 1; continue }
                     if let text = String(data: base, encoding: .utf8), let old = try? MarkdownNotes.parse(text, fileName: name), old.id == id {
                         baseOf[id] = old

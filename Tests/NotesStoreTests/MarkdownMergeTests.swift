@@ -76,6 +76,17 @@ struct MarkdownMergeTests {
         #expect(try here.versionVector == before)
     }
 
+    /// A replica that lacks the note (the folder carried to a device the note has not reached)
+    /// makes it from the file, although the file is as the export left it.
+    @Test func anUntouchedFileOfANoteThisReplicaLacksMakesIt() throws {
+        let (_, _, id, folder, _) = try Self.exported()
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let elsewhere = try NoteStore.openInMemory()
+        #expect(try elsewhere.importMarkdown(from: folder).created == 1)
+        #expect(try elsewhere.note(id)?.title == "Plan")
+        #expect(try Self.body(elsewhere, id) == "step 1\nstep 2\n")
+    }
+
     /// Without the export's bases (a folder exported by an older build, or its bases removed),
     /// a file sets what it gives, as before.
     @Test func withoutABaseTheFileIsTaken() throws {
