@@ -27,15 +27,15 @@ struct SeqMark: Equatable, Sendable {
     /// the object that stands for the file (which a restore over it keeps, as a file keeps its
     /// neighbour).
     enum Place {
-        /// Beside the file, and in the folder of copies when there is one.
-        case beside(String, copies: String?)
+        /// Beside the file, and at `copy` (in the folder of copies, `copyPath`) when there is one.
+        case beside(String, copy: String?)
         case memory(InMemoryDatabase)
 
         func read() -> SeqMark? {
             switch self {
-            case .beside(let path, let copies):
+            case .beside(let path, let copy):
                 let beside = SeqMark.read(file: path + SeqMark.suffix)
-                guard let copy = copies.flatMap({ SeqMark.copyPath(of: path, in: $0) }).flatMap(SeqMark.read(file:)) else { return beside }
+                guard let copy = copy.flatMap(SeqMark.read(file:)) else { return beside }
                 guard let beside else { return copy }
                 // The copy outlives a restore of the file's folder, which brings an older mark back.
                 return beside.replica == copy.replica && beside.seq > copy.seq ? beside : copy
@@ -45,10 +45,11 @@ struct SeqMark: Equatable, Sendable {
 
         func write(_ mark: SeqMark) {
             switch self {
-            case .beside(let path, let copies):
+            case .beside(let path, let copy):
                 mark.write(file: path + SeqMark.suffix)
-                if let copies, let copy = SeqMark.copyPath(of: path, in: copies) {
-                    try? FileManager.default.createDirectory(atPath: copies, withIntermediateDirectories: true)
+                // The folder of copies is made only when the first write into it fails.
+                if let copy, !mark.write(file: copy) {
+                    try? FileManager.default.createDirectory(atPath: (copy as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
                     mark.write(file: copy)
                 }
             case .memory(let database): database.seqMark.withLock { $0 = mark }

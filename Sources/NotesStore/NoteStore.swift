@@ -279,7 +279,7 @@ public final class NoteStore: @unchecked Sendable {
                 }
             }
             return try finishOpening(queue, path: path, options: options, newReplica: nil, fileIdentity: fileIdentity(of: path),
-                                     markPlace: .beside(path, copies: options.seqMarkCopies))
+                                     markPlace: .beside(path, copy: options.seqMarkCopies.flatMap { SeqMark.copyPath(of: path, in: $0) }))
         } catch {
             try? queue.close()
             throw describeOpenFailure(error, path: path)
@@ -557,7 +557,6 @@ public final class NoteStore: @unchecked Sendable {
         } else {
             notebook = Notebook(replicaID: replicaID, wallClock: options.wallClock)
         }
-        try NoteStore.checkLogRows(after: through, db)
         var state = Loaded(notebook: notebook, lastLogRow: through, revision: try meta.stored("revision"),
                            snapshotGeneration: try meta.stored("snapshot_generation"), changesSinceSnapshot: 0)
         try applyLogRows(after: through, to: &state, db)
@@ -568,6 +567,7 @@ public final class NoteStore: @unchecked Sendable {
     /// it holds deleted in one transaction, and rows are numbered upwards for good
     /// (AUTOINCREMENT), so a row at or before its `through_row`, or a `through_row` past every
     /// row ever written, is damage, and loading past it would leave the tail out unnoticed.
+    /// Checked at open, so a full load (which reads the rows after `through_row`) need not.
     static func checkLogRows(after through: Int64, _ db: Database) throws {
         if let first = try Int64.fetchOne(db, sql: "SELECT min(row) FROM changes"), first <= max(through, 0) {
             throw StoreError(.corrupt, "the log's row \(first) is at or before the rows the snapshot holds (through row \(through)); the changes table or the snapshot row was changed by hand or damaged")

@@ -346,7 +346,7 @@ public struct SyncSession: Sendable {
         report.quarantined += outcome.quarantined
         report.rejected += outcome.rejected
         report.refused += outcome.refused
-        for line in outcome.forks where !report.forks.contains(line) { report.forks.append(line) }
+        report.forks.appendNew(outcome.forks)
         report.forksRepaired += outcome.forksRepaired
         foreignOwnApplied += outcome.foreignOwnChanges
     }
@@ -520,7 +520,7 @@ public struct SyncReport: Sendable, Codable, Equatable {
         forksRepaired += later.forksRepaired
         checkedChanges += later.checkedChanges
         refused += later.refused
-        for line in later.forks where !forks.contains(line) { forks.append(line) }
+        forks.appendNew(later.forks)
         skipped += later.skipped
         retries += later.retries
         for peer in later.peers where !peers.contains(peer) { peers.append(peer) }

@@ -172,7 +172,14 @@ public struct IntegrationReport: Sendable, Hashable, Codable {
         refused += later.refused
         foreignOwnChanges += later.foreignOwnChanges
         forksRepaired += later.forksRepaired
-        for line in later.forks where !forks.contains(line) { forks.append(line) }
+        forks.appendNew(later.forks)
+    }
+}
+
+extension Array where Element: Equatable {
+    /// Appends the elements of `more` not in the array yet (a report's lines, once each).
+    package mutating func appendNew(_ more: [Element]) {
+        for element in more where !contains(element) { append(element) }
     }
 }
 
