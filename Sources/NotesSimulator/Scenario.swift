@@ -168,6 +168,10 @@ public struct Scenario: Codable, Sendable, Hashable {
     public struct Faults: Codable, Sendable, Hashable {
         /// Random crashes (a third of them in the middle of a sync).
         public var crashes: Int = 0
+        /// Random power cuts at a commit: in the middle of a sync or of an edit, the device's
+        /// store lets its first few commits (perhaps none) through and dies at the next, and the
+        /// device restarts. Every store call that commits more than once is judged between them.
+        public var crashesAtCommit: Int = 0
         /// Random reinstalls from nothing (a new empty store and replica id).
         public var reinstalls: Int = 0
         /// Scheduled reinstalls: device and time.
@@ -412,7 +416,7 @@ public struct Scenario: Codable, Sendable, Hashable {
                                     ("sync.syncsPerDevice", sync.syncsPerDevice, 100_000), ("sync.maxAttempts", sync.maxAttempts, 100),
                                     ("sync.pageSize", sync.pageSize, 100_000), ("sync.snapshotInterval", sync.snapshotInterval, 10_000_000),
                                     ("folder.compactThreshold", folder.compactThreshold, 100_000), ("clocks.randomJumps", clocks.randomJumps, 10_000),
-                                    ("faults.crashes", faults.crashes, 10_000), ("faults.reinstalls", faults.reinstalls, 10_000),
+                                    ("faults.crashes", faults.crashes, 10_000), ("faults.crashesAtCommit", faults.crashesAtCommit, 10_000), ("faults.reinstalls", faults.reinstalls, 10_000),
                                     ("faults.reinstallsDuringSync", faults.reinstallsDuringSync, 10_000), ("faults.copies", faults.copies, 10_000),
                                     ("faults.clones", faults.clones, 10_000), ("faults.forks", faults.forks, 10_000),
                                     ("faults.outOfOrder", faults.outOfOrder, 10_000), ("faults.restores", faults.restores, 10_000),
@@ -616,7 +620,7 @@ extension Scenario.Partition {
 
 extension Scenario.Faults {
     enum CodingKeys: String, CodingKey, CaseIterable {
-        case crashes, reinstalls, reinstallAt, crashAt, reinstallsDuringSync, copies, clones, forks, editOnUnsettledForks, outOfOrder, restores, deaths, forgeries, intrusions, memberForgeries
+        case crashes, crashesAtCommit, reinstalls, reinstallAt, crashAt, reinstallsDuringSync, copies, clones, forks, editOnUnsettledForks, outOfOrder, restores, deaths, forgeries, intrusions, memberForgeries
         case randomPartitions, maxPartitionSeconds, oneWay
     }
     /// Decodes faults, taking the default (none) for every field left out.
@@ -625,6 +629,7 @@ extension Scenario.Faults {
         try decoder.refuseUnknownKeys(CodingKeys.self)
         let c = try decoder.container(keyedBy: CodingKeys.self)
         crashes = try c.decodeWholeIfPresent(forKey: .crashes) ?? crashes
+        crashesAtCommit = try c.decodeWholeIfPresent(forKey: .crashesAtCommit) ?? crashesAtCommit
         reinstalls = try c.decodeWholeIfPresent(forKey: .reinstalls) ?? reinstalls
         reinstallAt = try c.decodeIfPresent([Scenario.DeviceTime].self, forKey: .reinstallAt) ?? reinstallAt
         crashAt = try c.decodeIfPresent([Scenario.DeviceTime].self, forKey: .crashAt) ?? crashAt

@@ -62,6 +62,9 @@ public struct SimEvent: Codable, Hashable, Sendable {
         /// The database of another device (picked by the payload) is copied onto the device
         /// keeping its file identity: both write as one replica identity from then on.
         case fork
+        /// The power goes at one of the first commits of a sync (`edit` nil) or of an edit (`edit`),
+        /// and the device restarts.
+        case crashAtCommit
     }
 
     /// Milliseconds since the start of the run.
@@ -199,6 +202,12 @@ public enum ScheduleGenerator {
             let hubs = hubIndexes(of: device, in: scenario)
             let kind: SimEvent.Kind = rng.chance(1.0 / 3) ? .crashDuringSync : .crash
             events.append(SimEvent(time: at(), kind: kind, device: device, hub: hubs[rng.below(hubs.count)], payload: rng.next()))
+        }
+        for _ in 0 ..< scenario.faults.crashesAtCommit {
+            let device = rng.below(devices)
+            let hubs = hubIndexes(of: device, in: scenario)
+            let edit: EditKind? = kinds.isEmpty || rng.chance(0.5) ? nil : pickKind()
+            events.append(SimEvent(time: at(), kind: .crashAtCommit, device: device, hub: hubs[rng.below(hubs.count)], edit: edit, payload: rng.next()))
         }
         for item in scenario.faults.reinstallAt {
             events.append(SimEvent(time: UInt64(max(0, item.atSeconds) * 1000), kind: .reinstall, device: item.device, payload: rng.next()))

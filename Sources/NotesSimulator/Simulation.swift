@@ -158,6 +158,8 @@ public struct RunStats: Codable, Sendable, Hashable {
     public var skippedFiles = 0
     /// Crashes and restarts (some in the middle of a sync).
     public var crashes = 0
+    /// Crashes at a commit (`crashAtCommit` events whose cut came before the call's last commit).
+    public var commitsCut = 0
     /// Reinstalls from nothing.
     public var reinstalls = 0
     /// Devices whose database was replaced by a copy of another's.
@@ -293,6 +295,9 @@ public final class Simulation: @unchecked Sendable {
     /// Requests to relays in flight (delayed), delivered at their time.
     private var inFlight: [(deliverAt: UInt64, order: Int, device: Int, hub: Int, request: RelayRequest, damaged: Bool)] = []
     private var inFlightOrder = 0
+    /// Per device in the middle of a power cut at a commit: the cut (`crashAtCommit`). Once it has
+    /// cut a commit, the device is dead until it restarts: it neither commits nor does I/O.
+    var cuts: [Int: CommitCut] = [:]
     /// Per device in the middle of a crash: how many more writes (to a folder) or requests (to a
     /// relay) it makes before it stops.
     private var stopAfter: [Int: Int] = [:]
@@ -436,6 +441,8 @@ public final class Simulation: @unchecked Sendable {
             trace.add(elapsed, d, cut ? .partition : .heal, Int64(event.hub), Int64(Trace.code(event.direction ?? .both)))
         case .crash:
             crash(d)
+        case .crashAtCommit:
+            await crashAtCommit(d, hub: event.hub, edit: event.edit, payload: event.payload)
         case .crashDuringSync:
             if let hub = hubs(of: d, event.hub).first { await sync(d, hub: hub, crash: true) }
             crash(d)
@@ -719,6 +726,8 @@ public final class Simulation: @unchecked Sendable {
                     device.editor = OpenEditor(note: note.id, original: original, characters: characters, edited: editorBurst(original))
                 }
             }
+            // What follows is the simulator's checks, not the device's work (`crashAtCommit`).
+            cuts[d]?.armed = false
             guard let note = touched else {
                 stats.skippedEdits += 1
                 trace.add(elapsed, d, .editSkipped, Int64(Trace.code(kind)))
@@ -784,6 +793,9 @@ public final class Simulation: @unchecked Sendable {
             // Tagging with a tag the device did not know names the tag, and that re-materializes
             // every note in it: check those too.
             try checkAfterStep(device, notes: [note] + alsoTouched.filter { $0 != note }, tagsNamed: Self.tagsNamed(produced))
+        } catch where cuts[d]?.happened == true {
+            // The power went in the middle: the edit was not acknowledged (`crashAtCommit`).
+            device.notes = nil
         } catch {
             device.notes = nil
             violation("device \(d): a \(kind.rawValue) edit failed: \(error)")
@@ -903,6 +915,7 @@ public final class Simulation: @unchecked Sendable {
             let outcome: Result<SyncReport, any Error>
             let audited = AuditedReplica(device.store)
             do { outcome = .success(try await engine.sync(audited, over: transport)) } catch { outcome = .failure(error) }
+            cuts[d]?.armed = false
             syncNanoseconds += SealingTime.cpuNanoseconds() &- started &- audited.auditNanoseconds
             // What the batches that were committed reported, whether or not the sync went on to fail.
             for problem in audited.problems { violation("device \(d): \(problem)") }
@@ -944,7 +957,7 @@ public final class Simulation: @unchecked Sendable {
                     for entry in held { print("  quarantined \(entry.replica):\(entry.startSeq)-\(entry.endSeq): \(entry.reason)") }
                 }
             }
-        } catch is DeviceStopped {
+        } catch where error is DeviceStopped || cuts[d]?.happened == true {
             if Simulation.printsSteps { print("t=\(elapsed) d\(d) hub\(hub) STOPPED") }
             stats.failedSyncs += 1
             trace.add(elapsed, d, .syncFailed, Int64(hub), -2)
@@ -962,6 +975,12 @@ public final class Simulation: @unchecked Sendable {
             stats.failedSyncs += 1
             trace.add(elapsed, d, .syncFailed, Int64(hub), -1)
             violation("device \(d): sync over \(scenario.hubs[hub].name) failed: \(error)")
+        }
+        if cuts[d]?.happened == true {
+            // Dead until it restarts (`crashAtCommit`), which judges what it committed; a repair
+            // committed before the cut stays, and the reference follows it.
+            do { _ = try followIdentity(device, before: identity) } catch { violation("device \(d): \(error)") }
+            return
         }
         do {
             // A fork of an identity it wrote as, found and repaired (committed even when the sync
@@ -1014,6 +1033,7 @@ public final class Simulation: @unchecked Sendable {
     /// Called before each write or request a device makes: a device in the middle of a crash
     /// stops when its count runs out.
     func beforeDeviceIO(_ d: Int) throws {
+        if cuts[d]?.happened == true { throw DeviceStopped() }
         guard let remaining = stopAfter[d] else { return }
         if remaining == 0 { throw DeviceStopped() }
         stopAfter[d] = remaining - 1
@@ -1170,6 +1190,28 @@ public final class Simulation: @unchecked Sendable {
             violation("device \(d): restart failed: \(error)")
         }
         trace.add(elapsed, d, .crash)
+    }
+
+    /// The power goes at one of the first few commits (perhaps the first) of a sync or an edit;
+    /// the device restarts. What the restart finds must be what was committed before the cut,
+    /// consistent (the restart's checks), and equal to what the store held in memory after the
+    /// failed commit (a failed transaction leaves no trace in memory either).
+    func crashAtCommit(_ d: Int, hub: Int, edit kind: EditKind?, payload: UInt64) async {
+        var choice = SimRandom(seed: payload, salt: 11)
+        let store = devices[d].store
+        let cut = store.cutPower(afterCommits: choice.below(4))
+        cuts[d] = cut
+        if let kind {
+            edit(d, kind, payload: payload)
+        } else if let hub = hubs(of: d, hub).first {
+            await sync(d, hub: hub, crash: false)
+        }
+        cuts[d] = nil
+        store.restorePower(cut)
+        if cut.happened {
+            stats.commitsCut += 1
+            crash(d)
+        }
     }
 
     /// The device is wiped and set up again from nothing: a new empty store with a new replica

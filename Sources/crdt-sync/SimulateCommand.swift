@@ -191,7 +191,7 @@ struct SimulateCommand: AsyncParsableCommand {
         print("  \(s.events) events, \(String(format: "%.0f", s.simulatedSeconds)) simulated seconds in \(String(format: "%.2f", s.wallSeconds)) s "
             + "(\(String(format: "%.1f", rate)) runs/s, \(String(format: "%.0f", speed)) simulated s per wall s)")
         let t = s.stats
-        print("  \(t.edits) edits, \(t.syncs) syncs (\(t.failedSyncs) failed), \(t.crashes) crashes, \(t.reinstalls) reinstalls, \(t.copies) copies, \(t.restores) restores, "
+        print("  \(t.edits) edits, \(t.syncs) syncs (\(t.failedSyncs) failed), \(t.crashes) crashes (\(t.commitsCut) at a commit), \(t.reinstalls) reinstalls, \(t.copies) copies, \(t.restores) restores, "
             + "\(t.corruptInjected) damaged bundles (\(t.corruptRejected) rejected)")
         if t.clones > 0 { print("  \(t.clones) clones typed on beside their device (\(t.characterForks) forks that only the characters tell apart; \(t.forksRepaired) repaired, both words kept)") }
         if s.sealingSeconds > 0 {
