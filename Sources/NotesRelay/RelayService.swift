@@ -275,12 +275,12 @@ public final class RelayService: Sendable {
         // A record bundle holds one chain per author: a page with records sent again (another
         // branch at seqs the chain holds) goes as changes.
         if asRecords, !page.records.contains(where: \.record.again) {
-            guard let body = recordReply(page, space: space, client: bundle.senderVersion) else {
+            guard let (body, cut) = recordReply(page, space: space, client: bundle.senderVersion) else {
                 return RelayService.text(503, "the relay's store holds a change that does not decode")
             }
             return RelayResponse(status: 200, headers: [
                 "Content-Type": RelayProtocol.bundleContentType,
-                RelayProtocol.moreHeader: page.more ? "1" : "0",
+                RelayProtocol.moreHeader: page.more || cut ? "1" : "0",
                 RelayProtocol.storedHeader: String(stored),
             ], body: body)
         }
@@ -289,18 +289,24 @@ public final class RelayService: Sendable {
         // Cut past what the client has and what the page already gives: a stored upload that
         // straddled the relay's coverage overlaps the record before it.
         var given = bundle.senderVersion
+        var budget = PageBudget()
+        var more = page.more
         for stored in page.records {
-            let decodedChanges: [Change]
+            let record: DecodedRecord
             if let cached = hits.map.withLock({ $0[stored.arrival] }) {
-                decodedChanges = cached
+                record = cached
             } else {
-                guard let fresh = try? ChangeCodec.decode(stored.record.payload) else {
+                guard let fresh = try? DecodedRecord(decoding: stored.record.payload) else {
                     return RelayService.text(503, "the relay's store holds a change of \(stored.record.author) at \(stored.record.startSeq) that does not decode")
                 }
                 decoded.put(stored.arrival, fresh, bytes: stored.record.payload.count)
-                decodedChanges = fresh
+                record = fresh
             }
-            for change in decodedChanges {
+            guard budget.take(record.usage) else {
+                more = true
+                break
+            }
+            for change in record.changes {
                 if stored.record.again {
                     // Beside the chain: cut only to what the client has; the chain's cut goes on.
                     if let part = change.suffix(from: bundle.senderVersion[change.replica] &+ 1) { changes.append(part) }
@@ -314,7 +320,7 @@ public final class RelayService: Sendable {
         let reply = SyncBundle(sender: relayReplica(for: space), senderVersion: page.version, changes: changes)
         return RelayResponse(status: 200, headers: [
             "Content-Type": RelayProtocol.bundleContentType,
-            RelayProtocol.moreHeader: page.more ? "1" : "0",
+            RelayProtocol.moreHeader: more ? "1" : "0",
             RelayProtocol.storedHeader: String(stored),
         ], body: reply.encoded())
     }
@@ -325,16 +331,33 @@ public final class RelayService: Sendable {
     /// for a record that starts at or before what the client has or what the page already gives
     /// (an upload that straddled the relay's coverage is stored whole), which is decoded and cut
     /// past that, so that the page's records of one author never overlap.
-    /// Nil when such a record does not decode.
-    func recordReply(_ page: RelayPage, space: String, client: VersionVector) -> [UInt8]? {
+    /// The page stops before a record that would take its records past what one bundle may hold
+    /// together (`PageBudget`; `cut` then says so, and the client asks for more). Nil when a
+    /// record does not decode.
+    func recordReply(_ page: RelayPage, space: String, client: VersionVector) -> (body: [UInt8], cut: Bool)? {
         var records: [SyncBundle.Record] = []
         records.reserveCapacity(page.records.count)
         var encoder = ChangeCodec.Encoder()
         var given = client
+        var budget = PageBudget()
+        var cut = false
         for stored in page.records {
             let record = stored.record
             let has = given[record.author]
             if record.endSeq <= has { continue }
+            // What it takes of the budget: decoded once per record, then from the cache.
+            let usage: ChangeCodec.Usage
+            if let cached = decoded.get(stored.arrival) {
+                usage = cached.usage
+            } else {
+                guard let fresh = try? DecodedRecord(decoding: record.payload) else { return nil }
+                decoded.put(stored.arrival, fresh, bytes: record.payload.count)
+                usage = fresh.usage
+            }
+            guard budget.take(usage) else {
+                cut = true
+                break
+            }
             given[record.author] = record.endSeq
             if record.startSeq > has {
                 records.append(SyncBundle.Record(author: record.author, startSeq: record.startSeq, endSeq: record.endSeq, encoding: record.payload))
@@ -345,7 +368,7 @@ public final class RelayService: Sendable {
             guard let first = cut.first, let last = cut.last else { continue }
             records.append(SyncBundle.Record(author: record.author, startSeq: first.startSeq, endSeq: last.endSeq, encoding: encoder.encode(cut)))
         }
-        return SyncBundle.encodedRecords(sender: relayReplica(for: space), senderVersion: page.version, records: records)
+        return (SyncBundle.encodedRecords(sender: relayReplica(for: space), senderVersion: page.version, records: records), cut)
     }
 
     /// The records of an upload, after the checks the relay can make without CRDT knowledge: per
@@ -476,7 +499,51 @@ public final class RelayService: Sendable {
 
 /// Decoded changes by arrival number, shared between a page read and its caller.
 final class ChangeBox: Sendable {
-    let map = Mutex([Int64: [Change]]())
+    let map = Mutex([Int64: DecodedRecord]())
+}
+
+/// A stored record's changes, and what of a bundle's limits they take (`ChangeCodec.Usage`).
+struct DecodedRecord: Sendable {
+    var changes: [Change]
+    var usage: ChangeCodec.Usage
+
+    init(changes: [Change], usage: ChangeCodec.Usage) {
+        self.changes = changes
+        self.usage = usage
+    }
+
+    /// Decodes a stored record's encoding.
+    init(decoding payload: [UInt8]) throws {
+        var reader = BinaryReader(payload)
+        var used = ChangeCodec.Usage()
+        changes = try ChangeCodec.decode(from: &reader, limits: .unlimited, used: &used)
+        guard reader.isAtEnd else { throw CRDTError(.malformedEncoding, "\(reader.remaining) unexpected bytes after the changes") }
+        usage = used
+    }
+}
+
+/// What a page's records take together of one bundle's limits: a page stops before the record
+/// that would take it past them, so that a reader takes every page (each upload was within them
+/// alone, but twenty records that each delete 16 M characters made pages no client could read).
+struct PageBudget {
+    private var used = ChangeCodec.Usage()
+    private var records = 0
+
+    /// Counts `usage` in and says true, or says false when it does not fit and the page already
+    /// holds a record (the first always goes: it fitted alone when it was uploaded).
+    mutating func take(_ usage: ChangeCodec.Usage) -> Bool {
+        let limits = ChangeCodec.Limits.bundle
+        let (span, overflow) = used.deleteSpan.addingReportingOverflow(usage.deleteSpan)
+        let fits = used.changes + usage.changes <= limits.maxChanges && used.dependencies + usage.dependencies <= limits.maxDependencies
+            && used.operations + usage.operations <= limits.maxOperations && used.scalars + usage.scalars <= limits.maxScalars
+            && !overflow && span <= limits.maxDeleteSpan
+        guard fits || records == 0 else { return false }
+        used = ChangeCodec.Usage(changes: used.changes + usage.changes, dependencies: used.dependencies + usage.dependencies,
+                                 operations: used.operations + usage.operations, scalars: used.scalars + usage.scalars,
+                                 deleteSpan: overflow ? .max : span)
+        records += 1
+        return true
+    }
 }
 
 /// At most `limit` bodies run at once; the others wait in arrival order.
@@ -536,7 +603,7 @@ final class AsyncLimiter: Sendable {
 /// space, so it is decoded once rather than once per client.
 final class DecodedChangeCache: Sendable {
     private struct State {
-        var entries: [Int64: (changes: [Change], bytes: Int)] = [:]
+        var entries: [Int64: (record: DecodedRecord, bytes: Int)] = [:]
         var newest: Int64 = 0
         var bytes = 0
     }
@@ -552,16 +619,16 @@ final class DecodedChangeCache: Sendable {
         self.byteCapacity = byteCapacity
     }
 
-    func get(_ id: Int64) -> [Change]? {
-        state.withLock { $0.entries[id]?.changes }
+    func get(_ id: Int64) -> DecodedRecord? {
+        state.withLock { $0.entries[id]?.record }
     }
 
     /// Keeps `changes`, decoded from `bytes` stored bytes (a record larger than the whole budget
     /// is not kept).
-    func put(_ id: Int64, _ changes: [Change], bytes: Int) {
+    func put(_ id: Int64, _ record: DecodedRecord, bytes: Int) {
         guard bytes <= byteCapacity else { return }
         state.withLock { state in
-            if let old = state.entries.updateValue((changes, bytes), forKey: id) { state.bytes -= old.bytes }
+            if let old = state.entries.updateValue((record, bytes), forKey: id) { state.bytes -= old.bytes }
             state.bytes += bytes
             state.newest = max(state.newest, id)
             if state.entries.count > capacity || state.bytes > byteCapacity {

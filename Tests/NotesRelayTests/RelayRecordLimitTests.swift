@@ -104,14 +104,51 @@ struct RelayRecordLimitTests {
                                                     changes: books[0].changes(since: version))).status == 200)
     }
 
+    /// Uploads that each fit in a bundle alone but together pass what one bundle's records may
+    /// hold (each deletes 16,777,216 characters: 162 bytes): the relay filled pages by records and
+    /// bytes only, so from the second such upload on no client could decode a page and the space
+    /// stopped syncing for every device. Each page now stops at the reader's limits.
+    @Test(arguments: [false, true]) func pagesStayWithinWhatAReaderTakesTogether(records: Bool) async throws {
+        let service = try Self.service()
+        let note = NoteID(Identifier128(high: 31, low: 31))
+        let target = ReplicaID(Identifier128(high: 32, low: 32))
+        var all = VersionVector()
+        for k: UInt64 in 1 ... 5 {
+            let author = ReplicaID(Identifier128(high: 33, low: k))
+            let change = Change(replica: author, startSeq: 1, timestamp: Timestamp(milliseconds: 1_700_000_000_000 + k),
+                                dependencies: VersionVector(),
+                                operations: [.deleteText(note: note, targets: [OpIDRange(replica: target, seq: 1, count: 1 << 24)])])
+            all[author] = 1
+            var sent = VersionVector()
+            sent[author] = 1
+            #expect(await Self.post(service, SyncBundle(sender: author, senderVersion: sent, changes: [change])).status == 200)
+        }
+        let client = ReplicaID(Identifier128(high: 34, low: 34))
+        var version = VersionVector()
+        var pages = 0
+        var more = true
+        while more, pages < 20 {
+            let answer = await Self.post(service, SyncBundle(sender: client, senderVersion: version, changes: []),
+                                         accept: records ? RelayProtocol.bundleContentType + ", " + RelayProtocol.recordsAccept : nil)
+            #expect(answer.status == 200)
+            let bundle = try SyncBundle.decode(answer.body)
+            #expect(bundle.changes.count == 1, "one 16 M delete a page")
+            for change in bundle.changes { version[change.replica] = max(version[change.replica], change.endSeq) }
+            more = answer.headers[RelayProtocol.moreHeader] == "1"
+            pages += 1
+        }
+        #expect(version == all)
+        #expect(pages == 5)
+    }
+
     /// The decoded-change cache is bounded by the bytes it was decoded from, not only by count.
     @Test func theDecodedCacheKeepsWithinItsBytes() {
         let cache = DecodedChangeCache(capacity: 50_000, byteCapacity: 1000)
-        for id in 1 ... 100 { cache.put(Int64(id), [], bytes: 100) }
+        for id in 1 ... 100 { cache.put(Int64(id), DecodedRecord(changes: [], usage: .init()), bytes: 100) }
         #expect(cache.keptBytes <= 1000)
         #expect(cache.get(100) != nil)
         #expect(cache.get(1) == nil)
-        cache.put(101, [], bytes: 5000)
+        cache.put(101, DecodedRecord(changes: [], usage: .init()), bytes: 5000)
         #expect(cache.get(101) == nil)
     }
 }
