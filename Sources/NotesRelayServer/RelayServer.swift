@@ -145,6 +145,12 @@ public struct RelayServer: Sendable {
         for field in request.headers { headers[field.name.canonicalName] = field.value }
         var body: [UInt8] = []
         if request.method == .post {
+            // Refused whatever the body holds (no or a wrong token): answered before it is read.
+            var query: [String: String] = [:]
+            for (name, value) in request.uri.queryParameters where query[String(name)] == nil { query[String(name)] = String(value) }
+            if let answer = await service.answerBeforeBody(RelayRequest(method: "POST", path: request.uri.path, headers: headers, query: query)) {
+                return RelayServer.response(answer)
+            }
             let limit = service.limits.maxRequestBytes
             if let declared = request.headers[.contentLength].flatMap(UInt64.init), declared > UInt64(limit) {
                 return RelayServer.response(await service.handle(RelayRequest(method: "POST", path: request.uri.path, headers: headers)))

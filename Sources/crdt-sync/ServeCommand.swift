@@ -47,7 +47,7 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("tokens-file"), help: ArgumentHelp("A file of SPACE=TOKEN lines (# starts a comment).", valueName: "FILE"))
     var tokensFile: String?
 
-    @Option(name: .customLong("max-body-bytes"), parsing: .unconditional, help: ArgumentHelp("Larger request bodies get 413.", valueName: "BYTES"))
+    @Option(name: .customLong("max-body-bytes"), parsing: .unconditional, help: ArgumentHelp("Larger request bodies get 413 (1024 to 16777216, the largest bundle).", valueName: "BYTES"))
     var maxBodyBytes: Int = 16 << 20
 
     @Option(name: .customLong("page-changes"), parsing: .unconditional, help: ArgumentHelp("At most this many changes per answer page.", valueName: "N"))
@@ -101,6 +101,8 @@ struct ServeCommand: AsyncParsableCommand {
         if tokens.isEmpty, tokensFile == nil { throw ValidationError("give at least one --token SPACE=TOKEN or a --tokens-file") }
         if !(0 ... 65535).contains(port) { throw ValidationError("--port must be between 0 and 65535") }
         if maxBodyBytes < 1024 { throw ValidationError("--max-body-bytes must be at least 1024") }
+        // No bundle is larger: a larger limit only let bodies that must be refused be read whole.
+        if maxBodyBytes > SyncBundle.maxBytes { throw ValidationError("--max-body-bytes must be at most \(SyncBundle.maxBytes) (no bundle is larger)") }
         if (tlsCert == nil) != (tlsKey == nil) { throw ValidationError("--tls-cert and --tls-key go together") }
         if logFormat != "text", logFormat != "json" { throw ValidationError("--log-format must be text or json") }
         if maxConnectionsPerAddress < 1 || maxConnections < 1 { throw ValidationError("--max-connections-per-address and --max-connections must be positive") }

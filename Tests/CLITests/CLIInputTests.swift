@@ -72,4 +72,10 @@ struct CLIInputTests {
             #expect(refused.status != 0 && refused.stderr.contains(message), "\(file): \(refused.stderr)")
         }
     }
+
+    /// A body limit past the largest bundle only let bodies that must be refused be read whole.
+    @Test func aBodyLimitPastTheLargestBundleIsRefused() throws {
+        let refused = try CLI.run(["serve", "--port", "0", "--store", FileManager.default.temporaryDirectory.path + "/never-\(UUID().uuidString).sqlite", "--token", "notes=secret", "--max-body-bytes", "99999999999"])
+        #expect(refused.status != 0 && refused.stderr.contains("--max-body-bytes must be at most 16777216"), "\(refused.stderr)")
+    }
 }

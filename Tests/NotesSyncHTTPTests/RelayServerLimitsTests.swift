@@ -87,6 +87,21 @@ struct RelayServerLimitsTests {
         }
     }
 
+    /// A sync with no token or a wrong one is answered 401 from its headers: its body is not
+    /// waited for nor read (it was read whole first, up to 16 MiB a connection, before the 401).
+    @Test func aRefusedTokenIsAnsweredBeforeTheBody() async throws {
+        try await withRelay(server: RelayServerConfiguration(idleTimeoutSeconds: 30)) { relay, _ in
+            for authorization in ["", "Authorization: Bearer not-a-token\r\n"] {
+                let line = Self.statusLine(relay.port, "POST /v1/spaces/notes/sync HTTP/1.1\r\nHost: relay\r\n\(authorization)"
+                                                     + "Content-Length: 1000000\r\n\r\nabc")
+                #expect(line.contains("401"), "\(authorization): \(line)")
+            }
+            let elsewhere = Self.statusLine(relay.port, "POST /v1/spaces/notes/status HTTP/1.1\r\nHost: relay\r\n"
+                                                      + "Authorization: Bearer \(notesToken)\r\nContent-Length: 1000000\r\n\r\n")
+            #expect(elsewhere.contains("405"), "\(elsewhere)")
+        }
+    }
+
     @Test func oneAddressGetsABoundedShareOfConnections() async throws {
         let configuration = RelayServerConfiguration(idleTimeoutSeconds: 30, maxConnectionsPerAddress: 8)
         try await withRelay(server: configuration) { relay, _ in
