@@ -75,7 +75,14 @@ public struct SyncSession: Sendable {
     /// What each peer that wrote a received bundle has.
     private var peerVersions: [ReplicaID: VersionVector] = [:]
     /// What the other side has, once known.
-    private var remote: VersionVector?
+    private var remote: VersionVector? {
+        didSet { expectedOperations = remote.map { Self.expected(remote: $0, local: localVersion) } ?? 0 }
+    }
+    /// What `progress` expects in all, counted once when `remote` is known (it was counted at
+    /// every batch: with thousands of authors, a look-up each, for every record of a page).
+    private var expectedOperations: UInt64 = 0
+    /// The sender and vector `notePeer` merged last.
+    private var lastPeerVector: (sender: ReplicaID, version: VersionVector)?
     /// Streaming: per author, the seq ranges received in this session (to take repeats once).
     private var arrivedRanges: [ReplicaID: SeqRanges] = [:]
     /// Streaming: batches applied.
@@ -262,7 +269,10 @@ public struct SyncSession: Sendable {
         // A bundle from the other side of the space's line (plaintext in an encrypted space,
         // sealed outside one) is refused whole: its sender is no peer of this replica.
         if sealed ? !bundle.changes.isEmpty : bundle.isSealed { return }
+        // Every record of a page carries the page's vector: merged once.
+        if lastPeerVector?.sender == bundle.sender, lastPeerVector?.version == bundle.senderVersion { return }
         peerVersions[bundle.sender, default: VersionVector()].merge(bundle.senderVersion)
+        lastPeerVector = (bundle.sender, bundle.senderVersion)
     }
 
     // MARK: Streaming: each bundle applied as it arrives
@@ -390,13 +400,15 @@ public struct SyncSession: Sendable {
 
     /// How far a receive has come, for a progress display.
     public var progress: SyncProgress {
+        SyncProgress(receivedOperations: receivedOperations, expectedOperations: expectedOperations, report: report)
+    }
+
+    private static func expected(remote: VersionVector, local: VersionVector) -> UInt64 {
         var expected: UInt64 = 0
-        if let remote {
-            for entry in remote.sortedEntries where entry.seq > localVersion[entry.replica] {
-                expected &+= entry.seq - localVersion[entry.replica]
-            }
+        for entry in remote.sortedEntries where entry.seq > local[entry.replica] {
+            expected &+= entry.seq - local[entry.replica]
         }
-        return SyncProgress(receivedOperations: receivedOperations, expectedOperations: expected, report: report)
+        return expected
     }
 
     /// The peers were recorded: the session is over.

@@ -47,6 +47,33 @@ struct VersionVectorTests {
         #expect(z == merged)
     }
 
+    /// Past eight entries a merge walks both vectors at once: the same entry-wise maximum as a
+    /// dictionary gives, whichever side is larger and however they overlap.
+    @Test func aMergeOfLargeVectorsIsTheEntrywiseMaximum() {
+        var state: UInt64 = 0x9E37_79B9_7F4A_7C15
+        func next() -> UInt64 {
+            state &+= 0x9E37_79B9_7F4A_7C15
+            var z = state
+            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+            return z ^ (z >> 31)
+        }
+        let pool = (0 ..< 60).map { ReplicaID(Identifier128(high: next(), low: UInt64($0))) }
+        for _ in 0 ..< 200 {
+            var left: [ReplicaID: UInt64] = [:]
+            var right: [ReplicaID: UInt64] = [:]
+            for replica in pool {
+                if next() % 3 == 0 { left[replica] = next() % 5 }
+                if next() % 2 == 0 { right[replica] = next() % 5 }
+            }
+            var merged = VersionVector(left)
+            merged.merge(VersionVector(right))
+            let expected = left.merging(right, uniquingKeysWith: max)
+            #expect(merged == VersionVector(expected))
+            #expect(merged.entries == expected.filter { $0.value > 0 })
+        }
+    }
+
     @Test func missingListsExactlyWhatTheOtherSideHas() {
         let mine = VersionVector([a: 5, b: 2])
         let theirs = VersionVector([a: 3, b: 6, c: 2])

@@ -101,7 +101,34 @@ public struct VersionVector: Hashable, Sendable, CustomStringConvertible {
     ///
     /// - Complexity: O(*m*), where *m* is the number of entries in `other`.
     public mutating func merge(_ other: VersionVector) {
-        for entry in other.storage where entry.seq > self[entry.replica] { self[entry.replica] = entry.seq }
+        guard other.storage.count > 8 else {
+            for entry in other.storage where entry.seq > self[entry.replica] { self[entry.replica] = entry.seq }
+            return
+        }
+        // Both sorted: one walk over each, and nothing written when `other` adds nothing (a
+        // page's vector of thousands of authors, merged for every record of the page, took a
+        // binary search per entry).
+        var i = 0
+        var adds = false
+        for entry in other.storage {
+            while i < storage.count, storage[i].replica < entry.replica { i += 1 }
+            if i == storage.count || storage[i].replica != entry.replica || storage[i].seq < entry.seq { adds = true; break }
+        }
+        guard adds else { return }
+        var merged: [Entry] = []
+        merged.reserveCapacity(storage.count + other.storage.count)
+        i = 0
+        for entry in other.storage {
+            while i < storage.count, storage[i].replica < entry.replica { merged.append(storage[i]); i += 1 }
+            if i < storage.count, storage[i].replica == entry.replica {
+                merged.append(Entry(replica: entry.replica, seq: max(storage[i].seq, entry.seq)))
+                i += 1
+            } else {
+                merged.append(entry)
+            }
+        }
+        merged.append(contentsOf: storage[i...])
+        storage = merged
     }
 
     /// The entry-wise maximum of the two vectors.

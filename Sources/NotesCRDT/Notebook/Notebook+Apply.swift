@@ -123,7 +123,8 @@ extension Notebook {
     /// Exactly the operations that a replica at `version` lacks, as changes in a causal order
     /// (the first change of each replica cut where the other side's knowledge ends).
     ///
-    /// - Complexity: O(*r* log *h* + *k* log *k*): a binary search per replica, then the *k* changes sent.
+    /// - Complexity: O(*r* + *v* + *b* log *h* + *k* log *k*): a walk over both vectors, a binary
+    ///   search per replica behind, then the *k* changes sent.
     public func changes(since version: VersionVector) -> [Change] {
         if deferred != nil { return materialized.changes(since: version) }
         // The log positions first (per replica, the first change that ends past what `version`
@@ -132,9 +133,16 @@ extension Notebook {
         var picked: [Int] = []
         var cuts: [(position: Int, from: UInt64)] = []  // a change the other side has part of
         var sorted = true
-        for (replica, indexes) in historyIndex {
-            let have = version[replica]
-            guard have < versionVector[replica] else { continue }
+        // The replicas this log holds past `version`, found by walking both sorted vectors once:
+        // a receive of one author's change per batch (a page of thousands of authors) asked this
+        // at every batch, and a look-up per replica made that quadratic in a slow way.
+        let mine = versionVector.storage
+        let theirs = version.storage
+        var t = 0
+        for entry in mine {
+            while t < theirs.count, theirs[t].replica < entry.replica { t += 1 }
+            let have = t < theirs.count && theirs[t].replica == entry.replica ? theirs[t].seq : 0
+            guard have < entry.seq, let indexes = historyIndex[entry.replica] else { continue }
             let low = firstLogEntry(in: indexes, endingAtOrAfter: have + 1)
             guard low < indexes.count else { continue }
             if history[indexes[low]].startSeq <= have { cuts.append((indexes[low], have + 1)) }
