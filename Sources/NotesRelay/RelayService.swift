@@ -305,15 +305,8 @@ public final class RelayService: Sendable {
         var budget = PageBudget()
         var more = page.more
         for stored in page.records {
-            let record: DecodedRecord
-            if let cached = hits.map.withLock({ $0[stored.arrival] }) {
-                record = cached
-            } else {
-                guard let fresh = try? DecodedRecord(decoding: stored.record.payload) else {
-                    return RelayService.text(503, "the relay's store holds a change of \(stored.record.author) at \(stored.record.startSeq) that does not decode")
-                }
-                decoded.put(stored.arrival, fresh, bytes: stored.record.payload.count)
-                record = fresh
+            guard let record = decodedRecord(stored, hits: hits) else {
+                return RelayService.text(503, "the relay's store holds a change of \(stored.record.author) at \(stored.record.startSeq) that does not decode")
             }
             guard budget.take(record.usage) else {
                 more = true
@@ -340,6 +333,16 @@ public final class RelayService: Sendable {
 
     package struct UploadError: Error { package var message: String }
 
+    /// A page record's changes and what they take of a bundle's limits: those `hits` found when
+    /// the page was read, else the cache's, else decoded now and kept; nil when they do not decode.
+    func decodedRecord(_ stored: RelayStoredRecord, hits: ChangeBox? = nil) -> DecodedRecord? {
+        if let hit = hits?.map.withLock({ $0[stored.arrival] }) { return hit }
+        if let cached = decoded.get(stored.arrival) { return cached }
+        guard let fresh = try? DecodedRecord(decoding: stored.record.payload) else { return nil }
+        decoded.put(stored.arrival, fresh, bytes: stored.record.payload.count)
+        return fresh
+    }
+
     /// A page as a record bundle (format version 5): each stored record's encoding as it is, but
     /// for a record that starts at or before what the client has or what the page already gives
     /// (an upload that straddled the relay's coverage is stored whole), which is decoded and cut
@@ -358,16 +361,9 @@ public final class RelayService: Sendable {
             let record = stored.record
             let has = given[record.author]
             if record.endSeq <= has { continue }
-            // What it takes of the budget: decoded once per record, then from the cache.
-            let usage: ChangeCodec.Usage
-            if let cached = decoded.get(stored.arrival) {
-                usage = cached.usage
-            } else {
-                guard let fresh = try? DecodedRecord(decoding: record.payload) else { return nil }
-                decoded.put(stored.arrival, fresh, bytes: record.payload.count)
-                usage = fresh.usage
-            }
-            guard budget.take(usage) else {
+            // Decoded once per record (then from the cache), for what it takes of the budget.
+            guard let whole = decodedRecord(stored) else { return nil }
+            guard budget.take(whole.usage) else {
                 cut = true
                 break
             }
@@ -376,10 +372,9 @@ public final class RelayService: Sendable {
                 records.append(SyncBundle.Record(author: record.author, startSeq: record.startSeq, endSeq: record.endSeq, encoding: record.payload))
                 continue
             }
-            guard let whole = try? ChangeCodec.decode(record.payload) else { return nil }
-            let cut = whole.compactMap { $0.suffix(from: has &+ 1) }
-            guard let first = cut.first, let last = cut.last else { continue }
-            records.append(SyncBundle.Record(author: record.author, startSeq: first.startSeq, endSeq: last.endSeq, encoding: encoder.encode(cut)))
+            let part = whole.changes.compactMap { $0.suffix(from: has &+ 1) }
+            guard let first = part.first, let last = part.last else { continue }
+            records.append(SyncBundle.Record(author: record.author, startSeq: first.startSeq, endSeq: last.endSeq, encoding: encoder.encode(part)))
         }
         return (SyncBundle.encodedRecords(sender: relayReplica(for: space), senderVersion: page.version, records: records), cut)
     }

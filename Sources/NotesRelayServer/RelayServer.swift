@@ -143,11 +143,11 @@ public struct RelayServer: Sendable {
         }
         var headers: [String: String] = [:]
         for field in request.headers { headers[field.name.canonicalName] = field.value }
+        var query: [String: String] = [:]
+        for (name, value) in request.uri.queryParameters where query[String(name)] == nil { query[String(name)] = String(value) }
         var body: [UInt8] = []
         if request.method == .post {
             // Refused whatever the body holds (no or a wrong token): answered before it is read.
-            var query: [String: String] = [:]
-            for (name, value) in request.uri.queryParameters where query[String(name)] == nil { query[String(name)] = String(value) }
             if let answer = await service.answerBeforeBody(RelayRequest(method: "POST", path: request.uri.path, headers: headers, query: query)) {
                 return RelayServer.response(answer)
             }
@@ -173,8 +173,6 @@ public struct RelayServer: Sendable {
                                                           body: Array("{\"error\":\"the request body ended before it was whole\"}\n".utf8)))
             }
         }
-        var query: [String: String] = [:]
-        for (name, value) in request.uri.queryParameters where query[String(name)] == nil { query[String(name)] = String(value) }
         let answer = await service.handle(RelayRequest(method: request.method.rawValue, path: request.uri.path, headers: headers, body: body,
                                                        query: query))
         return RelayServer.response(answer)

@@ -76,7 +76,7 @@ public struct SyncSession: Sendable {
     private var peerVersions: [ReplicaID: VersionVector] = [:]
     /// What the other side has, once known.
     private var remote: VersionVector? {
-        didSet { expectedOperations = remote.map { Self.expected(remote: $0, local: localVersion) } ?? 0 }
+        didSet { expectedOperations = remote?.operationsMissing(from: localVersion) ?? 0 }
     }
     /// What `progress` expects in all, counted once when `remote` is known (it was counted at
     /// every batch: with thousands of authors, a look-up each, for every record of a page).
@@ -403,13 +403,6 @@ public struct SyncSession: Sendable {
         SyncProgress(receivedOperations: receivedOperations, expectedOperations: expectedOperations, report: report)
     }
 
-    private static func expected(remote: VersionVector, local: VersionVector) -> UInt64 {
-        var expected: UInt64 = 0
-        for entry in remote.sortedEntries where entry.seq > local[entry.replica] {
-            expected &+= entry.seq - local[entry.replica]
-        }
-        return expected
-    }
 
     /// The peers were recorded: the session is over.
     public mutating func peersRecorded() throws -> Action {
